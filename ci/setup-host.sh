@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs everything this project's build and test suite needs on a fresh
+# Debian 12 (bookworm) machine, as root. Safe to run again.
+#
+# Suites are selected per package (KMOD-BUILD.md): bookworm-backports only
+# for the 6.12 headers and the QEMU it needs, bookworm-security's rustc-web
+# (it is the candidate anyway), never trixie.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+[ "$(id -u)" = 0 ] || { echo "setup-host.sh: run as root (sudo bash ci/setup-host.sh)" >&2; exit 2; }
+export DEBIAN_FRONTEND=noninteractive
+
+echo "==> apt sources: bookworm contrib/non-free, bookworm-backports (pinned low)"
+bash "$here/apt-sources.sh"
+apt-get update -qq
+
+# The kernels we build and boot: the current bookworm kernel and the current
+# bookworm-backports 6.12 kernel, each named by its metapackage.
+. "$here/kernels.sh"
+
+echo "==> installing build and test packages (kernels $KVER_BOOKWORM, $KVER_BACKPORTS)"
+pkgs=(
+  # module build
+  build-essential bc kmod libelf-dev dwarves binutils rustc-web rust-web-src
+  "linux-headers-$KVER_BOOKWORM" "linux-headers-$KVER_BACKPORTS/bookworm-backports"
+  # packaging tests
+  rpm rpmlint dpkg-dev debhelper dh-dkms dkms lintian equivs fakeroot git
+  # boot tests
+  busybox-static cpio
+)
+# qemu-utils may already come from backports on these machines; qemu-system
+# must then match it, and seabios with it.
+if dpkg-query -W -f='${Version}' qemu-utils 2>/dev/null | grep -q bpo12; then
+  pkgs+=(qemu-system-x86/bookworm-backports qemu-system-common/bookworm-backports
+         qemu-system-data/bookworm-backports seabios/bookworm-backports)
+else
+  pkgs+=(qemu-system-x86)
+fi
+apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+
+echo "==> NVIDIA 535 driver sources (nv-p2p.h), unpacked, not installed"
+bash "$here/fetch-nvidia-src.sh" >/dev/null
+echo "==> host ready"
