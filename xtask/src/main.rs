@@ -2,6 +2,10 @@
 //! style). Each subcommand lives in its own module; this file only parses the
 //! command line and maps errors to exit statuses.
 
+mod deb;
+mod distro;
+mod render;
+mod tarball;
 mod workspace;
 
 use clap::{Parser, Subcommand};
@@ -17,9 +21,58 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Build nvidia-peer-memory_<version>.orig.tar.gz with a rendered debian/
+    /// inside, for `dpkg-buildpackage -us -uc` (see `build-deb --help`).
+    BuildDeb(deb::BuildDebArgs),
+    /// Print build-deb's wall time with this prebuilt binary.
+    BenchDeb(deb::BenchDebArgs),
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::BuildDeb(args) => exit_status(deb::build_deb_command(&args)),
+        Command::BenchDeb(args) => exit_status(deb::bench_deb_command(&args)),
+    }
+}
+
+/// Bad input from the user or the packaging data (unknown distro, malformed
+/// data file, unusable --out ...): reported with exit status 2, like clap's
+/// own usage errors. Other failures exit with 1.
+#[derive(Debug)]
+pub struct BadInput(anyhow::Error);
+
+impl BadInput {
+    pub fn new(message: String) -> anyhow::Error {
+        anyhow::Error::new(BadInput(anyhow::anyhow!(message)))
+    }
+
+    /// Marks an error as bad input, keeping its message and causes.
+    pub fn wrap(error: anyhow::Error) -> anyhow::Error {
+        anyhow::Error::new(BadInput(error))
+    }
+}
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
+
+/// Prints the error (with its causes) and maps it to an exit status.
+fn exit_status(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            if error.chain().any(|cause| cause.is::<BadInput>()) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
 }
