@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * nv_peer_mem's C glue: what Rust cannot do portably across kernel versions.
+ * Module macros and parameters, the peer_memory_client structures, the
+ * trampolines the PeerDirect core and the NVIDIA driver call through
+ * function pointers (kept in C so they get the kernel's CFI/IBT treatment),
+ * kernel and vendor struct access, and printk. All decisions are made by the
+ * Rust logic in kmod/src/.
+ *
+ * NVPM_PEER_MEM_H and NVPM_NV_P2P_H name the ABI headers chosen by
+ * kmod/Makefile: MLNX_OFED's and the NVIDIA driver's when installed, else
+ * this project's own descriptions in kmod/compat/.
+ */
+#include <linux/module.h>
+#include <linux/kernel.h>
+#include <linux/slab.h>
+#include <linux/pci.h>
+#include <linux/scatterlist.h>
+#include <linux/string.h>
+#include <linux/build_bug.h>
+
+#include NVPM_PEER_MEM_H
+#include NVPM_NV_P2P_H
+
+#include "nv_peer_mem_glue.h"
+
+MODULE_AUTHOR("nv_peer_mem contributors");
+MODULE_DESCRIPTION("NVIDIA GPU memory plug-in for PeerDirect (GPUDirect RDMA)");
+MODULE_LICENSE("Dual BSD/GPL");
+MODULE_VERSION(NVPM_VERSION);
+
+static int peerdirect_support;
+module_param(peerdirect_support, int, 0444);
+MODULE_PARM_DESC(peerdirect_support,
+		 "PeerDirect API of the IB core: 0 [default] for MLNX_OFED >= 5.1, 1 for the legacy API (MLNX_OFED 4.9 LTS, 5.0); other values are refused");
+
+static int persistent_api_support = 1;
+module_param(persistent_api_support, int, 0444);
+MODULE_PARM_DESC(persistent_api_support,
+		 "Register the nv_mem_nc client on NVIDIA's persistent-pages API when the driver provides it: 1 [default] or 0 to turn it off");
+
+static int enable_dbg;
+module_param(enable_dbg, int, 0644);
+MODULE_PARM_DESC(enable_dbg, "Print debug messages: 0 [default] or 1");
+
+#ifdef NVIDIA_P2P_CAP_GET_PAGES_PERSISTENT_API
+#define NVPM_HAVE_PERSISTENT 1u
+#else
+#define NVPM_HAVE_PERSISTENT 0u
+#endif
+
+/*
+ * The documented layout of a new-style client (MLNX_OFED >= 5.1), defined
+ * here so the module also builds against headers of the legacy API that
+ * lack it; legacy registrations leave ex_size and flags zero.
+ */
+struct nvpm_client_ex {
+	struct peer_memory_client client;
+	size_t ex_size;
+	u32 flags;
+};
+#define NVPM_PEER_MEM_INVALIDATE_UNMAPS (1u << 0)
+
+static_assert(sizeof(struct sg_table) <= NVPM_SAVED_SG_TABLE_SIZE);
+
+static invalidate_peer_memory mem_invalidate_callback;
+static void *reg_handle;
+static void *reg_handle_nc;
+
+/* ---- trampolines: the PeerDirect core calls these ---- */
+
+static int nv_mem_acquire(unsigned long addr, size_t size, void *peer_mem_private_data,
+			  char *peer_mem_name, void **client_context)
+{
+	return nvpm_rs_acquire(NVPM_CLIENT_MEM, addr, size, client_context);
+}
+
+static int nv_mem_nc_acquire(unsigned long addr, size_t size, void *peer_mem_private_data,
+			     char *peer_mem_name, void **client_context)
+{
+	return nvpm_rs_acquire(NVPM_CLIENT_NC, addr, size, client_context);
+}
+
+static int nv_mem_get_pages(unsigned long addr, size_t size, int write, int force,
+			    struct sg_table *sg_head, void *client_context, u64 core_context)
+{
+	return nvpm_rs_get_pages(client_context, core_context);
+}
+
+static int nv_mem_dma_map(struct sg_table *sg_head, void *client_context,
+			  struct device *dma_device, int dmasync, int *nmap)
+{
+	return nvpm_rs_dma_map(client_context, sg_head,
+			       dma_device ? to_pci_dev(dma_device) : NULL, nmap);
+}
+
+static int nv_mem_dma_unmap(struct sg_table *sg_head, void *client_context,
+			    struct device *dma_device)
+{
+	return nvpm_rs_dma_unmap(client_context, sg_head);
+}
+
+static void nv_mem_put_pages(struct sg_table *sg_head, void *client_context)
+{
+	nvpm_rs_put_pages(client_context, sg_head);
+}
+
+static unsigned long nv_mem_get_page_size(void *client_context)
+{
+	return nvpm_rs_get_page_size();
+}
+
+static void nv_mem_release(void *client_context)
+{
+	nvpm_rs_release(client_context);
+}
+
+#define NVPM_CLIENT_OPS(acquire_fn)                  \
+	.acquire = acquire_fn,                       \
+	.get_pages = nv_mem_get_pages,               \
+	.dma_map = nv_mem_dma_map,                   \
+	.dma_unmap = nv_mem_dma_unmap,               \
+	.put_pages = nv_mem_put_pages,               \
+	.get_page_size = nv_mem_get_page_size,       \
+	.release = nv_mem_release
+
+static struct nvpm_client_ex nv_mem_client = {
+	.client = { .name = "nv_mem", .version = NVPM_VERSION, NVPM_CLIENT_OPS(nv_mem_acquire) },
+};
+
+/* nv_mem_nc is always a plain client: it has nothing to invalidate. */
+static struct peer_memory_client nv_mem_nc_client = {
+	.name = "nv_mem_nc", .version = NVPM_VERSION, NVPM_CLIENT_OPS(nv_mem_nc_acquire),
+};
+
+/* ---- the NVIDIA driver calls these ---- */
+
+static void nv_mem_free_callback(void *data)
+{
+	nvpm_rs_free_callback(data);
+}
+
+/* acquire's probe pins and unpins at once: nothing can be left to free. */
+static void nv_mem_probe_free_callback(void *data)
+{
+}
+
+/* ---- helpers the Rust logic calls ---- */
+
+int nvpm_c_p2p_get_pages(u64 va, u64 len, void **slot, u32 callback, void *data)
+{
+	return nvidia_p2p_get_pages(0, 0, va, len, (struct nvidia_p2p_page_table **)slot,
+				    callback == NVPM_CALLBACK_INVALIDATE ? nv_mem_free_callback
+									 : nv_mem_probe_free_callback,
+				    data);
+}
+
+int nvpm_c_p2p_put_pages(u64 va, void *page_table)
+{
+	return nvidia_p2p_put_pages(0, 0, va, page_table);
+}
+
+#if NVPM_HAVE_PERSISTENT
+int nvpm_c_p2p_get_pages_persistent(u64 va, u64 len, void **slot)
+{
+	return nvidia_p2p_get_pages_persistent(va, len, (struct nvidia_p2p_page_table **)slot, 0);
+}
+
+int nvpm_c_p2p_put_pages_persistent(u64 va, void *page_table)
+{
+	return nvidia_p2p_put_pages_persistent(va, page_table, 0);
+}
+#else
+/* Unreachable: nv_mem_nc is not registered without the persistent API. */
+int nvpm_c_p2p_get_pages_persistent(u64 va, u64 len, void **slot)
+{
+	return -EOPNOTSUPP;
+}
+
+int nvpm_c_p2p_put_pages_persistent(u64 va, void *page_table)
+{
+	return -EOPNOTSUPP;
+}
+#endif
+
+u32 nvpm_c_page_table_page_size(void *page_table)
+{
+	return ((struct nvidia_p2p_page_table *)page_table)->page_size;
+}
+
+int nvpm_c_p2p_dma_map(void *pci_dev, void *page_table, void **mapping)
+{
+	return nvidia_p2p_dma_map_pages(pci_dev, page_table,
+					(struct nvidia_p2p_dma_mapping **)mapping);
+}
+
+int nvpm_c_p2p_dma_unmap(void *pci_dev, void *page_table, void *mapping)
+{
+	return nvidia_p2p_dma_unmap_pages(pci_dev, page_table, mapping);
+}
+
+u32 nvpm_c_dma_mapping_version(void *mapping)
+{
+	return ((struct nvidia_p2p_dma_mapping *)mapping)->version;
+}
+
+int nvpm_c_p2p_free_dma_mapping(void *mapping)
+{
+	return nvidia_p2p_free_dma_mapping(mapping);
+}
+
+int nvpm_c_p2p_free_page_table(void *page_table)
+{
+	return nvidia_p2p_free_page_table(page_table);
+}
+
+int nvpm_c_sg_fill(void *sg_head, void *mapping, u64 page_size, void *saved, u32 *nmap)
+{
+	struct nvidia_p2p_dma_mapping *m = mapping;
+	struct scatterlist *sg;
+	struct sg_table table;
+	unsigned int i;
+	int ret;
+
+	/* Build into a local table so sg_head stays untouched on failure. */
+	ret = sg_alloc_table(&table, m->entries, GFP_KERNEL);
+	if (ret)
+		return ret;
+	for_each_sg(table.sgl, sg, m->entries, i) {
+		sg_set_page(sg, NULL, page_size, 0);
+		sg_dma_address(sg) = m->dma_addresses[i];
+		sg_dma_len(sg) = page_size;
+	}
+	*(struct sg_table *)sg_head = table;
+	memcpy(saved, &table, sizeof(table));
+	*nmap = m->entries;
+	return 0;
+}
+
+int nvpm_c_sg_matches(void *sg_head, const void *saved)
+{
+	return memcmp(sg_head, saved, sizeof(struct sg_table)) == 0;
+}
+
+void nvpm_c_sg_free(void *table)
+{
+	sg_free_table(table);
+}
+
+void nvpm_c_invalidate(u64 core_context)
+{
+	if (mem_invalidate_callback)
+		mem_invalidate_callback(reg_handle, core_context);
+}
+
+int nvpm_c_register(u32 kind, u32 style)
+{
+	if (kind == NVPM_CLIENT_NC) {
+		reg_handle_nc = ib_register_peer_memory_client(&nv_mem_nc_client, NULL);
+		return reg_handle_nc ? 0 : -EINVAL;
+	}
+	if (style == NVPM_STYLE_INVALIDATE_UNMAPS) {
+		nv_mem_client.client.version[IB_PEER_MEMORY_VER_MAX - 1] = 1;
+		nv_mem_client.ex_size = sizeof(nv_mem_client);
+		nv_mem_client.flags = NVPM_PEER_MEM_INVALIDATE_UNMAPS;
+	}
+	reg_handle = ib_register_peer_memory_client(&nv_mem_client.client,
+						    &mem_invalidate_callback);
+	return reg_handle ? 0 : -EINVAL;
+}
+
+void nvpm_c_unregister(u32 kind)
+{
+	void **handle = kind == NVPM_CLIENT_NC ? &reg_handle_nc : &reg_handle;
+
+	if (*handle)
+		ib_unregister_peer_memory_client(*handle);
+	*handle = NULL;
+}
+
+void *nvpm_c_alloc(size_t size)
+{
+	return kzalloc(size, GFP_KERNEL);
+}
+
+void nvpm_c_free(void *ptr)
+{
+	kfree(ptr);
+}
+
+void nvpm_c_module_get(void)
+{
+	__module_get(THIS_MODULE);
+}
+
+void nvpm_c_module_put(void)
+{
+	module_put(THIS_MODULE);
+}
+
+void nvpm_c_log(u32 level, const char *what, size_t len, s64 value)
+{
+	if (level == NVPM_LOG_ERROR)
+		pr_err("nv_peer_mem: %.*s: %lld\n", (int)len, what, value);
+	else if (READ_ONCE(enable_dbg))
+		pr_info("nv_peer_mem: %.*s: %lld\n", (int)len, what, value);
+}
+
+static int __init nv_peer_mem_init(void)
+{
+	return nvpm_rs_init(peerdirect_support, persistent_api_support, NVPM_HAVE_PERSISTENT);
+}
+
+static void __exit nv_peer_mem_exit(void)
+{
+	nvpm_rs_exit();
+}
+
+module_init(nv_peer_mem_init);
+module_exit(nv_peer_mem_exit);

@@ -1,0 +1,340 @@
+//! The peer memory client: what each PeerDirect callback does, and module
+//! load/unload. Behaviour follows Mellanox's nv_peer_mem 1.3 and NVIDIA's
+//! nvidia-peermem (FIELD-NOTES §1); where they leak or race, this code
+//! closes the gap and says so.
+
+use crate::context::Context;
+use crate::errno::{EINVAL, ENOMEM, Errno};
+use crate::params::{ParamError, Params};
+use crate::platform::{
+    ClientKind, FreeCallback, Level, NVIDIA_P2P_PAGE_SIZE_64KB, Platform, dma_mapping_version_compatible,
+};
+use crate::range::{GPU_PAGE_SIZE, GpuRange};
+use core::ffi::c_void;
+use core::ptr::{self, NonNull};
+use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
+
+/// The answer to `acquire`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Acquired {
+    /// The range is GPU memory; the core keeps this context and calls
+    /// `release` with it eventually.
+    Mine(NonNull<c_void>),
+    /// Not GPU memory (or not usable): the core asks the next client.
+    NotMine,
+}
+
+/// The module: the platform plus which clients are registered.
+pub struct Driver<P: Platform> {
+    platform: P,
+    /// Bit per [`ClientKind`] registered with the core.
+    registered: AtomicU8,
+}
+
+fn bit(kind: ClientKind) -> u8 {
+    1 << kind as u32
+}
+
+impl<P: Platform> Driver<P> {
+    pub const fn new(platform: P) -> Driver<P> {
+        Driver { platform, registered: AtomicU8::new(0) }
+    }
+
+    pub fn platform(&self) -> &P {
+        &self.platform
+    }
+
+    /// Module load: validates the parameters, then registers `nv_mem` and,
+    /// when enabled and available, `nv_mem_nc`. If the second registration
+    /// fails the first is undone, so a failed load leaves nothing behind.
+    pub fn init(&self, peerdirect_support: i32, persistent_api_support: i32, nc_available: bool) -> Result<(), Errno> {
+        let p = &self.platform;
+        let params = match Params::from_raw(peerdirect_support, persistent_api_support, nc_available) {
+            Ok(params) => params,
+            Err(ParamError::PeerDirectSupport(value)) => {
+                p.log(
+                    Level::Error,
+                    "invalid peerdirect_support value (use 0 for MLNX_OFED >= 5.1, 1 for the legacy API of MLNX_OFED 4.9 LTS/5.0)",
+                    value.into(),
+                );
+                return Err(EINVAL);
+            }
+        };
+        if let Err(e) = p.register(ClientKind::Mem, params.style) {
+            p.log(Level::Error, "cannot register peer memory client nv_mem with the PeerDirect core", e.to_kernel().into());
+            return Err(e);
+        }
+        self.registered.fetch_or(bit(ClientKind::Mem), Ordering::AcqRel);
+        if params.persistent {
+            if let Err(e) = p.register(ClientKind::Nc, params.style) {
+                p.log(Level::Error, "cannot register peer memory client nv_mem_nc; unregistering nv_mem", e.to_kernel().into());
+                self.exit();
+                return Err(e);
+            }
+            self.registered.fetch_or(bit(ClientKind::Nc), Ordering::AcqRel);
+        }
+        Ok(())
+    }
+
+    /// Module unload: unregisters what `init` registered, newest first.
+    pub fn exit(&self) {
+        for kind in [ClientKind::Nc, ClientKind::Mem] {
+            if self.registered.fetch_and(!bit(kind), Ordering::AcqRel) & bit(kind) != 0 {
+                self.platform.unregister(kind);
+            }
+        }
+    }
+
+    /// Whether `kind` is registered.
+    pub fn is_registered(&self, kind: ClientKind) -> bool {
+        self.registered.load(Ordering::Acquire) & bit(kind) != 0
+    }
+
+    /// `acquire`: claims `[addr, addr + size)` if it is GPU memory, probed
+    /// by pinning and unpinning its pages. A live context holds a module
+    /// reference, so the module cannot be unloaded under the core.
+    pub fn acquire(&self, kind: ClientKind, addr: u64, size: u64) -> Acquired {
+        let p = &self.platform;
+        let Some(range) = GpuRange::widen(addr, size) else {
+            p.log(Level::Debug, "acquire: empty or overflowing range refused, size", size as i64);
+            return Acquired::NotMine;
+        };
+        let probe = AtomicPtr::new(ptr::null_mut());
+        if p.p2p_get_pages(range.start, range.len, &probe, FreeCallback::Probe, ptr::null_mut()).is_err() {
+            return Acquired::NotMine;
+        }
+        if let Err(e) = p.p2p_put_pages(range.start, probe.load(Ordering::Acquire)) {
+            // Expected only when the memory was freed between the two calls.
+            p.log(Level::Error, "acquire: nvidia_p2p_put_pages failed", e.to_kernel().into());
+            return Acquired::NotMine;
+        }
+        let raw = p.alloc(size_of::<Context>(), align_of::<Context>()) as *mut Context;
+        let Some(ctx) = NonNull::new(raw) else {
+            p.log(Level::Error, "acquire: out of memory", ENOMEM.to_kernel().into());
+            return Acquired::NotMine;
+        };
+        // SAFETY: `ctx` is a fresh allocation of the size and alignment of a
+        // Context, owned by nobody else yet.
+        unsafe { ctx.as_ptr().write(Context::new(kind, range)) };
+        p.module_get();
+        Acquired::Mine(ctx.cast())
+    }
+
+    /// `get_pages`: pins the range for real. `nv_mem` installs the free
+    /// callback with this context as its data; `nv_mem_nc` uses persistent
+    /// pages, which the driver never revokes.
+    ///
+    /// # Safety
+    /// `ctx` is null or a context returned by `acquire` and not released.
+    pub unsafe fn get_pages(&self, ctx: *mut c_void, core_context: u64) -> Result<(), Errno> {
+        // SAFETY: the caller's contract.
+        let Some(c) = (unsafe { context(ctx) }) else { return Err(EINVAL) };
+        let p = &self.platform;
+        c.core_context.store(core_context, Ordering::Release);
+        let result = match c.kind {
+            ClientKind::Mem => p.p2p_get_pages(c.range.start, c.range.len, &c.page_table, FreeCallback::Invalidate, ctx),
+            ClientKind::Nc => p.p2p_get_pages_persistent(c.range.start, c.range.len, &c.page_table),
+        };
+        if let Err(e) = result {
+            p.log(Level::Error, "get_pages: nvidia_p2p_get_pages failed", e.to_kernel().into());
+        }
+        result
+    }
+
+    /// `dma_map`: maps the pinned pages for `pci_dev` and describes them in
+    /// `sg_head`, one entry per 64 KiB page. Refuses pages of any other size
+    /// and mappings of an incompatible version; whatever it mapped before
+    /// refusing is unmapped again, and `sg_head` is left untouched.
+    ///
+    /// # Safety
+    /// `ctx` is null or a live context; `sg_head` is the core's sg table.
+    pub unsafe fn dma_map(&self, ctx: *mut c_void, sg_head: *mut c_void, pci_dev: *mut c_void) -> Result<u32, Errno> {
+        // SAFETY: the caller's contract.
+        let Some(c) = (unsafe { context(ctx) }) else { return Err(EINVAL) };
+        let p = &self.platform;
+        if pci_dev.is_null() || sg_head.is_null() {
+            p.log(Level::Error, "dma_map: no PCI device or sg table", EINVAL.to_kernel().into());
+            return Err(EINVAL);
+        }
+        let page_table = c.page_table.load(Ordering::Acquire);
+        if page_table.is_null() {
+            p.log(Level::Error, "dma_map: called without pinned pages", EINVAL.to_kernel().into());
+            return Err(EINVAL);
+        }
+        let page_size = p.page_table_page_size(page_table);
+        if page_size != NVIDIA_P2P_PAGE_SIZE_64KB {
+            p.log(Level::Error, "dma_map: GPU pages are not 64 KiB, page size type", page_size.into());
+            return Err(EINVAL);
+        }
+        let mapping = match p.p2p_dma_map(pci_dev, page_table) {
+            Ok(mapping) => mapping,
+            Err(e) => {
+                p.log(Level::Error, "dma_map: nvidia_p2p_dma_map_pages failed", e.to_kernel().into());
+                return Err(e);
+            }
+        };
+        let version = p.dma_mapping_version(mapping);
+        if !dma_mapping_version_compatible(version) {
+            p.log(Level::Error, "dma_map: incompatible nvidia_p2p_dma_mapping version", version.into());
+            self.unmap_logged(pci_dev, page_table, mapping);
+            return Err(EINVAL);
+        }
+        let nmap = match p.sg_fill(sg_head, mapping, GPU_PAGE_SIZE, c.saved_sg.get()) {
+            Ok(nmap) => nmap,
+            Err(e) => {
+                p.log(Level::Error, "dma_map: cannot allocate the sg table", e.to_kernel().into());
+                self.unmap_logged(pci_dev, page_table, mapping);
+                return Err(e);
+            }
+        };
+        c.pci_dev.store(pci_dev, Ordering::Release);
+        c.dma_mapping.store(mapping, Ordering::Release);
+        c.sg_allocated.store(true, Ordering::Release);
+        Ok(nmap)
+    }
+
+    fn unmap_logged(&self, pci_dev: *mut c_void, page_table: *mut c_void, mapping: *mut c_void) {
+        if let Err(e) = self.platform.p2p_dma_unmap(pci_dev, page_table, mapping) {
+            self.platform.log(Level::Error, "nvidia_p2p_dma_unmap_pages failed", e.to_kernel().into());
+        }
+    }
+
+    /// `dma_unmap`: undoes `dma_map`. Does nothing when called from inside
+    /// the free callback (the driver frees the mapping itself there) or
+    /// when the callback already took the mapping.
+    ///
+    /// # Safety
+    /// `ctx` is null or a live context; `sg_head` is the core's sg table.
+    pub unsafe fn dma_unmap(&self, ctx: *mut c_void, sg_head: *mut c_void) -> Result<(), Errno> {
+        // SAFETY: the caller's contract.
+        let Some(c) = (unsafe { context(ctx) }) else { return Err(EINVAL) };
+        let p = &self.platform;
+        if !self.same_sg_table(c, sg_head) {
+            p.log(Level::Error, "dma_unmap: sg table differs from the one dma_map built", EINVAL.to_kernel().into());
+            return Err(EINVAL);
+        }
+        if c.in_callback.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mapping = c.dma_mapping.swap(ptr::null_mut(), Ordering::AcqRel);
+        if !mapping.is_null() {
+            let page_table = c.page_table.load(Ordering::Acquire);
+            self.unmap_logged(c.pci_dev.load(Ordering::Acquire), page_table, mapping);
+        }
+        Ok(())
+    }
+
+    /// `put_pages`: unpins the pages (unless called from inside the free
+    /// callback) and frees the sg table `dma_map` built.
+    ///
+    /// # Safety
+    /// `ctx` is null or a live context; `sg_head` is the core's sg table.
+    pub unsafe fn put_pages(&self, ctx: *mut c_void, sg_head: *mut c_void) {
+        // SAFETY: the caller's contract.
+        let Some(c) = (unsafe { context(ctx) }) else { return };
+        let p = &self.platform;
+        if !self.same_sg_table(c, sg_head) {
+            p.log(Level::Error, "put_pages: sg table differs from the one dma_map built", EINVAL.to_kernel().into());
+            return;
+        }
+        if !c.in_callback.load(Ordering::Acquire) {
+            let page_table = c.page_table.load(Ordering::Acquire);
+            if !page_table.is_null() {
+                let result = match c.kind {
+                    ClientKind::Mem => p.p2p_put_pages(c.range.start, page_table),
+                    ClientKind::Nc => p.p2p_put_pages_persistent(c.range.start, page_table),
+                };
+                // Fails when the free callback runs concurrently: expected,
+                // the callback frees the page table then.
+                if let Err(e) = result {
+                    p.log(Level::Debug, "put_pages: nvidia_p2p_put_pages failed", e.to_kernel().into());
+                }
+            }
+        }
+        if c.sg_allocated.swap(false, Ordering::AcqRel) {
+            p.sg_free(sg_head);
+        }
+    }
+
+    /// `get_page_size`: the GPU page size, 64 KiB.
+    pub fn get_page_size(&self) -> u64 {
+        GPU_PAGE_SIZE
+    }
+
+    /// `release`: frees the context and drops its module reference.
+    ///
+    /// # Safety
+    /// `ctx` is null or a live context; it is dead afterwards.
+    pub unsafe fn release(&self, ctx: *mut c_void) {
+        // SAFETY: the caller's contract.
+        let Some(c) = (unsafe { context(ctx) }) else { return };
+        let p = &self.platform;
+        if c.sg_allocated.swap(false, Ordering::AcqRel) {
+            p.sg_free(c.saved_sg.get().cast());
+        }
+        // SAFETY: the core calls release once, after every other call on
+        // this context has returned (its documented contract), so no
+        // reference to the context outlives this drop.
+        unsafe { ptr::drop_in_place(ctx.cast::<Context>()) };
+        p.free(ctx.cast());
+        p.module_put();
+    }
+
+    /// The NVIDIA driver's free callback for `nv_mem` registrations: the GPU
+    /// memory is going away (cudaFree, process exit). Tells the core through
+    /// its invalidate callback, then frees the dma mapping and page table as
+    /// the driver requires. Calls the core makes from inside the invalidate
+    /// callback find `in_callback` set and do nothing.
+    ///
+    /// Unlike the original, a registration freed before `dma_map` still
+    /// invalidates and frees its page table (the original skipped both and
+    /// leaked the page table).
+    ///
+    /// # Safety
+    /// `data` is the context passed to `p2p_get_pages` with
+    /// `FreeCallback::Invalidate`, alive until the core's `release`, which
+    /// the core does not call before its invalidate callback returns.
+    pub unsafe fn free_callback(&self, data: *mut c_void) {
+        let p = &self.platform;
+        // SAFETY: the caller's contract.
+        let Some(c) = (unsafe { context(data) }) else {
+            p.log(Level::Error, "free callback without context", EINVAL.to_kernel().into());
+            return;
+        };
+        p.module_get();
+        // Take everything from the context before invalidating: the core
+        // may release the context from inside its invalidate callback.
+        let page_table = c.page_table.load(Ordering::Acquire);
+        let mapping = c.dma_mapping.swap(ptr::null_mut(), Ordering::AcqRel);
+        let core_context = c.core_context.load(Ordering::Acquire);
+        c.in_callback.store(true, Ordering::Release);
+        p.invalidate(core_context);
+        if !mapping.is_null() {
+            if let Err(e) = p.p2p_free_dma_mapping(mapping) {
+                p.log(Level::Error, "free callback: nvidia_p2p_free_dma_mapping failed", e.to_kernel().into());
+            }
+        }
+        if !page_table.is_null() {
+            if let Err(e) = p.p2p_free_page_table(page_table) {
+                p.log(Level::Error, "free callback: nvidia_p2p_free_page_table failed", e.to_kernel().into());
+            }
+        }
+        p.module_put();
+    }
+
+    /// Whether `sg_head` is the table this context's `dma_map` built (or,
+    /// before any `dma_map`, any table: the core's is still untouched then).
+    fn same_sg_table(&self, c: &Context, sg_head: *mut c_void) -> bool {
+        if !c.sg_allocated.load(Ordering::Acquire) {
+            return true;
+        }
+        self.platform.sg_matches(sg_head, c.saved_sg.get())
+    }
+}
+
+/// # Safety
+/// `ctx` is null or points to a live [`Context`].
+unsafe fn context<'a>(ctx: *mut c_void) -> Option<&'a Context> {
+    // SAFETY: the caller's contract; null is mapped to None.
+    unsafe { ctx.cast::<Context>().as_ref() }
+}

@@ -1,0 +1,67 @@
+//! The per-registration state ("client context") handed to the PeerDirect
+//! core by `acquire` and passed back on every later call.
+
+use crate::platform::{ClientKind, SavedSgTable};
+use crate::range::GpuRange;
+use core::cell::UnsafeCell;
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64};
+
+/// One registration of a GPU range.
+///
+/// The NVIDIA free callback can run on another CPU while the core calls
+/// `dma_unmap`/`put_pages`/`release` (that is how `cudaFree` under a live
+/// registration looks), so every field either never changes after
+/// `acquire` or is atomic. `saved_sg` is the exception; see its comment.
+pub struct Context {
+    /// Which client acquired the range; fixed at `acquire`.
+    pub kind: ClientKind,
+    /// The widened range; fixed at `acquire`.
+    pub range: GpuRange,
+    /// The core's context for `invalidate`, set by `get_pages`.
+    pub core_context: AtomicU64,
+    /// `struct nvidia_p2p_page_table *`, written by the driver in
+    /// `get_pages`.
+    pub page_table: AtomicPtr<c_void>,
+    /// `struct nvidia_p2p_dma_mapping *` from `dma_map`; taken (swapped to
+    /// null) by whichever of `dma_unmap` and the free callback comes first,
+    /// so it is unmapped or freed exactly once.
+    pub dma_mapping: AtomicPtr<c_void>,
+    /// `struct pci_dev *` given to `dma_map`.
+    pub pci_dev: AtomicPtr<c_void>,
+    /// Set by the free callback before it calls the core's invalidate
+    /// callback; `dma_unmap`/`put_pages` then do nothing (the driver is
+    /// tearing the mapping down itself and must not be re-entered).
+    pub in_callback: AtomicBool,
+    /// Whether an sg table built by `dma_map` is still allocated; taken
+    /// (swapped to false) by whoever frees it.
+    pub sg_allocated: AtomicBool,
+    /// Copy of the sg table built by `dma_map`. Written only by `dma_map`
+    /// before `sg_allocated` is set; afterwards read and freed only by the
+    /// caller that swapped `sg_allocated` from true to false, so never
+    /// accessed by two CPUs at once.
+    pub saved_sg: UnsafeCell<SavedSgTable>,
+}
+
+// SAFETY: all fields but `saved_sg` are immutable or atomic; `saved_sg` is
+// only touched by dma_map before publication through `sg_allocated` (the
+// PeerDirect core does not call dma_map concurrently with anything else on
+// the same context) and afterwards only by the one caller that wins the
+// `sg_allocated` swap (see the field's comment).
+unsafe impl Sync for Context {}
+
+impl Context {
+    pub fn new(kind: ClientKind, range: GpuRange) -> Context {
+        Context {
+            kind,
+            range,
+            core_context: AtomicU64::new(0),
+            page_table: AtomicPtr::new(core::ptr::null_mut()),
+            dma_mapping: AtomicPtr::new(core::ptr::null_mut()),
+            pci_dev: AtomicPtr::new(core::ptr::null_mut()),
+            in_callback: AtomicBool::new(false),
+            sg_allocated: AtomicBool::new(false),
+            saved_sg: UnsafeCell::new(SavedSgTable::default()),
+        }
+    }
+}
