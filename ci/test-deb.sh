@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# End-to-end test of `cargo xtask build-deb` (issue 5 §5), for real, as root
+# on a Debian 12 machine prepared by ci/setup-host.sh:
+#   build-deb twice gives the same bytes; the xtask unit and golden tests pass;
+#   dpkg-buildpackage -us -uc builds both debs; lintian: 0 errors and only the
+#   accepted warnings below; dpkg -i (MLNX_OFED stood in by equivs) makes DKMS
+#   build and install nv_peer_mem.ko for every kernel with headers; another
+#   linux-headers install succeeds; the service helper behaves; dpkg -P leaves
+#   nothing behind.
+# It installs packages system-wide and undoes that on exit (also on failure
+# or Ctrl-C); running it again starts from a clean state.
+# Last line: "N passed, M failed"; exit status 1 when anything failed,
+# 2 when the machine is not set up.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+work=${NVPM_TEST_DIR:-/var/tmp/nv-peer-mem-test-deb}
+packages=(nvidia-peer-memory nvidia-peer-memory-dkms)
+standin=mlnx-ofed-kernel-modules   # satisfies mlnx-ofed-kernel-dkms | mlnx-ofed-kernel-modules
+
+# lintian warnings we accept, each with its reason:
+accepted_warnings=(
+    # Not uploaded to Debian, so there is no ITP bug to close.
+    initial-upload-closes-no-bugs
+    # The orig tarball carries debian/ itself: build_module.sh's documented
+    # layout (unpack, cd, dpkg-buildpackage) that issue 5 keeps.
+    no-debian-changes
+)
+
+passed=0
+failed=0
+pass() { passed=$((passed + 1)); echo "PASS: $*"; }
+fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+# check "description" command...: runs the command, output to the log.
+check() {
+    local what=$1; shift
+    if "$@" >>"$work/log" 2>&1; then pass "$what"; else fail "$what (see $work/log)"; fi
+}
+finish() {
+    echo "$passed passed, $failed failed"
+    [ "$failed" -eq 0 ]
+    exit $?
+}
+
+if [ "$(id -u)" != 0 ]; then
+    echo "test-deb.sh: run as root (sudo bash ci/test-deb.sh)" >&2
+    exit 2
+fi
+for tool in cargo dpkg-buildpackage lintian equivs-build dkms modinfo apt-get; do
+    command -v "$tool" >/dev/null || { echo "test-deb.sh: $tool is missing; run: sudo bash ci/setup-host.sh" >&2; exit 2; }
+done
+
+# Everything this test may have installed or built, removed; safe to run
+# when nothing is there.
+cleanup() {
+    dpkg -P "${packages[@]}" >/dev/null 2>&1
+    if [ -f "$work/standin-installed" ]; then
+        dpkg -P "$standin" >/dev/null 2>&1
+    fi
+    if [ -f "$work/extra-headers" ]; then
+        apt-get purge -y -qq "$(cat "$work/extra-headers")" >/dev/null 2>&1
+        rm -rf "/lib/modules/$(cat "$work/extra-kver")"
+    fi
+    rm -f "$work/standin-installed" "$work/extra-headers" "$work/extra-kver"
+}
+trap 'cleanup' EXIT
+trap 'echo "interrupted"; exit 130' INT TERM
+
+mkdir -p "$work"
+cleanup
+rm -rf "$work/a" "$work/b" "$work/equivs"
+: >"$work/log"
+mkdir -p "$work/a" "$work/b" "$work/equivs"
+version=$(sed -n 's/^version *= *"\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)
+upstream=${version/-/\~}
+release=1
+
+echo "== build-deb"
+check "xtask unit and golden tests" cargo test --quiet --release --manifest-path "$root/Cargo.toml" -p xtask -- deb:: distro:: render:: tarball::
+check "cargo build of xtask" cargo build --quiet --release --manifest-path "$root/Cargo.toml" -p xtask
+xtask=$root/target/release/xtask
+tarball=nvidia-peer-memory_${upstream}.orig.tar.gz
+check "build-deb prints Built: <path>" sh -c "'$xtask' build-deb --out '$work/a' --distro debian12 | grep -qx 'Built: $work/a/$tarball'"
+"$xtask" build-deb --out "$work/b" --distro debian12 >>"$work/log" 2>&1
+sum_a=$(sha256sum <"$work/a/$tarball" | cut -d' ' -f1)
+sum_b=$(sha256sum <"$work/b/$tarball" 2>/dev/null | cut -d' ' -f1)
+check "two build-deb runs give the same sha256 ($sum_a)" test "$sum_a" = "$sum_b"
+
+# Bad input: exit status 2 and no file written.
+bad_input() {
+    local dir=$work/bad
+    rm -rf "$dir"; mkdir -p "$dir"
+    "$xtask" build-deb --out "$dir" "$@" >>"$work/log" 2>&1
+    local status=$?
+    [ "$status" = 2 ] && [ -z "$(ls -A "$dir")" ]
+}
+check "unknown --distro: exit 2, nothing written" bad_input --distro plan9
+check "rpm --distro: exit 2, nothing written" bad_input --distro rhel9
+check "--release 0: exit 2, nothing written" bad_input --release 0
+check "missing --out: exit 2" sh -c "'$xtask' build-deb --out '$work/no/such/dir' >>'$work/log' 2>&1; test \$? = 2"
+
+echo "== dpkg-buildpackage"
+cd "$work/a" || finish
+tar xzf "$tarball"
+check "dpkg-buildpackage -us -uc" sh -c "cd nvidia-peer-memory-$upstream && dpkg-buildpackage -us -uc"
+deb=$work/a/nvidia-peer-memory_${upstream}-${release}_all.deb
+dkms_deb=$work/a/nvidia-peer-memory-dkms_${upstream}-${release}_all.deb
+check "nvidia-peer-memory_${upstream}-${release}_all.deb built" test -f "$deb"
+check "nvidia-peer-memory-dkms_${upstream}-${release}_all.deb built" test -f "$dkms_deb"
+[ -f "$deb" ] && [ -f "$dkms_deb" ] || finish
+
+echo "== lintian"
+lintian --fail-on none --no-tag-display-limit "$work/a/nvidia-peer-memory_${upstream}-${release}_amd64.changes" >"$work/lintian.txt" 2>>"$work/log"
+sed 's/^/  /' "$work/lintian.txt"
+errors=$(grep -c '^E: ' "$work/lintian.txt")
+check "lintian: 0 errors on source and debs ($errors)" test "$errors" = 0
+unexpected=$(grep '^W: ' "$work/lintian.txt" | awk '{print $3}' | grep -vxF -f <(printf '%s\n' "${accepted_warnings[@]}") || true)
+check "lintian: only accepted warnings${unexpected:+ (not accepted: $unexpected)}" test -z "$unexpected"
+
+echo "== install"
+if ! dpkg-query -W -f='${Status}' mlnx-ofed-kernel-dkms mlnx-ofed-kernel-modules 2>/dev/null | grep -q 'install ok installed'; then
+    cat >"$work/equivs/standin.ctl" <<EOF
+Section: misc
+Priority: optional
+Standards-Version: 4.6.2
+Package: $standin
+Version: 99:0-test
+Description: test stand-in for MLNX_OFED's kernel modules
+ Installed by ci/test-deb.sh only, and purged by it.
+EOF
+    (cd "$work/equivs" && equivs-build standin.ctl) >>"$work/log" 2>&1
+    check "equivs stand-in for MLNX_OFED installed" dpkg -i "$work/equivs/${standin}_0-test_all.deb"
+    touch "$work/standin-installed"
+fi
+check "dpkg -i of both debs" dpkg -i "$deb" "$dkms_deb"
+for p in "${packages[@]}"; do
+    check "$p is installed and configured" sh -c "dpkg-query -W -f='\${Status}' $p | grep -qx 'install ok installed'"
+done
+kernels=()
+for build in /lib/modules/*/build; do
+    [ -e "$build/include" ] && kernels+=("$(basename "$(dirname "$build")")")
+done
+check "at least one kernel has headers (${kernels[*]:-none})" test "${#kernels[@]}" -gt 0
+for kver in "${kernels[@]}"; do
+    check "dkms status: nv_peer_mem installed for $kver" sh -c "dkms status -m nv_peer_mem -v '$upstream' -k '$kver' | grep -q ': installed'"
+    check "modinfo -k $kver nv_peer_mem finds version $version" sh -c "modinfo -k '$kver' -F version nv_peer_mem | grep -qx '$version'"
+done
+
+echo "== another linux-headers install"
+# The -cloud flavour of the oldest installed kernel: a different headers
+# package whose kernel the module supports, so DKMS builds for it (through
+# the kernel's dkms hook) as it would after a kernel upgrade.
+base=$(printf '%s\n' "${kernels[@]}" | grep -- '-amd64$' | sort -V | head -n 1)
+extra_kver=${base%-amd64}-cloud-amd64
+if [ -n "$base" ] && apt-cache show "linux-headers-$extra_kver" >/dev/null 2>&1; then
+    echo "linux-headers-$extra_kver" >"$work/extra-headers"
+    echo "$extra_kver" >"$work/extra-kver"
+    check "apt-get install linux-headers-$extra_kver succeeds" \
+        env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "linux-headers-$extra_kver"
+    echo "  dkms status for $extra_kver: $(dkms status -m nv_peer_mem -k "$extra_kver" 2>&1)"
+    check "linux-headers-$extra_kver is configured" sh -c "dpkg-query -W -f='\${Status}' linux-headers-$extra_kver | grep -qx 'install ok installed'"
+    check "apt-get purge linux-headers-$extra_kver succeeds" \
+        env DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq "linux-headers-$extra_kver"
+    rm -rf "/lib/modules/$extra_kver"
+    rm -f "$work/extra-headers" "$work/extra-kver"
+else
+    fail "no other linux-headers package for ${base:-the installed kernels} (apt-get update?)"
+fi
+
+echo "== service helper (installed)"
+helper=/usr/libexec/nv_peer_mem/nv_peer_mem-service
+fake=$work/fake
+rm -rf "$fake"; mkdir -p "$fake/bin" "$fake/sys/module"
+# A modprobe that records its arguments and "loads" by creating /sys/module/<name>.
+cat >"$fake/bin/modprobe" <<EOF
+#!/bin/sh
+echo "\$*" >>"$fake/modprobe.log"
+[ "\$1" = --help ] && exit 0
+[ "\$1" = -r ] && { rmdir "$fake/sys/module/\$2"; exit \$?; }
+mkdir -p "$fake/sys/module/\$1"
+EOF
+chmod +x "$fake/bin/modprobe"
+run_helper() { env PATH="$fake/bin:$PATH" NV_PEER_MEM_SYSFS="$fake/sys" NV_PEER_MEM_CONF="$fake/conf" "$helper" "$@"; }
+loaded() { [ -d "$fake/sys/module/$1" ]; }
+boot_with_onboot_no() { echo ONBOOT=no >"$fake/conf"; run_helper boot && ! loaded nv_peer_mem; }
+boot_with_onboot_yes() { echo 'ONBOOT="YES"' >"$fake/conf"; run_helper boot && loaded ib_core && loaded nvidia && loaded nv_peer_mem; }
+stop_unloads() { run_helper stop && ! loaded nv_peer_mem; }
+status_not_loaded_is_3() { run_helper status; [ $? = 3 ]; }
+refuses_beside_nvidia_peermem() {
+    mkdir -p "$fake/sys/module/nvidia_peermem"
+    ! run_helper start 2>"$fake/err" && grep -q 'modprobe -r nvidia_peermem' "$fake/err" && ! loaded nv_peer_mem
+}
+check "helper boot with ONBOOT=no loads nothing" boot_with_onboot_no
+check "helper boot with ONBOOT=yes loads ib_core, nvidia, nv_peer_mem" boot_with_onboot_yes
+check "helper status: loaded" run_helper status
+check "helper stop unloads" stop_unloads
+check "helper status: not loaded exits 3" status_not_loaded_is_3
+check "helper refuses, naming the fix, while nvidia_peermem is loaded" refuses_beside_nvidia_peermem
+check "unit file installed and enabled" sh -c "test -f /lib/systemd/system/nv_peer_mem.service -o -f /usr/lib/systemd/system/nv_peer_mem.service && test -L /etc/systemd/system/multi-user.target.wants/nv_peer_mem.service"
+
+echo "== purge"
+check "dpkg -P of both debs" dpkg -P "${packages[@]}"
+leftovers() {
+    ls -d /usr/src/nv_peer_mem-* /var/lib/dkms/nv_peer_mem 2>/dev/null
+    find /lib/modules/*/updates -name 'nv_peer_mem*' 2>/dev/null
+    find /etc -name '*nv_peer_mem*' 2>/dev/null
+}
+left=$(leftovers)
+check "nothing left under /usr/src, /var/lib/dkms, /lib/modules/*/updates, /etc${left:+: $left}" test -z "$left"
+
+finish
