@@ -5,6 +5,7 @@
 mod deb;
 mod distro;
 mod render;
+mod srpm;
 mod tarball;
 mod workspace;
 
@@ -22,6 +23,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Build nvidia_peer_memory-<version>-<release>.src.rpm, for
+    /// `rpmbuild --rebuild` (see `build-srpm --help`).
+    #[command(long_about = srpm::BUILD_LONG_ABOUT)]
+    BuildSrpm(srpm::BuildArgs),
+    /// Print build-srpm's wall time with this prebuilt binary.
+    #[command(long_about = srpm::BENCH_LONG_ABOUT)]
+    BenchSrpm(srpm::BenchArgs),
     /// Build nvidia-peer-memory_<version>.orig.tar.gz with a rendered debian/
     /// inside, for `dpkg-buildpackage -us -uc` (see `build-deb --help`).
     BuildDeb(deb::BuildDebArgs),
@@ -32,6 +40,8 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::BuildSrpm(args) => exit_status(srpm::build_srpm_command(&args)),
+        Command::BenchSrpm(args) => exit_status(srpm::bench_srpm_command(&args)),
         Command::BuildDeb(args) => exit_status(deb::build_deb_command(&args)),
         Command::BenchDeb(args) => exit_status(deb::bench_deb_command(&args)),
     }

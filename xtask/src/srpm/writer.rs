@@ -97,6 +97,8 @@ pub struct SourcePackage {
     pub summary: String,
     pub description: String,
     pub license: String,
+    /// The spec's `Group:`.
+    pub group: String,
     pub url: String,
     /// The spec's `BuildRequires`, in spec order.
     pub build_requires: Vec<Dependency>,
@@ -231,7 +233,7 @@ fn main_header(
         tag(IndexTag::RPMTAG_BUILDHOST, text(&package.build_host)),
         tag(IndexTag::RPMTAG_SIZE, IndexData::Int32(vec![total_size])),
         tag(IndexTag::RPMTAG_LICENSE, text(&package.license)),
-        tag(IndexTag::RPMTAG_GROUP, i18n("Unspecified")),
+        tag(IndexTag::RPMTAG_GROUP, i18n(&package.group)),
         tag(IndexTag::RPMTAG_URL, text(&package.url)),
         tag(IndexTag::RPMTAG_OS, text("linux")),
         tag(IndexTag::RPMTAG_ARCH, text(&package.arch)),
@@ -413,6 +415,7 @@ mod tests {
             summary: "Demo package".into(),
             description: "A demo.".into(),
             license: "MIT".into(),
+            group: "Development/Tools".into(),
             url: "https://example.org/demo".into(),
             build_requires: vec![
                 parse_dependency("gcc").unwrap(),
@@ -462,6 +465,8 @@ mod tests {
         assert_eq!(metadata.get_release().unwrap(), "4");
         assert_eq!(metadata.get_build_time().unwrap(), 1_700_000_000);
         assert_eq!(metadata.get_build_host().unwrap(), "build.example.org");
+        assert_eq!(metadata.get_group().unwrap(), "Development/Tools");
+        assert_eq!(metadata.get_url().unwrap(), "https://example.org/demo");
     }
 
     #[test]
