@@ -7,6 +7,7 @@ mod distro;
 mod render;
 mod srpm;
 mod tarball;
+mod vm;
 mod workspace;
 
 use clap::{Parser, Subcommand};
@@ -35,6 +36,9 @@ enum Command {
     BuildDeb(deb::BuildDebArgs),
     /// Print build-deb's wall time with this prebuilt binary.
     BenchDeb(deb::BenchDebArgs),
+    /// Boot Debian's kernels in QEMU and prove nv_peer_mem.ko there against
+    /// PeerDirect and NVIDIA P2P test doubles (kmod/tests/vm).
+    TestVm(vm::TestVmArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +48,7 @@ fn main() -> ExitCode {
         Command::BenchSrpm(args) => exit_status(srpm::bench_srpm_command(&args)),
         Command::BuildDeb(args) => exit_status(deb::build_deb_command(&args)),
         Command::BenchDeb(args) => exit_status(deb::bench_deb_command(&args)),
+        Command::TestVm(args) => exit_status(vm::test_vm_command(&args)),
     }
 }
 
