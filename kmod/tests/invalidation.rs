@@ -1,0 +1,172 @@
+//! GPU memory freed under a live registration: the NVIDIA free callback
+//! invalidates through the core exactly once; the core's dma_unmap and
+//! put_pages from inside the callback do nothing; the callback frees the
+//! mapping and the page table exactly once; the normal teardown afterwards
+//! is safe.
+
+mod common;
+
+use common::{Call, Env, PAGE, PtState};
+use nv_peer_mem::ClientKind;
+
+/// Under both registration styles (the double's core unmaps from inside
+/// the callback in both).
+fn styles() -> [Env; 2] {
+    [Env::with_style(0), Env::with_style(1)]
+}
+
+#[test]
+fn free_under_live_registration_invalidates_once() {
+    for env in styles() {
+        let sim = env.sim();
+        let va = sim.cuda_malloc(4 * PAGE);
+        let reg = env.reg_mr(ClientKind::Mem, va + 3, 3 * PAGE);
+        sim.take_calls();
+
+        sim.cuda_free(va);
+        assert_eq!(sim.invalidations(), [reg.core_context], "exactly once, with get_pages' core context");
+        assert_eq!(
+            sim.take_calls(),
+            [
+                Call::ModuleGet,
+                Call::Invalidate(reg.core_context),
+                // from inside: dma_unmap and put_pages check the table and
+                // touch nothing of the driver's; put_pages frees the sg table
+                Call::SgMatches,
+                Call::SgMatches,
+                Call::SgFree,
+                Call::FreeDmaMapping,
+                Call::FreePageTable,
+                Call::ModulePut,
+            ]
+        );
+        assert_eq!(sim.refs_at_invalidate(), [2], "the callback pins the module while it runs");
+        let maps = sim.mappings();
+        assert_eq!(maps.len(), 1);
+        assert_eq!(maps[0].freed_by, Some("free_dma_mapping"));
+        let pts = sim.page_tables();
+        assert_eq!(pts.last().unwrap().state, PtState::Freed);
+        assert_eq!(pts.last().unwrap().freed_by, Some("free_page_table"));
+        assert_eq!(sim.live_sg_tables(), 0);
+        assert!(reg.state().invalidated);
+        assert_eq!(sim.module_refs(), 1, "the context still holds its reference");
+
+        // The normal teardown afterwards, called on the client directly:
+        // all safe, nothing freed again.
+        // SAFETY: the registration is live until release.
+        unsafe {
+            assert_eq!(env.drv.dma_unmap(reg.ctx(), reg.sg_head()), Ok(()));
+            env.drv.put_pages(reg.ctx(), reg.sg_head());
+        }
+        assert!(sim.take_calls().is_empty(), "no driver call after invalidation");
+        env.release(&reg);
+        assert_eq!(sim.take_calls(), [Call::Free, Call::ModulePut]);
+        assert_eq!(sim.invalidations().len(), 1);
+        sim.assert_clean();
+    }
+}
+
+#[test]
+fn teardown_by_the_core_after_invalidation_is_safe() {
+    let env = Env::new();
+    let sim = env.sim();
+    let va = sim.cuda_malloc(2 * PAGE);
+    let reg = env.reg_mr(ClientKind::Mem, va, 2 * PAGE);
+    sim.cuda_free(va);
+    env.dereg_mr(&reg);
+    assert_eq!(sim.invalidations().len(), 1);
+    sim.assert_clean();
+}
+
+#[test]
+fn freed_before_dma_map_still_invalidates_and_frees_the_page_table() {
+    let env = Env::new();
+    let sim = env.sim();
+    let va = sim.cuda_malloc(2 * PAGE);
+    let reg = env.acquire(ClientKind::Mem, va, 2 * PAGE).unwrap();
+    env.get_pages(&reg).unwrap();
+    sim.take_calls();
+
+    sim.cuda_free(va);
+    assert_eq!(sim.invalidations(), [reg.core_context]);
+    assert_eq!(
+        sim.take_calls(),
+        [Call::ModuleGet, Call::Invalidate(reg.core_context), Call::FreePageTable, Call::ModulePut],
+        "put_pages from inside does nothing; no mapping to free"
+    );
+    assert_eq!(sim.page_tables().last().unwrap().freed_by, Some("free_page_table"));
+    assert!(sim.mappings().is_empty());
+
+    // SAFETY: the registration is live until release.
+    unsafe { env.drv.put_pages(reg.ctx(), reg.sg_head()) };
+    assert!(sim.take_calls().is_empty());
+    env.release(&reg);
+    sim.assert_clean();
+}
+
+#[test]
+fn only_registrations_on_the_freed_memory_are_invalidated() {
+    let env = Env::new();
+    let sim = env.sim();
+    let a = sim.cuda_malloc(4 * PAGE);
+    let b = sim.cuda_malloc(4 * PAGE);
+    let on_a1 = env.reg_mr(ClientKind::Mem, a, PAGE);
+    let on_a2 = env.reg_mr(ClientKind::Mem, a + PAGE, 3 * PAGE);
+    let on_b = env.reg_mr(ClientKind::Mem, b, 4 * PAGE);
+    let probe_only = env.acquire(ClientKind::Mem, a, PAGE).unwrap();
+
+    sim.cuda_free(a);
+    let mut inv = sim.invalidations();
+    inv.sort();
+    assert_eq!(inv, [on_a1.core_context, on_a2.core_context]);
+    assert_eq!(sim.live_mappings(), 1);
+    assert_eq!(sim.live_page_tables(), 1);
+
+    for r in [&on_a1, &on_a2, &on_b] {
+        env.dereg_mr(r);
+    }
+    env.release(&probe_only);
+    assert_eq!(sim.invalidations().len(), 2);
+    sim.assert_clean();
+}
+
+#[test]
+fn dma_unmapped_before_free_then_callback_frees_only_the_page_table() {
+    let env = Env::new();
+    let sim = env.sim();
+    let va = sim.cuda_malloc(PAGE);
+    let reg = env.reg_mr(ClientKind::Mem, va, PAGE);
+    env.dma_unmap(&reg).unwrap();
+    sim.take_calls();
+    sim.cuda_free(va);
+    assert_eq!(
+        sim.take_calls(),
+        [
+            Call::ModuleGet,
+            Call::Invalidate(reg.core_context),
+            Call::SgMatches,
+            Call::SgFree,
+            Call::FreePageTable,
+            Call::ModulePut
+        ]
+    );
+    assert_eq!(sim.mappings()[0].freed_by, Some("dma_unmap"));
+    env.dereg_mr(&reg);
+    sim.assert_clean();
+}
+
+#[test]
+fn no_invalidation_without_registration_or_after_put_pages() {
+    let env = Env::new();
+    let sim = env.sim();
+    let a = sim.cuda_malloc(PAGE);
+    sim.cuda_free(a);
+    let b = sim.cuda_malloc(PAGE);
+    let reg = env.reg_mr(ClientKind::Mem, b, PAGE);
+    env.dma_unmap(&reg).unwrap();
+    env.put_pages(&reg);
+    sim.cuda_free(b);
+    assert!(sim.invalidations().is_empty());
+    env.release(&reg);
+    sim.assert_clean();
+}
