@@ -159,6 +159,33 @@ check "$dkms_rpm_name holds no build output" sh -c "! grep -qE '\\.(o|ko|a|cmd)\
 check "$dkms_rpm_name runs dkms add/install and remove" sh -c \
     "rpm -qp --scripts '$dkms_rpm' | grep -q 'dkms add' && rpm -qp --scripts '$dkms_rpm' | grep -q 'dkms install' && rpm -qp --scripts '$dkms_rpm' | grep -q 'dkms remove'"
 
+# The -dkms scriptlets with a stand-in dkms (the real one would change this
+# machine): every kernel's outcome is reported and the scriptlet exits 0
+# whatever dkms says, so a kernel it cannot build for never fails rpm.
+mkdir -p "$work/fake-dkms"
+cat >"$work/fake-dkms/dkms" <<EOF
+#!/bin/sh
+echo "dkms \$*" >>"$work/fake-dkms/calls"
+case "\$1" in install) exit "\${FAKE_DKMS_INSTALL_STATUS:-0}" ;; remove) exit 3 ;; esac
+exit 0
+EOF
+chmod +x "$work/fake-dkms/dkms"
+rpm -qp --qf '%{POSTIN}' "$dkms_rpm" >"$work/dkms-post.sh" 2>>"$work/log"
+rpm -qp --qf '%{PREUN}' "$dkms_rpm" >"$work/dkms-preun.sh" 2>>"$work/log"
+dkms_post_reports() { # <dkms install status> <expected message>
+    : >"$work/fake-dkms/calls"
+    PATH="$work/fake-dkms:$PATH" FAKE_DKMS_INSTALL_STATUS=$1 sh "$work/dkms-post.sh" 1 >"$work/dkms-post.out" 2>&1 || return 1
+    cat "$work/dkms-post.out"
+    grep -q "dkms add -m nv_peer_mem -v $version" "$work/fake-dkms/calls" &&
+        grep -q "dkms install -m nv_peer_mem -v $version -k $kver" "$work/fake-dkms/calls" &&
+        grep -E "kernel $kver( |$)" "$work/dkms-post.out" | grep -q "$2"
+}
+check "-dkms %post: a kernel DKMS builds for is reported installed" dkms_post_reports 0 "built and installed"
+check "-dkms %post: an unsupported kernel (dkms 77) is skipped, exit 0" dkms_post_reports 77 "not a kernel the module supports"
+check "-dkms %post: a failed build is skipped naming make.log, exit 0" dkms_post_reports 10 "make.log"
+check "-dkms %preun: exit 0 even when dkms remove fails" sh -c \
+    "PATH='$work/fake-dkms:$PATH' sh '$work/dkms-preun.sh' 0 && grep -q 'dkms remove -m nv_peer_mem -v $version --all' '$work/fake-dkms/calls'"
+
 mkdir -p "$work/kmod-root"
 (cd "$work/kmod-root" && rpm2cpio "$kmod_rpm" | cpio -idm --quiet) 2>>"$work/log"
 ko=$work/kmod-root/lib/modules/$kver/extra/nv_peer_mem.ko
