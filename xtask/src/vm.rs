@@ -575,7 +575,16 @@ fn boot(kver: &str, vmlinuz: &Path, initrd: &Path, work: &Path, bound: Duration)
                 }
                 if !line.contains("NVPMTEST ") && SPLATS.iter().any(|s| line.contains(s)) {
                     if splats.is_empty() {
-                        println!("  [{kver}] kernel splat in the console: {line}");
+                        // Scenario lines print when a scenario ends: a splat
+                        // belongs to the one after the last reported.
+                        let during = SCENARIOS
+                            .iter()
+                            .position(|s| *s == last_scenario)
+                            .and_then(|i| SCENARIOS.get(i + 1))
+                            .unwrap_or(&"boot");
+                        println!("  [{kver}] kernel splat during \"{during}\": {line}");
+                        splats.push(format!("(during \"{during}\") {line}"));
+                        continue;
                     }
                     splats.push(line);
                 }

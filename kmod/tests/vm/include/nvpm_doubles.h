@@ -46,6 +46,9 @@ struct nvd_stats {
 	/* contract violations: anything the real driver would WARN/BUG on, a
 	 * use-after-free in the real driver, a leak or a double free */
 	long errors;
+	/* get_pages calls whose free-callback data was NULL (nv-p2p.h: must
+	 * be non-NULL; 535 does not check) */
+	long null_data;
 	/* failure injection: 1 once the armed call failed */
 	long injected;
 	char injected_call[32];
@@ -150,7 +153,7 @@ const char *pcd_umem_client_name(struct pcd_umem *umem);
 int pcd_clients(struct pcd_client_info *out, int max);
 void pcd_get_stats(struct pcd_stats *out);
 long pcd_reset_errors(void);
-/* The nth next registration fails (returns NULL); 0 disarms. */
+/* Registering an nth live client fails (returns NULL) until disarmed (0). */
 void pcd_fail_register_nth(long nth);
 /* The device handed to dma_map (embedded in a zeroed struct pci_dev). */
 struct device *pcd_dma_device(void);

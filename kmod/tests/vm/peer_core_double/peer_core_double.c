@@ -67,7 +67,7 @@ static void pcd_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	pr_err("peer_core_double: contract violation: %s\n", buf);
+	pr_notice("peer_core_double: contract violation: %s\n", buf);
 	if (!st.errors++)
 		strscpy(st.first_error, buf, sizeof(st.first_error));
 }
@@ -82,7 +82,9 @@ void *ib_register_peer_memory_client(const struct peer_memory_client *peer_clien
 
 	mutex_lock(&pcd_lock);
 	st.registrations++;
-	if (pcd_fail_register > 0 && !--pcd_fail_register) {
+	/* "fail the nth client": refuse while n-1 are registered, every time,
+	 * since busybox insmod retries a failed finit_module with init_module */
+	if (pcd_fail_register > 0 && st.clients_live == pcd_fail_register - 1) {
 		pr_info("peer_core_double: failing registration of %.64s as asked\n",
 			peer_client ? peer_client->name : "(null)");
 		goto fail;
@@ -112,20 +114,17 @@ void *ib_register_peer_memory_client(const struct peer_memory_client *peer_clien
 	memcpy(c->info.version, peer_client->version, sizeof(c->info.version));
 	c->info.ops_complete = true;
 	c->info.new_style = peer_client->version[IB_PEER_MEMORY_VER_MAX - 1] == 1;
-	/*
-	 * The ex fields are read for every client because this project's
-	 * module always embeds its client in a peer_memory_client_ex (legacy
-	 * mode zeroes them); MOFED reads them only for new-style clients.
-	 */
-	ex = container_of(peer_client, const struct peer_memory_client_ex, client);
-	c->info.ex_size = ex->ex_size;
-	if (c->info.new_style && ex->ex_size >= offsetofend(struct peer_memory_client_ex, flags))
-		c->info.flags = ex->flags;
-	else if (c->info.new_style)
-		pcd_error("new-style client %s with ex_size %zu (< %zu)", c->info.name,
-			  ex->ex_size, offsetofend(struct peer_memory_client_ex, flags));
-	else
-		c->info.flags = ex->flags;	/* reported only; must read 0 */
+	/* As MOFED: the ex fields exist only when version[15] says so (a
+	 * legacy client may be a bare struct peer_memory_client). */
+	if (c->info.new_style) {
+		ex = container_of(peer_client, const struct peer_memory_client_ex, client);
+		c->info.ex_size = ex->ex_size;
+		if (ex->ex_size >= offsetofend(struct peer_memory_client_ex, flags))
+			c->info.flags = ex->flags;
+		else
+			pcd_error("new-style client %s with ex_size %zu (< %zu)", c->info.name,
+				  ex->ex_size, offsetofend(struct peer_memory_client_ex, flags));
+	}
 	xa_init_flags(&c->umem_xa, XA_FLAGS_ALLOC);
 	if (invalidate_callback) {
 		*invalidate_callback = pcd_invalidate;

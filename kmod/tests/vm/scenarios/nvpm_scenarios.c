@@ -257,6 +257,14 @@ static int sc_acquire(void)
 		TRY(acquire_once(c, va, ~0UL, 0, 0, 0));
 	}
 	CHECK(nvd_free(va) == 0 && nvd_free(top) == 0, "cudaFree found registrations left by acquire");
+	{
+		struct nvd_stats s;
+
+		nvd_get_stats(&s);
+		CHECK(s.null_data == b.n.null_data,
+		      "%ld nvidia_p2p_get_pages calls passed NULL as the free callback's data (nv-p2p.h: \"A non-NULL opaque pointer\"; pass the context)",
+		      s.null_data - b.n.null_data);
+	}
 	TRY(clean(&b, "acquire"));
 	snprintf(result, sizeof(result), "PASS mine/not mine, 64 KiB widening, overflowing ranges refused (nv_mem, nv_mem_nc)");
 	return 0;
@@ -755,7 +763,7 @@ static int sc_bench(void)
 	nvd_free(va);
 	TRY(clean(&b, "benchmark"));
 	snprintf(result, sizeof(result),
-		 "PASS %d full registration lifecycles (acquire..release, 2 GPU pages, doubles included): %llu ns each, %llu ms total",
+		 "PASS %d full registration lifecycles (acquire..release, 2 GPU pages, doubles included; TCG, slub_debug): %llu ns each, %llu ms total",
 		 BENCH_ITERS, dt / BENCH_ITERS, dt / 1000000);
 	return 0;
 }
@@ -818,12 +826,15 @@ static int cmd_rollback(void)
 	pcd_get_stats(&c);
 	pcd_fail_register_nth(0);
 	TRY(errors_since("rollback"));
-	CHECK(c.registrations - snap.registrations == 2,
-	      "the failed load tried %ld registrations, want 2 (the second one failed)",
-	      c.registrations - snap.registrations);
-	CHECK(c.unregistrations - snap.unregistrations == 1 && c.clients_live == 0,
-	      "after the second registration failed, %ld unregistrations and %ld clients left, want 1 and 0",
-	      c.unregistrations - snap.unregistrations, c.clients_live);
+	/* busybox insmod tries finit_module, then init_module: 1 or 2 loads */
+	long regs = c.registrations - snap.registrations;
+	long unregs = c.unregistrations - snap.unregistrations;
+
+	CHECK(c.clients_live == 0, "%ld client(s) still registered after the failed load (first not rolled back)",
+	      c.clients_live);
+	CHECK(unregs >= 1 && regs == 2 * unregs,
+	      "failed load(s) made %ld registrations and %ld unregistrations, want 2 per load and 1 (the first client) per load",
+	      regs, unregs);
 	snprintf(result, sizeof(result), "PASS second registration failed: load failed, first client unregistered");
 	return 0;
 }
@@ -836,9 +847,11 @@ static int sc_final(void)
 	TRY(errors_since("the whole run"));
 	nvd_get_stats(&n);
 	pcd_get_stats(&c);
-	CHECK(!n.tables_live && !n.maps_live && !n.allocs_live && !c.umems_live,
-	      "left alive: %ld page tables, %ld mappings, %ld GPU allocations, %ld registrations",
-	      n.tables_live, n.maps_live, n.allocs_live, c.umems_live);
+	/* (GPU allocations are the scenarios' own: a failed scenario may leave
+	 * some; only what pins them is nv_peer_mem's) */
+	CHECK(!n.tables_live && !n.maps_live && !c.umems_live,
+	      "left alive: %ld page tables, %ld mappings, %ld registrations",
+	      n.tables_live, n.maps_live, c.umems_live);
 	snprintf(result, sizeof(result), "PASS nothing left: %ld get_pages, %ld dma_map_pages, %ld free callbacks, %ld invalidations in total",
 		 n.get_pages + n.get_pages_persistent, n.dma_map, n.callbacks, c.invalidations);
 	return 0;
@@ -907,7 +920,7 @@ static int run_command(char *cmd)
 	if (!strcmp(cmd, "drop"))
 		return cmd_drop();
 	if (!strcmp(cmd, "snapshot") || !strcmp(cmd, "fail_register")) {
-		TRY(errors_since(cmd));
+		/* not a scenario: violations so far are left for the next one */
 		pcd_get_stats(&snap);
 		if (!strcmp(cmd, "fail_register"))
 			pcd_fail_register_nth(n);
