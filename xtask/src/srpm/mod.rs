@@ -91,12 +91,18 @@ pub fn build(args: &BuildArgs) -> Result<PathBuf> {
 /// Everything the source rpm holds, and where it goes; checks every input
 /// before anything is written.
 fn inputs(args: &BuildArgs) -> Result<(SourcePackage, PathBuf)> {
-    writer::check_version_part("the workspace version (root Cargo.toml)", workspace::VERSION)?;
+    writer::check_version_part(
+        "the workspace version (root Cargo.toml)",
+        workspace::VERSION,
+    )?;
     let packaging = Packaging::load()?;
     let distro = choose_distro(&packaging, args.distro.as_deref())?;
     spec::validate_rpm_distro(distro)?;
     let release = args.release.unwrap_or(packaging.release);
-    ensure!(release >= 1, "--release {release}: RPM releases start at 1; pass --release 1 or more");
+    ensure!(
+        release >= 1,
+        "--release {release}: RPM releases start at 1; pass --release 1 or more"
+    );
     check_out_dir(&args.out)?;
     let epoch = workspace::source_date_epoch()?;
     let build_time = u32::try_from(epoch)
@@ -131,9 +137,10 @@ fn inputs(args: &BuildArgs) -> Result<(SourcePackage, PathBuf)> {
             permissions: 0o644,
         }],
     };
-    let path = args
-        .out
-        .join(format!("{}-{}-{}.src.rpm", package.name, package.version, package.release));
+    let path = args.out.join(format!(
+        "{}-{}-{}.src.rpm",
+        package.name, package.version, package.release
+    ));
     Ok((package, path))
 }
 
@@ -217,7 +224,12 @@ fn spec_value(spec: &str, tag: &str) -> Result<String> {
     spec.lines()
         .find_map(|line| line.strip_prefix(tag)?.strip_prefix(':'))
         .map(|value| value.trim().to_owned())
-        .with_context(|| format!("the rendered spec has no `{tag}:` line; fix {}", spec::TEMPLATE))
+        .with_context(|| {
+            format!(
+                "the rendered spec has no `{tag}:` line; fix {}",
+                spec::TEMPLATE
+            )
+        })
 }
 
 /// Fails unless `dir` is an existing directory this process can create files
@@ -227,7 +239,11 @@ fn check_out_dir(dir: &Path) -> Result<()> {
     let fix = "pass --out with an existing, writable directory";
     let metadata = std::fs::metadata(dir)
         .with_context(|| format!("--out {}: no such directory; {fix}", dir.display()))?;
-    ensure!(metadata.is_dir(), "--out {} is not a directory; {fix}", dir.display());
+    ensure!(
+        metadata.is_dir(),
+        "--out {} is not a directory; {fix}",
+        dir.display()
+    );
     let probe = dir.join(format!(".build-srpm-probe-{}", std::process::id()));
     std::fs::File::create(&probe)
         .with_context(|| format!("--out {} is not writable; {fix}", dir.display()))?;
@@ -237,17 +253,18 @@ fn check_out_dir(dir: &Path) -> Result<()> {
 
 /// The files shipped beside the module sources, from `packaging/`: the
 /// boot service, its configuration and the helper the service runs.
-const PACKAGING_FILES: [&str; 3] = [
-    "nv_peer_mem.conf",
-    "nv_peer_mem.service",
-    spec::HELPER_NAME,
-];
+const PACKAGING_FILES: [&str; 3] = ["nv_peer_mem.conf", "nv_peer_mem.service", spec::HELPER_NAME];
 
 /// `nvidia_peer_memory-<ver>.tar.gz`: `nvidia_peer_memory-<ver>/` holding
 /// the module sources (`kmod/`, git-tracked files except `kmod/tests/`), a
 /// generated `kmod/VERSION`, `packaging/`'s shared files and the rendered
 /// `dkms.conf`.
-fn source_tarball(packaging: &Packaging, distro: &Distro, release: u32, epoch: u64) -> Result<Vec<u8>> {
+fn source_tarball(
+    packaging: &Packaging,
+    distro: &Distro,
+    release: u32,
+    epoch: u64,
+) -> Result<Vec<u8>> {
     let root = workspace::root();
     let mut tarball = Tarball::new(&format!("{}-{}", spec::PACKAGE_NAME, workspace::VERSION));
     tarball.set_mtime(epoch);
@@ -284,14 +301,20 @@ fn module_sources() -> Result<Vec<String>> {
             String::from_utf8_lossy(&output.stderr).trim()
         );
     }
-    let listing = String::from_utf8(output.stdout).context("a file name under kmod/ is not UTF-8; rename it")?;
+    let listing = String::from_utf8(output.stdout)
+        .context("a file name under kmod/ is not UTF-8; rename it")?;
     let mut paths: Vec<String> = listing
         .split('\0')
-        .filter(|path| !path.is_empty() && !path.starts_with("kmod/tests/") && *path != "kmod/VERSION")
+        .filter(|path| {
+            !path.is_empty() && !path.starts_with("kmod/tests/") && *path != "kmod/VERSION"
+        })
         .map(str::to_owned)
         .collect();
     paths.sort();
-    ensure!(!paths.is_empty(), "git tracks no files under kmod/; the module sources are missing");
+    ensure!(
+        !paths.is_empty(),
+        "git tracks no files under kmod/; the module sources are missing"
+    );
     Ok(paths)
 }
 
@@ -329,7 +352,11 @@ fn bench(args: &BenchArgs) -> Result<()> {
     times.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let mean = times.iter().map(|d| ms(*d)).sum::<f64>() / times.len() as f64;
-    println!("build-srpm wall time over {} runs of {}:", times.len(), exe.display());
+    println!(
+        "build-srpm wall time over {} runs of {}:",
+        times.len(),
+        exe.display()
+    );
     println!(
         "  min {:.1} ms  median {:.1} ms  mean {:.1} ms  max {:.1} ms",
         ms(times[0]),
@@ -357,7 +384,11 @@ mod tests {
             ("ID=debian\nVERSION_ID=\"12\"\n", "debian12"),
         ];
         for (text, want) in cases {
-            assert_eq!(distro_id_from_os_release(text).as_deref(), Some(want), "{text}");
+            assert_eq!(
+                distro_id_from_os_release(text).as_deref(),
+                Some(want),
+                "{text}"
+            );
         }
         assert_eq!(distro_id_from_os_release(""), None);
     }
@@ -366,9 +397,16 @@ mod tests {
     fn default_distro_is_an_rpm_one_and_bad_ids_list_the_known_ones() {
         let packaging = Packaging::load().unwrap();
         assert_eq!(choose_distro(&packaging, None).unwrap().family, Family::Rpm);
-        let error = choose_distro(&packaging, Some("plan9")).unwrap_err().to_string();
-        assert!(error.contains("rhel9") && error.contains("sles15") && !error.contains("debian12"), "{error}");
-        let error = choose_distro(&packaging, Some("debian12")).unwrap_err().to_string();
+        let error = choose_distro(&packaging, Some("plan9"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("rhel9") && error.contains("sles15") && !error.contains("debian12"),
+            "{error}"
+        );
+        let error = choose_distro(&packaging, Some("debian12"))
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("build-deb"), "{error}");
     }
 
@@ -376,8 +414,12 @@ mod tests {
     fn bad_out_dirs_are_named() {
         let missing = Path::new("/nonexistent/build-srpm-out");
         let error = check_out_dir(missing).unwrap_err().to_string();
-        assert!(error.contains("--out") && error.contains("no such directory"), "{error}");
-        let file = std::env::temp_dir().join(format!("build-srpm-test-file-{}", std::process::id()));
+        assert!(
+            error.contains("--out") && error.contains("no such directory"),
+            "{error}"
+        );
+        let file =
+            std::env::temp_dir().join(format!("build-srpm-test-file-{}", std::process::id()));
         std::fs::write(&file, b"").unwrap();
         let error = check_out_dir(&file).unwrap_err().to_string();
         std::fs::remove_file(&file).unwrap();

@@ -43,7 +43,10 @@ pub fn validate_rpm_distro(distro: &Distro) -> Result<()> {
         }
         for item in list {
             parse_dependency(item).with_context(|| {
-                format!("{DATA_FILE}: distro `{}`, `{field}` item {item:?}", distro.id)
+                format!(
+                    "{DATA_FILE}: distro `{}`, `{field}` item {item:?}",
+                    distro.id
+                )
             })?;
         }
     }
@@ -108,7 +111,9 @@ pub fn changelog(spec: &str) -> Result<Vec<ChangelogEntry>> {
         if let Some(heading) = line.strip_prefix("* ") {
             let words: Vec<&str> = heading.splitn(5, ' ').collect();
             let [_weekday, month, day, year, name] = words.as_slice() else {
-                bail!("%changelog heading {line:?} is not `* Www Mmm DD YYYY Name <email> - version-release`");
+                bail!(
+                    "%changelog heading {line:?} is not `* Www Mmm DD YYYY Name <email> - version-release`"
+                );
             };
             entries.push(ChangelogEntry {
                 time: noon_utc(month, day, year)
@@ -135,8 +140,20 @@ pub fn changelog(spec: &str) -> Result<Vec<ChangelogEntry>> {
 /// section heading (a line starting with `%` and a known section name).
 fn section<'a>(spec: &'a str, heading: &str) -> Option<&'a str> {
     const SECTIONS: [&str; 14] = [
-        "%package", "%description", "%prep", "%build", "%install", "%check", "%clean", "%pre",
-        "%post", "%preun", "%postun", "%files", "%changelog", "%triggerin",
+        "%package",
+        "%description",
+        "%prep",
+        "%build",
+        "%install",
+        "%check",
+        "%clean",
+        "%pre",
+        "%post",
+        "%preun",
+        "%postun",
+        "%files",
+        "%changelog",
+        "%triggerin",
     ];
     let mut offset = 0;
     let mut start = None;
@@ -163,8 +180,12 @@ fn noon_utc(month: &str, day: &str, year: &str) -> Result<u32> {
         .position(|m| *m == month)
         .with_context(|| format!("unknown month {month:?}; use Jan..Dec"))? as i64
         + 1;
-    let day: i64 = day.parse().with_context(|| format!("day {day:?} is not a number"))?;
-    let year: i64 = year.parse().with_context(|| format!("year {year:?} is not a number"))?;
+    let day: i64 = day
+        .parse()
+        .with_context(|| format!("day {day:?} is not a number"))?;
+    let year: i64 = year
+        .parse()
+        .with_context(|| format!("year {year:?} is not a number"))?;
     ensure!((1..=31).contains(&day), "day {day} out of range");
     // Howard Hinnant's days_from_civil (proleptic Gregorian calendar).
     let y = if month <= 2 { year - 1 } else { year };
@@ -189,11 +210,10 @@ mod tests {
     /// A fixed version too: a version bump alone does not touch the goldens.
     const GOLDEN_VERSION: &str = "1.4.0";
 
-/// The golden copy of the spec rendered for `distro_id`.
-fn golden_path(distro_id: &str) -> PathBuf {
-    crate::workspace::path(&format!("xtask/golden/rpm/{distro_id}.spec"))
-}
-
+    /// The golden copy of the spec rendered for `distro_id`.
+    fn golden_path(distro_id: &str) -> PathBuf {
+        crate::workspace::path(&format!("xtask/golden/rpm/{distro_id}.spec"))
+    }
 
     /// Every rpm distro entry's rendered spec equals `xtask/golden/rpm/<id>.spec`.
     /// Regenerate after an intended change with
@@ -206,7 +226,14 @@ fn golden_path(distro_id: &str) -> PathBuf {
         let mut stale = Vec::new();
         let mut checked = 0;
         for distro in packaging.family(Family::Rpm) {
-            let spec = render(&packaging, distro, GOLDEN_VERSION, GOLDEN_RELEASE, GOLDEN_EPOCH).unwrap();
+            let spec = render(
+                &packaging,
+                distro,
+                GOLDEN_VERSION,
+                GOLDEN_RELEASE,
+                GOLDEN_EPOCH,
+            )
+            .unwrap();
             let path = golden_path(&distro.id);
             if update {
                 std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -216,17 +243,26 @@ fn golden_path(distro_id: &str) -> PathBuf {
             }
             checked += 1;
         }
-        assert!(checked >= 7, "rhel8/9/10, rocky9, alma9, fedora, sles15 expected");
+        assert!(
+            checked >= 7,
+            "rhel8/9/10, rocky9, alma9, fedora, sles15 expected"
+        );
         assert!(
             stale.is_empty(),
             "rendered spec differs from (or lacks) its golden file: {stale:?}\n\
              if the change is intended, run `UPDATE_GOLDEN=1 cargo test -p xtask golden` and review `git diff xtask/golden/rpm`"
         );
         // No golden file without a distro entry (a removed entry's leftover).
-        let ids: Vec<String> = packaging.family(Family::Rpm).map(|d| format!("{}.spec", d.id)).collect();
+        let ids: Vec<String> = packaging
+            .family(Family::Rpm)
+            .map(|d| format!("{}.spec", d.id))
+            .collect();
         for entry in std::fs::read_dir(crate::workspace::path("xtask/golden/rpm")).unwrap() {
             let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-            assert!(ids.contains(&name), "xtask/golden/rpm/{name} has no rpm distro entry; delete it");
+            assert!(
+                ids.contains(&name),
+                "xtask/golden/rpm/{name} has no rpm distro entry; delete it"
+            );
         }
     }
 
@@ -235,22 +271,39 @@ fn golden_path(distro_id: &str) -> PathBuf {
         let packaging = Packaging::load().unwrap();
         let sles = packaging.find("sles15").unwrap();
         let spec = render(&packaging, sles, "2.0.1", 3, GOLDEN_EPOCH).unwrap();
-        assert!(spec.contains(&"\nVersion:        2.0.1\n"));
+        assert!(spec.contains("\nVersion:        2.0.1\n"));
         assert!(spec.contains("\nRelease:        3\n"));
         assert!(spec.contains("BuildRequires:  kernel-default-devel\n"));
         assert!(spec.contains("make -C kmod KVER=%{KVERSION}"));
         assert!(spec.contains("%config(noreplace) %{_sysconfdir}/infiniband/nv_peer_mem.conf"));
         assert!(spec.contains("\n/lib/modules/%{KVERSION}/extra/%{module}.ko\n"));
-        assert!(!spec.contains("%dir /lib/modules"), "the kernel's directories are not ours");
-        assert!(!spec.contains("{{") && !spec.contains("{%"), "unrendered template syntax");
-        let requires: Vec<_> = build_requires(&spec).unwrap().into_iter().map(|d| d.name).collect();
+        assert!(
+            !spec.contains("%dir /lib/modules"),
+            "the kernel's directories are not ours"
+        );
+        assert!(
+            !spec.contains("{{") && !spec.contains("{%"),
+            "unrendered template syntax"
+        );
+        let requires: Vec<_> = build_requires(&spec)
+            .unwrap()
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
         assert_eq!(requires, sles.build_requires);
     }
 
     #[test]
     fn changelog_and_description_are_read_back() {
         let packaging = Packaging::load().unwrap();
-        let spec = render(&packaging, packaging.find("rhel9").unwrap(), "2.0.1", 1, GOLDEN_EPOCH).unwrap();
+        let spec = render(
+            &packaging,
+            packaging.find("rhel9").unwrap(),
+            "2.0.1",
+            1,
+            GOLDEN_EPOCH,
+        )
+        .unwrap();
         let entries = changelog(&spec).unwrap();
         assert_eq!(entries.len(), 1);
         // Sun Nov 22 2026, 12:00 UTC.
@@ -258,9 +311,15 @@ fn golden_path(distro_id: &str) -> PathBuf {
         assert!(entries[0].name.ends_with("- 2.0.1-1"));
         assert!(entries[0].text.starts_with("- Version "));
         let (summary, description) = summary_and_description(&spec).unwrap();
-        assert_eq!(summary, "NVIDIA GPUDirect RDMA peer memory client kernel module");
+        assert_eq!(
+            summary,
+            "NVIDIA GPUDirect RDMA peer memory client kernel module"
+        );
         assert!(description.starts_with("nv_peer_mem lets"));
-        assert!(!description.contains("%package"), "description stops at the next section");
+        assert!(
+            !description.contains("%package"),
+            "description stops at the next section"
+        );
     }
 
     #[test]
@@ -279,11 +338,26 @@ fn golden_path(distro_id: &str) -> PathBuf {
             "maintainer: A B <a@b.example>\ndistros:\n  - {id: el1, name: A, family: rpm, rpm_group: G, build_requires: [gcc]}\n  - {id: deb1, name: B, family: deb}\n  - {id: el2, name: C, family: rpm, rpm_group: G, build_requires: ['gcc >> 1'], dkms_requires: [dkms]}\n",
         )
         .unwrap();
-        let error = format!("{:#}", validate_rpm_distro(packaging.find("el1").unwrap()).unwrap_err());
-        assert!(error.contains("el1") && error.contains("dkms_requires"), "{error}");
-        let error = format!("{:#}", validate_rpm_distro(packaging.find("deb1").unwrap()).unwrap_err());
+        let error = format!(
+            "{:#}",
+            validate_rpm_distro(packaging.find("el1").unwrap()).unwrap_err()
+        );
+        assert!(
+            error.contains("el1") && error.contains("dkms_requires"),
+            "{error}"
+        );
+        let error = format!(
+            "{:#}",
+            validate_rpm_distro(packaging.find("deb1").unwrap()).unwrap_err()
+        );
         assert!(error.contains("rpm one"), "{error}");
-        let error = format!("{:#}", validate_rpm_distro(packaging.find("el2").unwrap()).unwrap_err());
-        assert!(error.contains("el2") && error.contains("operator"), "{error}");
+        let error = format!(
+            "{:#}",
+            validate_rpm_distro(packaging.find("el2").unwrap()).unwrap_err()
+        );
+        assert!(
+            error.contains("el2") && error.contains("operator"),
+            "{error}"
+        );
     }
 }

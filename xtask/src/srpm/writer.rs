@@ -24,8 +24,8 @@
 use anyhow::{Context, Result, bail, ensure};
 use flate2::{Compression, write::GzEncoder};
 use rpm::{
-    Dependency, DependencyFlags, DigestAlgorithm, FileFlags, Header, HeaderEntry, IndexData, IndexTag, Lead,
-    Package, PackageMetadata, RpmFormat, SignatureHeaderBuilder,
+    Dependency, DependencyFlags, DigestAlgorithm, FileFlags, Header, HeaderEntry, IndexData,
+    IndexTag, Lead, Package, PackageMetadata, RpmFormat, SignatureHeaderBuilder,
 };
 use sha2::{Digest, Sha256};
 use std::io::Write;
@@ -55,37 +55,37 @@ pub struct ChangelogEntry {
 /// Parses one dependency as written in a spec: `name`, or `name OP version`
 /// with OP one of `<`, `<=`, `=`, `>=`, `>`.
 pub fn parse_dependency(text: &str) -> Result<Dependency> {
-        let words: Vec<&str> = text.split_whitespace().collect();
-        let (name, flags, version) = match words.as_slice() {
-            [name] => (*name, DependencyFlags::ANY, ""),
-            [name, op, version] => {
-                let flags = match *op {
-                    "<" => DependencyFlags::LESS,
-                    "<=" => DependencyFlags::LESS | DependencyFlags::EQUAL,
-                    "=" | "==" => DependencyFlags::EQUAL,
-                    ">=" => DependencyFlags::GREATER | DependencyFlags::EQUAL,
-                    ">" => DependencyFlags::GREATER,
-                    _ => bail!(
-                        "dependency {text:?}: unknown operator {op:?}; write `name`, or `name OP version` with OP one of < <= = >= >"
-                    ),
-                };
-                (*name, flags, *version)
-            }
-            _ => bail!(
-                "dependency {text:?} is not `name` or `name OP version` (one dependency per list item, words separated by spaces)"
-            ),
-        };
-        // Rich (boolean) dependencies would need rpmlib(RichDependencies)
-        // and a real parser; the packaging data has no use for them.
-        ensure!(
-            !name.starts_with('(') && name.chars().all(|c| !c.is_control() && c != ','),
-            "dependency {text:?}: the name must be a plain package or capability name (no rich dependencies, no commas)"
-        );
-        Ok(Dependency {
-            name: name.to_owned(),
-            flags,
-            version: version.to_owned(),
-        })
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let (name, flags, version) = match words.as_slice() {
+        [name] => (*name, DependencyFlags::ANY, ""),
+        [name, op, version] => {
+            let flags = match *op {
+                "<" => DependencyFlags::LESS,
+                "<=" => DependencyFlags::LESS | DependencyFlags::EQUAL,
+                "=" | "==" => DependencyFlags::EQUAL,
+                ">=" => DependencyFlags::GREATER | DependencyFlags::EQUAL,
+                ">" => DependencyFlags::GREATER,
+                _ => bail!(
+                    "dependency {text:?}: unknown operator {op:?}; write `name`, or `name OP version` with OP one of < <= = >= >"
+                ),
+            };
+            (*name, flags, *version)
+        }
+        _ => bail!(
+            "dependency {text:?} is not `name` or `name OP version` (one dependency per list item, words separated by spaces)"
+        ),
+    };
+    // Rich (boolean) dependencies would need rpmlib(RichDependencies)
+    // and a real parser; the packaging data has no use for them.
+    ensure!(
+        !name.starts_with('(') && name.chars().all(|c| !c.is_control() && c != ','),
+        "dependency {text:?}: the name must be a plain package or capability name (no rich dependencies, no commas)"
+    );
+    Ok(Dependency {
+        name: name.to_owned(),
+        flags,
+        version: version.to_owned(),
+    })
 }
 
 /// Everything a source package header says, and its files.
@@ -148,7 +148,12 @@ pub fn write_source_rpm(package: &SourcePackage) -> Result<Vec<u8>> {
     check_version_part("release", &package.release)?;
 
     let mut files: Vec<(&SourceFile, FileFlags)> = vec![(&package.spec, FileFlags::SPECFILE)];
-    files.extend(package.sources.iter().map(|file| (file, FileFlags::empty())));
+    files.extend(
+        package
+            .sources
+            .iter()
+            .map(|file| (file, FileFlags::empty())),
+    );
     // rpm looks files up by binary search over the header's sorted file list.
     files.sort_by(|a, b| a.0.name.cmp(&b.0.name));
     for pair in files.windows(2) {
@@ -160,7 +165,10 @@ pub fn write_source_rpm(package: &SourcePackage) -> Result<Vec<u8>> {
     }
     for (file, _) in &files {
         ensure!(
-            !file.name.is_empty() && !file.name.contains('/') && file.name != "." && file.name != "..",
+            !file.name.is_empty()
+                && !file.name.contains('/')
+                && file.name != "."
+                && file.name != "..",
             "source package file name {:?} must be a bare file name",
             file.name
         );
@@ -176,11 +184,16 @@ pub fn write_source_rpm(package: &SourcePackage) -> Result<Vec<u8>> {
     let header = main_header(package, &files, &cpio, &payload)?;
 
     let mut metadata = PackageMetadata {
-        lead: Lead::new(&format!("{}-{}-{}", package.name, package.version, package.release)),
+        lead: Lead::new(&format!(
+            "{}-{}-{}",
+            package.name, package.version, package.release
+        )),
         signature: Header::new_empty(),
         header,
     };
-    let header_bytes = metadata.header_bytes().context("serialising the rpm header")?;
+    let header_bytes = metadata
+        .header_bytes()
+        .context("serialising the rpm header")?;
     metadata.signature = SignatureHeaderBuilder::new()
         .format(RpmFormat::V4)
         .set_content_length(header_bytes.len() as u64 + payload.len() as u64)
@@ -204,14 +217,20 @@ fn main_header(
 ) -> Result<Header<IndexTag>> {
     let count = files.len();
     let string_list = |value: &str| IndexData::StringArray(vec![value.to_owned(); count]);
-    let total_size: u64 = files.iter().map(|(file, _)| file.contents.len() as u64).sum();
+    let total_size: u64 = files
+        .iter()
+        .map(|(file, _)| file.contents.len() as u64)
+        .sum();
     let total_size = u32::try_from(total_size)
         .context("the source package's files add up to more than 4 GiB")?;
 
     // BuildRequires, then the rpmlib() features this layout relies on, as
     // rpmbuild records them.
     let mut requires = package.build_requires.clone();
-    for (feature, version) in [("CompressedFileNames", "3.0.4-1"), ("FileDigests", "4.6.0-1")] {
+    for (feature, version) in [
+        ("CompressedFileNames", "3.0.4-1"),
+        ("FileDigests", "4.6.0-1"),
+    ] {
         requires.push(Dependency {
             name: format!("rpmlib({feature})"),
             flags: DependencyFlags::RPMLIB | DependencyFlags::LESS | DependencyFlags::EQUAL,
@@ -223,13 +242,19 @@ fn main_header(
     let text = |value: &str| IndexData::StringTag(value.to_owned());
     let i18n = |value: &str| IndexData::I18NString(vec![value.to_owned()]);
     let mut entries = vec![
-        tag(IndexTag::RPMTAG_HEADERI18NTABLE, IndexData::StringArray(vec!["C".into()])),
+        tag(
+            IndexTag::RPMTAG_HEADERI18NTABLE,
+            IndexData::StringArray(vec!["C".into()]),
+        ),
         tag(IndexTag::RPMTAG_NAME, text(&package.name)),
         tag(IndexTag::RPMTAG_VERSION, text(&package.version)),
         tag(IndexTag::RPMTAG_RELEASE, text(&package.release)),
         tag(IndexTag::RPMTAG_SUMMARY, i18n(&package.summary)),
         tag(IndexTag::RPMTAG_DESCRIPTION, i18n(&package.description)),
-        tag(IndexTag::RPMTAG_BUILDTIME, IndexData::Int32(vec![package.build_time])),
+        tag(
+            IndexTag::RPMTAG_BUILDTIME,
+            IndexData::Int32(vec![package.build_time]),
+        ),
         tag(IndexTag::RPMTAG_BUILDHOST, text(&package.build_host)),
         tag(IndexTag::RPMTAG_SIZE, IndexData::Int32(vec![total_size])),
         tag(IndexTag::RPMTAG_LICENSE, text(&package.license)),
@@ -253,7 +278,10 @@ fn main_header(
             IndexData::Int16(files.iter().map(|(f, _)| S_IFREG | f.permissions).collect()),
         ),
         tag(IndexTag::RPMTAG_FILERDEVS, IndexData::Int16(vec![0; count])),
-        tag(IndexTag::RPMTAG_FILEMTIMES, IndexData::Int32(vec![package.build_time; count])),
+        tag(
+            IndexTag::RPMTAG_FILEMTIMES,
+            IndexData::Int32(vec![package.build_time; count]),
+        ),
         tag(
             IndexTag::RPMTAG_FILEDIGESTS,
             IndexData::StringArray(files.iter().map(|(f, _)| sha256_hex(&f.contents)).collect()),
@@ -265,17 +293,32 @@ fn main_header(
         ),
         tag(IndexTag::RPMTAG_FILEUSERNAME, string_list("root")),
         tag(IndexTag::RPMTAG_FILEGROUPNAME, string_list("root")),
-        tag(IndexTag::RPMTAG_FILEVERIFYFLAGS, IndexData::Int32(vec![VERIFY_ALL; count])),
-        tag(IndexTag::RPMTAG_FILEDEVICES, IndexData::Int32(vec![1; count])),
-        tag(IndexTag::RPMTAG_FILEINODES, IndexData::Int32((1..=count as u32).collect())),
+        tag(
+            IndexTag::RPMTAG_FILEVERIFYFLAGS,
+            IndexData::Int32(vec![VERIFY_ALL; count]),
+        ),
+        tag(
+            IndexTag::RPMTAG_FILEDEVICES,
+            IndexData::Int32(vec![1; count]),
+        ),
+        tag(
+            IndexTag::RPMTAG_FILEINODES,
+            IndexData::Int32((1..=count as u32).collect()),
+        ),
         tag(IndexTag::RPMTAG_FILELANGS, string_list("")),
-        tag(IndexTag::RPMTAG_DIRINDEXES, IndexData::Int32(vec![0; count])),
+        tag(
+            IndexTag::RPMTAG_DIRINDEXES,
+            IndexData::Int32(vec![0; count]),
+        ),
         tag(
             IndexTag::RPMTAG_BASENAMES,
             IndexData::StringArray(files.iter().map(|(f, _)| f.name.clone()).collect()),
         ),
         // Source packages keep all files in one directory with an empty name.
-        tag(IndexTag::RPMTAG_DIRNAMES, IndexData::StringArray(vec![String::new()])),
+        tag(
+            IndexTag::RPMTAG_DIRNAMES,
+            IndexData::StringArray(vec![String::new()]),
+        ),
         tag(
             IndexTag::RPMTAG_FILEDIGESTALGO,
             IndexData::Int32(vec![DigestAlgorithm::Sha2_256 as u32]),
@@ -284,10 +327,19 @@ fn main_header(
             IndexTag::RPMTAG_SOURCE,
             IndexData::StringArray(package.sources.iter().map(|f| f.name.clone()).collect()),
         ),
-        tag(IndexTag::RPMTAG_ARCHIVESIZE, IndexData::Int32(vec![cpio.len() as u32])),
+        tag(
+            IndexTag::RPMTAG_ARCHIVESIZE,
+            IndexData::Int32(vec![cpio.len() as u32]),
+        ),
         // A source package provides its own name at its exact version.
-        tag(IndexTag::RPMTAG_PROVIDENAME, IndexData::StringArray(vec![package.name.clone()])),
-        tag(IndexTag::RPMTAG_PROVIDEFLAGS, IndexData::Int32(vec![DependencyFlags::EQUAL.bits()])),
+        tag(
+            IndexTag::RPMTAG_PROVIDENAME,
+            IndexData::StringArray(vec![package.name.clone()]),
+        ),
+        tag(
+            IndexTag::RPMTAG_PROVIDEFLAGS,
+            IndexData::Int32(vec![DependencyFlags::EQUAL.bits()]),
+        ),
         tag(
             IndexTag::RPMTAG_PROVIDEVERSION,
             IndexData::StringArray(vec![format!("{}-{}", package.version, package.release)]),
@@ -306,15 +358,24 @@ fn main_header(
         ),
         tag(IndexTag::RPMTAG_PAYLOADFORMAT, text("cpio")),
         tag(IndexTag::RPMTAG_PAYLOADCOMPRESSOR, text("gzip")),
-        tag(IndexTag::RPMTAG_PAYLOADFLAGS, text(&PAYLOAD_GZIP_LEVEL.to_string())),
+        tag(
+            IndexTag::RPMTAG_PAYLOADFLAGS,
+            text(&PAYLOAD_GZIP_LEVEL.to_string()),
+        ),
         // Payload digests: of the compressed payload, and of the archive
         // inside it (rpm checks the first with `rpm -K`).
-        tag(IndexTag::RPMTAG_PAYLOADSHA256, IndexData::StringArray(vec![sha256_hex(payload)])),
+        tag(
+            IndexTag::RPMTAG_PAYLOADSHA256,
+            IndexData::StringArray(vec![sha256_hex(payload)]),
+        ),
         tag(
             IndexTag::RPMTAG_PAYLOADSHA256ALGO,
             IndexData::Int32(vec![DigestAlgorithm::Sha2_256 as u32]),
         ),
-        tag(IndexTag::RPMTAG_PAYLOADSHA256ALT, IndexData::StringArray(vec![sha256_hex(cpio)])),
+        tag(
+            IndexTag::RPMTAG_PAYLOADSHA256ALT,
+            IndexData::StringArray(vec![sha256_hex(cpio)]),
+        ),
     ];
     if !package.changelog.is_empty() {
         entries.extend([
@@ -333,17 +394,31 @@ fn main_header(
         ]);
     }
     // from_entries sorts the entries by tag and adds the immutable region.
-    Ok(Header::from_entries(entries, IndexTag::RPMTAG_HEADERIMMUTABLE))
+    Ok(Header::from_entries(
+        entries,
+        IndexTag::RPMTAG_HEADERIMMUTABLE,
+    ))
 }
 
 /// The newc ("070701") cpio archive rpm payloads use, files in the given
 /// order, inode numbers matching the header's FILEINODES.
 fn cpio_archive(files: &[(&SourceFile, FileFlags)], mtime: u32) -> Vec<u8> {
-    let capacity = files.iter().map(|(f, _)| f.contents.len() + 256).sum::<usize>() + 256;
+    let capacity = files
+        .iter()
+        .map(|(f, _)| f.contents.len() + 256)
+        .sum::<usize>()
+        + 256;
     let mut archive = Vec::with_capacity(capacity);
     for (index, (file, _)) in files.iter().enumerate() {
         let mode = u32::from(S_IFREG | file.permissions);
-        cpio_entry(&mut archive, index as u32 + 1, mode, mtime, &file.name, &file.contents);
+        cpio_entry(
+            &mut archive,
+            index as u32 + 1,
+            mode,
+            mtime,
+            &file.name,
+            &file.contents,
+        );
     }
     cpio_entry(&mut archive, 0, 0, 0, "TRAILER!!!", &[]);
     archive
@@ -377,7 +452,7 @@ fn cpio_entry(archive: &mut Vec<u8>, ino: u32, mode: u32, mtime: u32, name: &str
 }
 
 fn pad4(archive: &mut Vec<u8>) {
-    while archive.len() % 4 != 0 {
+    while !archive.len().is_multiple_of(4) {
         archive.push(0);
     }
 }
@@ -389,7 +464,9 @@ fn gzip(data: &[u8]) -> Result<Vec<u8>> {
         Vec::with_capacity(data.len() / 2),
         Compression::new(PAYLOAD_GZIP_LEVEL),
     );
-    encoder.write_all(data).context("compressing the rpm payload")?;
+    encoder
+        .write_all(data)
+        .context("compressing the rpm payload")?;
     encoder.finish().context("compressing the rpm payload")
 }
 
@@ -495,7 +572,12 @@ mod tests {
         let names: Vec<_> = requires.iter().map(|d| d.name.as_str()).collect();
         assert_eq!(
             names,
-            ["gcc", "rust", "rpmlib(CompressedFileNames)", "rpmlib(FileDigests)"]
+            [
+                "gcc",
+                "rust",
+                "rpmlib(CompressedFileNames)",
+                "rpmlib(FileDigests)"
+            ]
         );
         assert_eq!(requires[1].version, "1.70");
         assert_eq!(
@@ -510,15 +592,24 @@ mod tests {
         let package = parse(&bytes);
         let report = package.check_digests().unwrap();
         assert!(report.is_ok(), "{report:?}");
-        assert!(matches!(report.header_sha256, DigestStatus::Verified), "{report:?}");
-        assert!(matches!(report.payload_sha256, DigestStatus::Verified), "{report:?}");
+        assert!(
+            matches!(report.header_sha256, DigestStatus::Verified),
+            "{report:?}"
+        );
+        assert!(
+            matches!(report.payload_sha256, DigestStatus::Verified),
+            "{report:?}"
+        );
         let header_and_payload = package
             .metadata
             .signature
             .get_entry_data_as_u32(IndexSignatureTag::RPMSIGTAG_SIZE)
             .unwrap();
         let offsets = package.metadata.get_package_segment_offsets();
-        assert_eq!(u64::from(header_and_payload), bytes.len() as u64 - offsets.header);
+        assert_eq!(
+            u64::from(header_and_payload),
+            bytes.len() as u64 - offsets.header
+        );
     }
 
     #[test]
@@ -532,8 +623,13 @@ mod tests {
         .unwrap();
         let archive = String::from_utf8_lossy(&cpio);
         let spec_at = archive.find("demo.spec\0").expect("spec in the archive");
-        let tar_at = archive.find("demo-1.2.3.tar.gz\0").expect("tarball in the archive");
-        assert!(tar_at < spec_at, "archive order follows the sorted file list");
+        let tar_at = archive
+            .find("demo-1.2.3.tar.gz\0")
+            .expect("tarball in the archive");
+        assert!(
+            tar_at < spec_at,
+            "archive order follows the sorted file list"
+        );
         assert!(archive.contains("Name: demo\n"));
         assert!(archive.contains("TRAILER!!!"));
         assert_eq!(cpio.len() % 4, 0);
@@ -554,7 +650,10 @@ mod tests {
             let mut package = sample();
             package.version = bad.into();
             let error = write_source_rpm(&package).unwrap_err().to_string();
-            assert!(error.contains("cannot be carried by RPM"), "{bad:?}: {error}");
+            assert!(
+                error.contains("cannot be carried by RPM"),
+                "{bad:?}: {error}"
+            );
         }
         let mut package = sample();
         package.release = "1-2".into();
@@ -574,9 +673,15 @@ mod tests {
 
     #[test]
     fn dependency_parsing() {
-        assert_eq!(parse_dependency("make").unwrap().flags, DependencyFlags::ANY);
+        assert_eq!(
+            parse_dependency("make").unwrap().flags,
+            DependencyFlags::ANY
+        );
         let dep = parse_dependency("kernel-devel = 5.14.0").unwrap();
-        assert_eq!((dep.name.as_str(), dep.version.as_str()), ("kernel-devel", "5.14.0"));
+        assert_eq!(
+            (dep.name.as_str(), dep.version.as_str()),
+            ("kernel-devel", "5.14.0")
+        );
         assert_eq!(dep.flags, DependencyFlags::EQUAL);
         assert!(parse_dependency("a b").is_err());
         assert!(parse_dependency("a => 1").is_err());
