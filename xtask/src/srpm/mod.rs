@@ -42,11 +42,12 @@ pub struct BuildArgs {
     /// Directory the .src.rpm is written to (must exist and be writable).
     #[arg(long, value_name = "DIR", default_value = "/tmp")]
     pub out: PathBuf,
-    /// Target distribution: an rpm-family id of packaging/distros.yaml
-    /// (rhel8, rhel9, rhel10, rocky9, alma9, fedora, sles15). It selects the
+    /// Target distribution: the id of an rpm-family entry of
+    /// packaging/distros.yaml (e.g. rhel8, rhel9, rocky9, alma9, fedora,
+    /// sles15; an unknown id is answered with the full list). It selects the
     /// spec's BuildRequires, the -dkms package's Requires and the Group tag.
-    /// Default: the distribution /etc/os-release names when it is one of
-    /// those, else rhel9.
+    /// Default: the distribution /etc/os-release names when it has an entry
+    /// (RHEL/CentOS, Rocky, Alma, Fedora, SLES/Leap), else rhel9.
     #[arg(long, value_name = "ID")]
     pub distro: Option<String>,
     /// Package release (RPM Release), a positive number. Default: `release`
