@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Builds nv_peer_mem.ko the way DKMS and rpmbuild do, on this Debian 12 host,
+# for the bookworm and bookworm-backports kernels, with and without the
+# NVIDIA driver's header, and checks the results and the error paths.
+# Prints one line per check and `N passed, M failed`; exits non-zero on any
+# failure. Needs ci/setup-host.sh's packages; runs offline (unshare -n) to
+# prove the build needs no network.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+. ci/kernels.sh
+version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml)
+nv_src=$(bash ci/fetch-nvidia-src.sh)
+log=$(mktemp -d)
+# Keep compiled core between the builds below (make clean would drop it).
+export NVPM_RUST_CACHE=$top/target/kmod-rust-cache
+trap 'rm -rf "$log"; make -s -C kmod clean >/dev/null 2>&1' EXIT
+passed=0 failed=0
+
+check() {  # check NAME COMMAND...: runs COMMAND, records pass/fail
+    local name=$1; shift
+    if "$@" >"$log/out" 2>&1; then
+        echo "PASS $name"; passed=$((passed + 1))
+    else
+        echo "FAIL $name"; sed 's/^/    /' "$log/out" | tail -n 25; failed=$((failed + 1))
+    fi
+}
+
+offline() { if unshare -n true 2>/dev/null; then unshare -n "$@"; else "$@"; fi; }
+
+build() {  # build KVER [make args...]: clean build, output in $log/build
+    local kver=$1; shift
+    make -s -C kmod clean >/dev/null 2>&1
+    offline make -C kmod KVER="$kver" "$@" >"$log/build" 2>&1
+}
+
+modinfo_ok() {  # modinfo_ok KVER: license, version, vermagic, parameters
+    local ko=kmod/nv_peer_mem.ko kver=$1
+    [ "$(modinfo -F license $ko)" = "Dual BSD/GPL" ] || { echo "license: $(modinfo -F license $ko)"; return 1; }
+    [ "$(modinfo -F version $ko)" = "$version" ] || { echo "version: $(modinfo -F version $ko), want $version"; return 1; }
+    case "$(modinfo -F vermagic $ko)" in "$kver "*) ;; *) echo "vermagic: $(modinfo -F vermagic $ko)"; return 1;; esac
+    for p in peerdirect_support persistent_api_support enable_dbg; do
+        modinfo -F parm $ko | grep -Eq "^$p:.{20,} \(int\)$" || { echo "parameter $p missing or without description"; modinfo -F parm $ko; return 1; }
+    done
+}
+
+has_notes() {  # both "not found" notes printed
+    grep -q 'note: MLNX_OFED not found' "$log/build" && grep -q 'note: NVIDIA driver sources not found' "$log/build" || { cat "$log/build"; return 1; }
+}
+# nm to a file, not a pipe: grep -q closing the pipe early makes nm fail
+# with SIGPIPE, which pipefail would turn into a wrong answer.
+symbols() { nm kmod/nv_peer_mem.ko >"$log/nm" && cat "$log/nm"; }
+nc_compiled() { symbols >/dev/null && grep -q ' U nvidia_p2p_get_pages_persistent$' "$log/nm"; }
+no_nc() { symbols >/dev/null && ! grep -q 'nvidia_p2p_.*persistent' "$log/nm"; }
+verified() { grep -q 'verified .*no GOTPCREL, no SSE/AVX, objtool silent' "$log/build"; }
+
+for kver in "$KVER_BOOKWORM" "$KVER_BACKPORTS"; do
+    echo "== kernel $kver"
+    check "$kver: builds offline without MLNX_OFED or NVIDIA sources" build "$kver"
+    check "$kver: prints the two missing-prerequisite notes" has_notes
+    check "$kver: object verified (GOTPCREL, SSE, objtool)" verified
+    check "$kver: modinfo license, version, vermagic, parameters" modinfo_ok "$kver"
+    check "$kver: no nv_mem_nc client without the NVIDIA header" no_nc
+    check "$kver: builds with NVIDIA 535's nv-p2p.h" build "$kver" NV_SRC="$nv_src"
+    check "$kver: nv_mem_nc client compiled in with NVIDIA 535" nc_compiled
+    check "$kver: modinfo with NVIDIA 535" modinfo_ok "$kver"
+done
+
+echo "== reproducibility and clean"
+same_bytes() {
+    build "$KVER_BOOKWORM" && sha256sum kmod/nv_peer_mem.ko >"$log/sum1" &&
+    build "$KVER_BOOKWORM" && sha256sum kmod/nv_peer_mem.ko >"$log/sum2" && diff "$log/sum1" "$log/sum2"
+}
+check "two clean builds give a byte-identical nv_peer_mem.ko" same_bytes
+clean_leaves_nothing() {
+    make -s -C kmod clean >/dev/null 2>&1
+    local left; left=$(git status --porcelain --ignored kmod | grep '^!!' || true)
+    [ -z "$left" ] || { echo "left behind: $left"; return 1; }
+}
+check "make clean removes every build product" clean_leaves_nothing
+
+echo "== bad input and missing prerequisites"
+fails_with() {  # fails_with PATTERN COMMAND...: command fails and prints PATTERN
+    local pattern=$1; shift
+    if "$@" >"$log/err" 2>&1; then echo "succeeded unexpectedly"; return 1; fi
+    grep -q -- "$pattern" "$log/err" || { echo "missing message: $pattern"; cat "$log/err"; return 1; }
+}
+check "explicit RUSTC without rust-src: stops with the package list" \
+    fails_with 'rustc-web rust-web-src' make -C kmod KVER="$KVER_BOOKWORM" RUSTC=/bin/true
+no_rustc_anywhere() {
+    local bin; bin=$(mktemp -d)
+    for tool in sh cat; do ln -s "$(command -v $tool)" "$bin/$tool"; done
+    fails_with 'rust rust-src' env PATH="$bin" NVPM_SYSTEM_RUSTC=/nonexistent/rustc sh kmod/scripts/find-rustc.sh
+    local rc=$?; rm -rf "$bin"; return $rc
+}
+check "no rustc on PATH or in the system: stops with the package list" no_rustc_anywhere
+check "kernel without headers: names the headers package" \
+    fails_with 'linux-headers-0.0.0-none' make -C kmod KVER=0.0.0-none
+check "NV_SRC without nv-p2p.h: clear error" \
+    fails_with 'NV_SRC=/tmp has no nvidia/nv-p2p.h' make -C kmod KVER="$KVER_BOOKWORM" NV_SRC=/tmp
+check "OFA_KERNEL without peer_mem.h: clear error" \
+    fails_with 'OFA_KERNEL=/tmp has no include/rdma/peer_mem.h' make -C kmod KVER="$KVER_BOOKWORM" OFA_KERNEL=/tmp
+verifier_catches_gotpcrel() {
+    # The object verifier must fail on what it exists to catch: a
+    # position-independent object calling an external function.
+    local dir; dir=$(mktemp -d); mkdir -p "$dir/build"
+    printf 'extern int ext(void);\nint f(void) { return ext(); }\n' > "$dir/t.c"
+    gcc -O2 -fPIC -fno-plt -c "$dir/t.c" -o "$dir/nv_peer_mem_rust.o" && touch "$dir/nv_peer_mem.ko"
+    fails_with 'GOTPCREL' sh kmod/scripts/verify-object.sh "$dir"
+    local rc=$?; rm -rf "$dir"; return $rc
+}
+check "object verifier rejects GOTPCREL relocations" verifier_catches_gotpcrel
+verifier_catches_sse() {
+    local dir; dir=$(mktemp -d); mkdir -p "$dir/build"
+    printf 'double f(double a, double b) { return a * b; }\n' > "$dir/t.c"
+    gcc -O2 -c "$dir/t.c" -o "$dir/nv_peer_mem_rust.o" && touch "$dir/nv_peer_mem.ko"
+    fails_with 'SSE/AVX' sh kmod/scripts/verify-object.sh "$dir"
+    local rc=$?; rm -rf "$dir"; return $rc
+}
+check "object verifier rejects SSE registers" verifier_catches_sse
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
