@@ -2,6 +2,7 @@
 //! style). Each subcommand lives in its own module; this file only parses the
 //! command line and maps errors to exit statuses.
 
+mod bench_kmod;
 mod deb;
 mod distro;
 mod render;
@@ -39,6 +40,9 @@ enum Command {
     /// Boot Debian's kernels in QEMU and prove nv_peer_mem.ko there against
     /// PeerDirect and NVIDIA P2P test doubles (kmod/tests/vm).
     TestVm(vm::TestVmArgs),
+    /// Print the module's cold build time, no-op rebuild time and stripped
+    /// size (text/data/total).
+    BenchKmod(bench_kmod::BenchKmodArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +53,7 @@ fn main() -> ExitCode {
         Command::BuildDeb(args) => exit_status(deb::build_deb_command(&args)),
         Command::BenchDeb(args) => exit_status(deb::bench_deb_command(&args)),
         Command::TestVm(args) => exit_status(vm::test_vm_command(&args)),
+        Command::BenchKmod(args) => exit_status(bench_kmod::bench_kmod_command(&args)),
     }
 }
 
