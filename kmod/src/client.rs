@@ -188,8 +188,24 @@ impl<P: Platform> Driver<P> {
             }
         };
         c.pci_dev.store(pci_dev, Ordering::Release);
-        c.dma_mapping.store(mapping, Ordering::Release);
         c.sg_allocated.store(true, Ordering::Release);
+        // Publish the mapping with a swap, then look for the free callback:
+        // it raises `in_callback` before it takes the mapping, so either its
+        // swap finds this mapping (and frees it), or this swap reads its
+        // null and the flag is visible here. In the latter case the memory
+        // is going away and nobody else will unmap: undo and fail.
+        c.dma_mapping.swap(mapping, Ordering::AcqRel);
+        if c.in_callback.load(Ordering::Acquire) {
+            let mine = c.dma_mapping.swap(ptr::null_mut(), Ordering::AcqRel);
+            if !mine.is_null() {
+                self.unmap_logged(pci_dev, page_table, mine);
+            }
+            if c.sg_allocated.swap(false, Ordering::AcqRel) {
+                p.sg_free(sg_head);
+            }
+            p.log(Level::Debug, "dma_map: GPU memory freed during dma_map", EINVAL.to_kernel().into());
+            return Err(EINVAL);
+        }
         Ok(nmap)
     }
 
@@ -302,12 +318,14 @@ impl<P: Platform> Driver<P> {
             return;
         };
         p.module_get();
+        // Raised before the mapping is taken, so that a concurrent dma_map
+        // either has its mapping taken here or sees the flag (see dma_map).
+        c.in_callback.store(true, Ordering::Release);
         // Take everything from the context before invalidating: the core
         // may release the context from inside its invalidate callback.
         let page_table = c.page_table.load(Ordering::Acquire);
         let mapping = c.dma_mapping.swap(ptr::null_mut(), Ordering::AcqRel);
         let core_context = c.core_context.load(Ordering::Acquire);
-        c.in_callback.store(true, Ordering::Release);
         p.invalidate(core_context);
         if !mapping.is_null() {
             if let Err(e) = p.p2p_free_dma_mapping(mapping) {
