@@ -142,3 +142,26 @@ fn free_lands_inside_put_pages() {
     assert_eq!(sim.module_refs(), 0);
     assert_eq!(sim.live_contexts(), 0);
 }
+
+/// cudaFree on another CPU while the core is in dma_map (holding its
+/// mapping lock, as MLNX_OFED does): the free callback runs before dma_map
+/// has published its mapping and blocks in the core's invalidate. The
+/// mapping must still be unmapped exactly once, and never outlive the page
+/// table the callback frees.
+#[test]
+fn free_callback_during_dma_map() {
+    for op in [Op::DmaMap, Op::SgFill] {
+        let env = Env::new();
+        let sim = env.sim();
+        let va = sim.cuda_malloc(2 * PAGE);
+        let reg = env.acquire(ClientKind::Mem, va, 2 * PAGE).unwrap();
+        env.get_pages(&reg).unwrap();
+        sim.free_elsewhere_before(op, 1, va);
+        let r = env.dma_map(&reg);
+        sim.join_background();
+        assert_eq!(sim.invalidations(), [reg.core_context], "{op:?}");
+        assert!(r.is_err(), "{op:?}: the memory went away during dma_map: {r:?}");
+        env.dereg_mr(&reg);
+        sim.assert_clean();
+    }
+}

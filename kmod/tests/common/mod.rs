@@ -193,6 +193,7 @@ struct State {
     counts: HashMap<Op, u32>,
     fail: HashMap<Op, (u32, Errno)>,
     free_before: HashMap<Op, (u32, u64)>,
+    free_elsewhere_before: HashMap<Op, (u32, u64)>,
     /// GPU allocations: start, length (u128 so the top of the VA space can
     /// be allocated).
     gpu: Vec<(u64, u128)>,
@@ -232,7 +233,7 @@ impl State {
     fn pt_index(&mut self, h: *mut c_void, what: &str) -> Option<usize> {
         let a = h.addr();
         let i = a.wrapping_sub(PT_BASE) / HANDLE_STRIDE;
-        if a < PT_BASE || (a - PT_BASE) % HANDLE_STRIDE != 0 || i == 0 || i > self.page_tables.len() {
+        if a < PT_BASE || !(a - PT_BASE).is_multiple_of(HANDLE_STRIDE) || i == 0 || i > self.page_tables.len() {
             self.violation(format!("{what}: unknown page table handle {a:#x}"));
             return None;
         }
@@ -242,7 +243,7 @@ impl State {
     fn map_index(&mut self, h: *mut c_void, what: &str) -> Option<usize> {
         let a = h.addr();
         let i = a.wrapping_sub(MAP_BASE) / HANDLE_STRIDE;
-        if a < MAP_BASE || (a - MAP_BASE) % HANDLE_STRIDE != 0 || i == 0 || i > self.mappings.len() {
+        if a < MAP_BASE || !(a - MAP_BASE).is_multiple_of(HANDLE_STRIDE) || i == 0 || i > self.mappings.len() {
             self.violation(format!("{what}: unknown dma mapping handle {a:#x}"));
             return None;
         }
@@ -299,6 +300,7 @@ impl State {
 pub struct Sim {
     st: Mutex<State>,
     driver: OnceLock<Weak<Driver<Sim>>>,
+    background: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl Sim {
@@ -312,6 +314,30 @@ impl Sim {
 
     /// Runs a pending `free_before` hook for the next occurrence of `op`.
     fn hook(&self, op: Op) {
+        let pending = {
+            let mut st = self.lock();
+            let next = st.counts.get(&op).copied().unwrap_or(0) + 1;
+            match st.free_elsewhere_before.get(&op) {
+                Some(&(nth, va)) if nth == next => {
+                    st.free_elsewhere_before.remove(&op);
+                    Some((va, st.invalidations.len()))
+                }
+                _ => None,
+            }
+        };
+        if let Some((va, seen)) = pending {
+            // cudaFree on another CPU: wait until its free callback has
+            // reached the core's invalidate (which then waits for the
+            // mapping lock the caller may hold), then go on.
+            let drv = self.driver();
+            let t = std::thread::spawn(move || drv.platform().cuda_free(va));
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while self.lock().invalidations.len() == seen && !t.is_finished() {
+                assert!(std::time::Instant::now() < deadline, "free callback did not reach invalidate");
+                std::thread::yield_now();
+            }
+            self.background.lock().unwrap().push(t);
+        }
         let va = {
             let mut st = self.lock();
             let next = st.counts.get(&op).copied().unwrap_or(0) + 1;
@@ -343,6 +369,20 @@ impl Sim {
         let mut st = self.lock();
         let base = st.counts.get(&op).copied().unwrap_or(0);
         st.free_before.insert(op, (base + nth, va));
+    }
+    /// Like `free_before`, but the cudaFree runs on another thread, and
+    /// the call goes on once that thread's free callback has called the
+    /// core's invalidate; [`Sim::join_background`] waits for it.
+    pub fn free_elsewhere_before(&self, op: Op, nth: u32, va: u64) {
+        let mut st = self.lock();
+        let base = st.counts.get(&op).copied().unwrap_or(0);
+        st.free_elsewhere_before.insert(op, (base + nth, va));
+    }
+    pub fn join_background(&self) {
+        let threads = std::mem::take(&mut *self.background.lock().unwrap());
+        for t in threads {
+            t.join().expect("background cudaFree");
+        }
     }
     pub fn set_page_size_type(&self, t: u32) {
         self.lock().page_size_type = t;
@@ -497,7 +537,7 @@ impl Platform for Sim {
         let mut st = self.lock();
         st.calls.push(Call::GetPages { va, len, callback });
         st.inject(Op::GetPages)?;
-        if va % PAGE != 0 || len % PAGE != 0 || len == 0 {
+        if !va.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) || len == 0 {
             st.violation(format!("get_pages: range {va:#x}+{len:#x} not on 64 KiB pages"));
             return Err(EINVAL);
         }
@@ -526,7 +566,7 @@ impl Platform for Sim {
         let mut st = self.lock();
         st.calls.push(Call::GetPagesPersistent { va, len });
         st.inject(Op::GetPagesPersistent)?;
-        if va % PAGE != 0 || len % PAGE != 0 || len == 0 {
+        if !va.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) || len == 0 {
             st.violation(format!("get_pages_persistent: range {va:#x}+{len:#x} not on 64 KiB pages"));
             return Err(EINVAL);
         }
@@ -549,10 +589,10 @@ impl Platform for Sim {
     fn page_table_page_size(&self, page_table: *mut c_void) -> u32 {
         let mut st = self.lock();
         st.calls.push(Call::PageSize);
-        if let Some(i) = st.pt_index(page_table, "page_size") {
-            if st.page_tables[i].state == PtState::Freed {
-                st.violation("page_size: read of a freed page table".into());
-            }
+        if let Some(i) = st.pt_index(page_table, "page_size")
+            && st.page_tables[i].state == PtState::Freed
+        {
+            st.violation("page_size: read of a freed page table".into());
         }
         st.page_size_type
     }
@@ -607,10 +647,10 @@ impl Platform for Sim {
     fn dma_mapping_version(&self, mapping: *mut c_void) -> u32 {
         let mut st = self.lock();
         st.calls.push(Call::MappingVersion);
-        if let Some(m) = st.map_index(mapping, "mapping version") {
-            if !st.mappings[m].live {
-                st.violation("mapping version: read of a freed mapping".into());
-            }
+        if let Some(m) = st.map_index(mapping, "mapping version")
+            && !st.mappings[m].live
+        {
+            st.violation("mapping version: read of a freed mapping".into());
         }
         st.mapping_version
     }
@@ -661,6 +701,7 @@ impl Platform for Sim {
     }
 
     fn sg_fill(&self, sg_head: *mut c_void, mapping: *mut c_void, page_size: u64, saved: *mut SavedSgTable) -> Result<u32, Errno> {
+        self.hook(Op::SgFill);
         let mut st = self.lock();
         st.calls.push(Call::SgFill { page_size });
         st.inject(Op::SgFill)?;
@@ -841,8 +882,8 @@ impl Env {
     /// Nothing registered yet.
     pub fn bare() -> Env {
         let drv = Arc::new_cyclic(|w: &Weak<Driver<Sim>>| {
-            let sim = Sim { st: Mutex::new(State::default()), driver: OnceLock::new() };
-            sim.driver.set(w.clone()).ok().expect("set once");
+            let sim = Sim { st: Mutex::new(State::default()), driver: OnceLock::new(), background: Mutex::new(Vec::new()) };
+            sim.driver.set(w.clone()).expect("set once");
             {
                 let mut st = sim.lock();
                 st.next_va = GPU_VA_BASE;
