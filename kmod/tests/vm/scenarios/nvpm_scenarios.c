@@ -432,24 +432,51 @@ static int sc_dma_map_refusals(void)
 
 /* --------------------------------------------------------- invalidation */
 
+/* The registrations sc_invalidate_body() holds; released even when it fails,
+ * so one failure does not cascade into the next scenarios. */
+static struct pcd_umem *inval_u[2];
+static bool inval_released[2];
+
+static int sc_invalidate_body(void);
+
 static int sc_invalidate(void)
+{
+	int ret, i;
+
+	memset(inval_u, 0, sizeof(inval_u));
+	memset(inval_released, 0, sizeof(inval_released));
+	ret = sc_invalidate_body();
+	for (i = 0; i < 2; i++) {
+		if (!inval_u[i])
+			continue;
+		if (!inval_released[i])
+			pcd_umem_release(inval_u[i]);
+		pcd_umem_put(inval_u[i]);
+	}
+	return ret;
+}
+
+static int sc_invalidate_body(void)
 {
 	/* static: too big for the stack together; scenarios run one at a
 	 * time under ctl_lock */
 	static struct nvd_stats s0, s1, s2;
 	static struct pcd_stats c0, c1;
 	static struct base b;
-	struct pcd_umem *u[2];
+	struct pcd_umem **u = inval_u;
 	u64 va;
 	int i, n;
 
 	TRY(begin(&b));
 	va = gpu_alloc(8 * SZ64K, NVIDIA_P2P_PAGE_SIZE_64KB);
 	CHECK(va, "cannot allocate simulated GPU memory");
-	TRY(lifecycle_one(va, 0x100, 3 * SZ64K, true, NV, &u[0]));
-	TRY(lifecycle_one(va, 4 * SZ64K, 2 * SZ64K, true, NV, &u[1]));
-	for (i = 0; i < 2; i++)
-		pcd_umem_hold(u[i]);
+	for (i = 0; i < 2; i++) {
+		struct pcd_umem *got;
+
+		TRY(lifecycle_one(va, i ? 4 * SZ64K : 0x100, i ? 2 * SZ64K : 3 * SZ64K, true, NV, &got));
+		pcd_umem_hold(got);
+		u[i] = got;
+	}
 	nvd_get_stats(&s0);
 	pcd_get_stats(&c0);
 	n = nvd_free(va);	/* cudaFree under two live registrations */
@@ -484,8 +511,8 @@ static int sc_invalidate(void)
 	/* the later release must not unmap/put again, only release */
 	for (i = 0; i < 2; i++) {
 		pcd_umem_release(u[i]);
+		inval_released[i] = true;
 		CHECK(u[i]->teardown_unmaps == 0, "release unmapped an invalidated registration again");
-		pcd_umem_put(u[i]);
 	}
 	nvd_get_stats(&s2);
 	CHECK(s2.dma_unmap == s1.dma_unmap && s2.put_pages == s1.put_pages,
