@@ -140,9 +140,10 @@ static void nv_mem_free_callback(void *data)
 	nvpm_rs_free_callback(data);
 }
 
-/* acquire's probe pins and unpins at once: nothing can be left to free. */
+/* Memory freed between acquire's probe pin and unpin. */
 static void nv_mem_probe_free_callback(void *data)
 {
+	nvpm_rs_probe_free_callback(data);
 }
 
 /* ---- helpers the Rust logic calls ---- */

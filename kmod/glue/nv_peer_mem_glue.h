@@ -31,6 +31,7 @@ void nvpm_rs_put_pages(void *ctx, void *sg_head);
 u64 nvpm_rs_get_page_size(void);
 void nvpm_rs_release(void *ctx);
 void nvpm_rs_free_callback(void *data);
+void nvpm_rs_probe_free_callback(void *data);
 
 /* Implemented in C, called by Rust. */
 int nvpm_c_p2p_get_pages(u64 va, u64 len, void **slot, u32 callback, void *data);

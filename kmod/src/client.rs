@@ -3,7 +3,7 @@
 //! nvidia-peermem (FIELD-NOTES §1); where they leak or race, this code
 //! closes the gap and says so.
 
-use crate::context::Context;
+use crate::context::{Context, PROBE_ABANDONED, PROBE_CALLBACK_DONE};
 use crate::errno::{EINVAL, ENOMEM, Errno};
 use crate::params::{ParamError, Params};
 use crate::platform::{
@@ -12,7 +12,7 @@ use crate::platform::{
 use crate::range::{GPU_PAGE_SIZE, GpuRange};
 use core::ffi::c_void;
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU8, Ordering};
 
 /// The answer to `acquire`.
 #[derive(Debug, PartialEq, Eq)]
@@ -99,15 +99,9 @@ impl<P: Platform> Driver<P> {
             p.log(Level::Debug, "acquire: empty or overflowing range refused, size", size as i64);
             return Acquired::NotMine;
         };
-        let probe = AtomicPtr::new(ptr::null_mut());
-        if p.p2p_get_pages(range.start, range.len, &probe, FreeCallback::Probe, ptr::null_mut()).is_err() {
-            return Acquired::NotMine;
-        }
-        if let Err(e) = p.p2p_put_pages(range.start, probe.load(Ordering::Acquire)) {
-            // Expected only when the memory was freed between the two calls.
-            p.log(Level::Error, "acquire: nvidia_p2p_put_pages failed", e.to_kernel().into());
-            return Acquired::NotMine;
-        }
+        // The context is allocated before the probe because it is the probe
+        // callback's data: memory freed between the probe's pin and unpin
+        // makes the driver call that callback, which must free the page table.
         let raw = p.alloc(size_of::<Context>(), align_of::<Context>()) as *mut Context;
         let Some(ctx) = NonNull::new(raw) else {
             p.log(Level::Error, "acquire: out of memory", ENOMEM.to_kernel().into());
@@ -116,8 +110,73 @@ impl<P: Platform> Driver<P> {
         // SAFETY: `ctx` is a fresh allocation of the size and alignment of a
         // Context, owned by nobody else yet.
         unsafe { ctx.as_ptr().write(Context::new(kind, range)) };
+        // SAFETY: just initialised; freed below only on paths where no
+        // callback can still use it.
+        let c = unsafe { ctx.as_ref() };
+        if p.p2p_get_pages(range.start, range.len, &c.page_table, FreeCallback::Probe, ctx.as_ptr().cast()).is_err() {
+            // No pages, so no callback was installed.
+            self.free_context(ctx);
+            return Acquired::NotMine;
+        }
+        // A null page table here means the probe callback already ran and
+        // freed it: the memory is gone, and unpinning it would hand the
+        // driver a dangling pointer.
+        let probed = c.page_table.load(Ordering::Acquire);
+        let unpinned = if probed.is_null() { Err(EINVAL) } else { p.p2p_put_pages(range.start, probed) };
+        match unpinned {
+            Ok(()) => {
+                // Unpinned: the driver dropped the probe callback with it.
+                c.page_table.store(ptr::null_mut(), Ordering::Release);
+                p.module_get();
+                Acquired::Mine(ctx.cast())
+            }
+            Err(e) => {
+                // Expected only when the memory was freed between the two
+                // calls: the probe callback has run or is running. Whoever
+                // of the two finishes last frees the context.
+                p.log(Level::Debug, "acquire: memory freed during the probe, nvidia_p2p_put_pages", e.to_kernel().into());
+                if c.probe.swap(PROBE_ABANDONED, Ordering::AcqRel) == PROBE_CALLBACK_DONE {
+                    self.free_context(ctx);
+                }
+                Acquired::NotMine
+            }
+        }
+    }
+
+    /// The NVIDIA driver's free callback for `acquire`'s probe: the memory
+    /// was freed between the probe's pin and unpin. Frees the page table, as
+    /// the driver requires, and the context if `acquire` gave up on it.
+    ///
+    /// # Safety
+    /// `data` is the context `acquire` passed with `FreeCallback::Probe`;
+    /// `acquire` keeps it alive until this callback has marked it done.
+    pub unsafe fn probe_free_callback(&self, data: *mut c_void) {
+        let p = &self.platform;
+        let Some(ctx) = NonNull::new(data.cast::<Context>()) else {
+            p.log(Level::Error, "probe free callback without context", EINVAL.to_kernel().into());
+            return;
+        };
         p.module_get();
-        Acquired::Mine(ctx.cast())
+        // SAFETY: the caller's contract.
+        let c = unsafe { ctx.as_ref() };
+        let page_table = c.page_table.swap(ptr::null_mut(), Ordering::AcqRel);
+        if !page_table.is_null() {
+            if let Err(e) = p.p2p_free_page_table(page_table) {
+                p.log(Level::Error, "probe free callback: nvidia_p2p_free_page_table failed", e.to_kernel().into());
+            }
+        }
+        if c.probe.swap(PROBE_CALLBACK_DONE, Ordering::AcqRel) == PROBE_ABANDONED {
+            self.free_context(ctx);
+        }
+        p.module_put();
+    }
+
+    /// Drops and frees a context that the core never saw.
+    fn free_context(&self, ctx: NonNull<Context>) {
+        // SAFETY: callers pass a context that nothing else references any
+        // more (see the call sites).
+        unsafe { ptr::drop_in_place(ctx.as_ptr()) };
+        self.platform.free(ctx.as_ptr().cast());
     }
 
     /// `get_pages`: pins the range for real. `nv_mem` installs the free

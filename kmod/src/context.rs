@@ -5,7 +5,14 @@ use crate::platform::{ClientKind, SavedSgTable};
 use crate::range::GpuRange;
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8};
+
+/// `probe` states: `acquire`'s probe is pinning/unpinning the range.
+pub const PROBE_RUNNING: u8 = 0;
+/// The probe's free callback has finished with the context.
+pub const PROBE_CALLBACK_DONE: u8 = 1;
+/// `acquire` gave up on the context; the probe callback frees it.
+pub const PROBE_ABANDONED: u8 = 2;
 
 /// One registration of a GPU range.
 ///
@@ -41,6 +48,10 @@ pub struct Context {
     /// caller that swapped `sg_allocated` from true to false, so never
     /// accessed by two CPUs at once.
     pub saved_sg: UnsafeCell<SavedSgTable>,
+    /// Hand-over between `acquire` and the probe's free callback when the
+    /// memory is freed during the probe (PROBE_* above): whichever of the
+    /// two finishes second frees the context.
+    pub probe: AtomicU8,
 }
 
 // SAFETY: all fields but `saved_sg` are immutable or atomic; `saved_sg` is
@@ -62,6 +73,7 @@ impl Context {
             in_callback: AtomicBool::new(false),
             sg_allocated: AtomicBool::new(false),
             saved_sg: UnsafeCell::new(SavedSgTable::default()),
+            probe: AtomicU8::new(PROBE_RUNNING),
         }
     }
 }

@@ -255,6 +255,14 @@ pub unsafe extern "C" fn nvpm_rs_free_callback(data: *mut c_void) {
     unsafe { DRIVER.free_callback(data) }
 }
 
+/// # Safety
+/// `data` is the context `nvpm_rs_acquire` passed to the probe's get_pages.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvpm_rs_probe_free_callback(data: *mut c_void) {
+    // SAFETY: the caller's contract is probe_free_callback's contract.
+    unsafe { DRIVER.probe_free_callback(data) }
+}
+
 #[panic_handler]
 fn panic(_info: &core::panic::PanicInfo) -> ! {
     // The logic does not panic by design (no unwrap on kernel values, no

@@ -19,9 +19,9 @@ fn nc_lifecycle_uses_persistent_pages() {
     assert_eq!(
         sim.take_calls(),
         [
+            Call::Alloc,
             Call::GetPages { va: start, len: 2 * PAGE, callback: FreeCallback::Probe },
             Call::PutPages { va: start },
-            Call::Alloc,
             Call::ModuleGet,
         ]
     );

@@ -288,6 +288,11 @@ impl State {
             // The free callback owns the page table now; the real driver
             // fails the call gracefully.
             PtState::Revoked => Err(EINVAL),
+            // NVIDIA's non-persistent put_pages looks the page table up by
+            // pointer in its own records and fails gracefully when its free
+            // callback has freed it (the race nv_peer_mem has always lived
+            // with: the memory can go between any check and the call).
+            PtState::Freed if !persistent && pt.freed_by == Some("free_page_table") => Err(EINVAL),
             PtState::Freed => {
                 self.stale_calls += 1;
                 Err(EINVAL)
@@ -438,9 +443,12 @@ impl Sim {
                     // after put_pages succeeded, which uninstalls it).
                     unsafe { drv.free_callback(std::ptr::with_exposed_provenance_mut(data)) }
                 }
-                // The glue's probe callback (nv_mem_probe_free_callback)
-                // does nothing; modelled faithfully.
-                FreeCallback::Probe => {}
+                FreeCallback::Probe => {
+                    let drv = self.driver();
+                    // SAFETY: `data` is the context acquire gave its probe;
+                    // acquire keeps it alive until the callback is done.
+                    unsafe { drv.probe_free_callback(std::ptr::with_exposed_provenance_mut(data)) }
+                }
             }
         }
     }
