@@ -40,6 +40,10 @@ enum Command {
     /// Boot Debian's kernels in QEMU and prove nv_peer_mem.ko there against
     /// PeerDirect and NVIDIA P2P test doubles (kmod/tests/vm).
     TestVm(vm::TestVmArgs),
+    /// Build both source packages: the .src.rpm (build-srpm) and the Debian
+    /// .orig.tar.gz (build-deb), for this host's distribution or the
+    /// defaults those commands pick.
+    Dist(DistArgs),
     /// Print the module's cold build time, no-op rebuild time and stripped
     /// size (text/data/total).
     BenchKmod(bench_kmod::BenchKmodArgs),
@@ -53,8 +57,22 @@ fn main() -> ExitCode {
         Command::BuildDeb(args) => exit_status(deb::build_deb_command(&args)),
         Command::BenchDeb(args) => exit_status(deb::bench_deb_command(&args)),
         Command::TestVm(args) => exit_status(vm::test_vm_command(&args)),
+        Command::Dist(args) => exit_status(dist(&args)),
         Command::BenchKmod(args) => exit_status(bench_kmod::bench_kmod_command(&args)),
     }
+}
+
+#[derive(clap::Args)]
+struct DistArgs {
+    /// Directory both files are written to (must exist and be writable).
+    #[arg(long, value_name = "DIR", default_value = "/tmp")]
+    out: std::path::PathBuf,
+}
+
+/// `dist`: the two documented routes' source packages in one go.
+fn dist(args: &DistArgs) -> anyhow::Result<()> {
+    srpm::build_srpm_command(&srpm::BuildArgs { out: args.out.clone(), distro: None, release: None })?;
+    deb::build_deb_command(&deb::BuildDebArgs { out: args.out.clone(), distro: None, release: None })
 }
 
 /// Bad input from the user or the packaging data (unknown distro, malformed

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (from .ci/run) and as README.md
+# documents it: sudo bash ci/test.sh
+#
+# Installs what it needs (ci/setup-host.sh), then runs, in order:
+#   1. cargo test --workspace     host tests of the module logic and xtask
+#   2. ci/test-kmod.sh            module builds on Debian 6.1 / 6.12 kernels
+#   3. ci/test-rpm.sh             build-srpm, rpmbuild --rebuild, rpmlint
+#   4. ci/test-deb.sh             build-deb, dpkg-buildpackage, lintian, DKMS
+#   5. cargo xtask test-vm        the module in booted kernels (QEMU)
+# Every suite runs even if an earlier one failed; the last line sums them
+# as `N passed, M failed`, and the exit status is non-zero on any failure.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+[ "$(id -u)" = 0 ] || { echo "ci/test.sh: run as root (it installs packages and tests DKMS for real): sudo bash ci/test.sh" >&2; exit 2; }
+command -v cargo >/dev/null || { echo "ci/test.sh: cargo not found; install Rust (https://rustup.rs) or Debian's cargo" >&2; exit 2; }
+
+bash ci/setup-host.sh || { echo "ci/test.sh: host setup failed (see above)"; exit 1; }
+
+total_passed=0 total_failed=0 broken=()
+suite() {  # suite NAME COMMAND...: runs a suite, adds up its counts
+    local name=$1; shift
+    local out; out=$(mktemp)
+    echo
+    echo "######## $name"
+    local start=$SECONDS
+    "$@" 2>&1 | tee "$out"
+    local rc=${PIPESTATUS[0]}
+    local p f
+    if [ "$name" = "cargo test" ]; then
+        p=$(sed -n 's/^test result: .* \([0-9]*\) passed; \([0-9]*\) failed.*/\1/p' "$out" | paste -sd+ | bc)
+        f=$(sed -n 's/^test result: .* \([0-9]*\) passed; \([0-9]*\) failed.*/\2/p' "$out" | paste -sd+ | bc)
+    else
+        p=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\1/p' "$out" | paste -sd+ | bc)
+        f=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\2/p' "$out" | paste -sd+ | bc)
+    fi
+    p=${p:-0} f=${f:-0}
+    # A suite that exits non-zero counts as failed even if it printed no count.
+    if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
+    if [ "$rc" != 0 ] || [ "$f" != 0 ]; then broken+=("$name"); fi
+    total_passed=$((total_passed + p)) total_failed=$((total_failed + f))
+    echo "######## $name: $p passed, $f failed, exit $rc, $((SECONDS - start)) s"
+    rm -f "$out"
+}
+
+suite "cargo test" cargo test --workspace --locked
+suite "module builds" bash ci/test-kmod.sh
+suite "rpm route" bash ci/test-rpm.sh
+suite "deb route" bash ci/test-deb.sh
+suite "booted kernels" cargo xtask test-vm
+
+echo
+[ ${#broken[@]} = 0 ] || echo "failed suites: ${broken[*]}"
+echo "$total_passed passed, $total_failed failed"
+[ ${#broken[@]} = 0 ]
