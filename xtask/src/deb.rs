@@ -96,8 +96,11 @@ impl Plan {
 /// `cargo xtask build-deb`: build, then tell the user what to run next, as
 /// build_module.sh did.
 pub fn build_deb_command(args: &BuildDebArgs) -> Result<()> {
+    // `git ls-files` runs while the inputs are checked (and `git log` reads
+    // the timestamp): a third of build-deb's ~10 ms budget is git start-up.
+    let sources = ModuleSources::spawn()?;
     let plan = plan(args)?;
-    let path = build(&plan)?;
+    let path = build(&plan, &sources.wait()?)?;
     let dir = plan.out.display();
     let file = path.file_name().expect("built a file").to_string_lossy();
     println!("Built: {}", path.display());
@@ -178,10 +181,10 @@ fn plan(args: &BuildDebArgs) -> Result<Plan> {
     Ok(Plan { packaging, distro, release, upstream_version, source_date_epoch, out: args.out.clone() })
 }
 
-fn build(plan: &Plan) -> Result<PathBuf> {
+fn build(plan: &Plan, module_sources: &[String]) -> Result<PathBuf> {
     let mut tarball = Tarball::new(&plan.prefix());
     tarball.set_mtime(plan.source_date_epoch);
-    for path in module_sources()? {
+    for path in module_sources {
         tarball.add_path(&path, &workspace::path(&path))?;
     }
     tarball.add_file("kmod/VERSION", format!("{}\n", workspace::VERSION), false)?;
@@ -239,32 +242,44 @@ fn rendered_files(context: &tera::Context) -> Result<Vec<RenderedFile>> {
 }
 
 /// Git-tracked files under kmod/ except its host tests, sorted; the
-/// generated kmod/VERSION replaces a tracked one.
-fn module_sources() -> Result<Vec<String>> {
-    let output = std::process::Command::new("git")
-        .args(["ls-files", "-z", "--", "kmod"])
-        .current_dir(workspace::root())
-        .output()
-        .context("running `git ls-files kmod`; build-deb needs git and a git checkout")?;
-    if !output.status.success() {
-        bail!(
-            "`git ls-files kmod` failed in {}: {}; build from a git checkout of the workspace",
-            workspace::root().display(),
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
+/// generated kmod/VERSION replaces a tracked one. Read by a `git ls-files`
+/// started early (`spawn`) and collected later (`wait`).
+struct ModuleSources(std::process::Child);
+
+impl ModuleSources {
+    fn spawn() -> Result<ModuleSources> {
+        std::process::Command::new("git")
+            .args(["ls-files", "-z", "--", "kmod"])
+            .current_dir(workspace::root())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map(ModuleSources)
+            .context("running `git ls-files kmod`; build-deb needs git and a git checkout")
     }
-    let mut paths: Vec<String> = output
-        .stdout
-        .split(|b| *b == 0)
-        .filter(|p| !p.is_empty())
-        .map(|p| String::from_utf8(p.to_vec()).context("a file name under kmod/ is not UTF-8; rename it"))
-        .collect::<Result<_>>()?;
-    paths.retain(|p| !p.starts_with("kmod/tests/") && p != "kmod/VERSION");
-    paths.sort();
-    if paths.is_empty() {
-        bail!("git tracks no files under kmod/; commit the module sources first");
+
+    fn wait(self) -> Result<Vec<String>> {
+        let output = self.0.wait_with_output().context("reading `git ls-files kmod`")?;
+        if !output.status.success() {
+            bail!(
+                "`git ls-files kmod` failed in {}: {}; build from a git checkout of the workspace",
+                workspace::root().display(),
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        let mut paths: Vec<String> = output
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty())
+            .map(|p| String::from_utf8(p.to_vec()).context("a file name under kmod/ is not UTF-8; rename it"))
+            .collect::<Result<_>>()?;
+        paths.retain(|p| !p.starts_with("kmod/tests/") && p != "kmod/VERSION");
+        paths.sort();
+        if paths.is_empty() {
+            bail!("git tracks no files under kmod/; commit the module sources first");
+        }
+        Ok(paths)
     }
-    Ok(paths)
 }
 
 /// The Debian upstream version for a Cargo version: a SemVer pre-release
@@ -452,8 +467,9 @@ mod tests {
     #[test]
     fn same_inputs_give_the_same_bytes_and_the_expected_layout() {
         let (a, b) = (scratch("det-a"), scratch("det-b"));
-        let first = build(&plan(&args(&a, "debian12")).unwrap()).unwrap();
-        let second = build(&plan(&args(&b, "debian12")).unwrap()).unwrap();
+        let sources = ModuleSources::spawn().unwrap().wait().unwrap();
+        let first = build(&plan(&args(&a, "debian12")).unwrap(), &sources).unwrap();
+        let second = build(&plan(&args(&b, "debian12")).unwrap(), &sources).unwrap();
         let bytes = std::fs::read(&first).unwrap();
         assert_eq!(bytes, std::fs::read(&second).unwrap());
         assert_eq!(first.file_name().unwrap().to_string_lossy(), format!("nvidia-peer-memory_{}.orig.tar.gz", workspace::VERSION));

@@ -93,7 +93,10 @@ impl Tarball {
             None => crate::workspace::source_date_epoch()?,
         };
         // No file name, mtime 0 and a fixed OS byte in the gzip header.
-        let gzip = GzBuilder::new().mtime(0).operating_system(255).write(Vec::new(), Compression::best());
+        // Level 1: on the module sources (~130 KB of tar) it is ~20% larger
+        // than level 6 (34 vs 28 KB) in a third of the time, which matters
+        // for build-deb's 10 ms budget more than 6 KB do.
+        let gzip = GzBuilder::new().mtime(0).operating_system(255).write(Vec::new(), Compression::fast());
         let mut builder = tar::Builder::new(gzip);
         for (path, entry) in &self.entries {
             let mut header = tar::Header::new_gnu();
@@ -142,7 +145,9 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     let result = (|| -> Result<()> {
         let mut file = std::fs::File::create(&temp)?;
         file.write_all(bytes)?;
-        file.sync_all()?;
+        // No fsync: the rename already guarantees that no reader ever sees a
+        // partial file from a failed run; surviving a power cut is not worth
+        // several milliseconds for an artifact that one command rebuilds.
         std::fs::rename(&temp, path)?;
         Ok(())
     })();
