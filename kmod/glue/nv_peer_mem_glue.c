@@ -18,6 +18,8 @@
 #include <linux/scatterlist.h>
 #include <linux/string.h>
 #include <linux/build_bug.h>
+#include <linux/idr.h>
+#include <linux/spinlock.h>
 
 #include NVPM_PEER_MEM_H
 #include NVPM_NV_P2P_H
@@ -279,6 +281,49 @@ void nvpm_c_unregister(u32 kind)
 	*handle = NULL;
 }
 
+/*
+ * Live contexts by ticket: the NVIDIA free callbacks' data (see
+ * registry_insert in kmod/src/platform.rs). Cyclic allocation keeps a
+ * released ticket from being reused until the 31-bit space wraps.
+ */
+static DEFINE_SPINLOCK(nvpm_registry_lock);
+static DEFINE_IDR(nvpm_registry);
+
+u64 nvpm_c_registry_insert(void *ctx)
+{
+	int id;
+
+	idr_preload(GFP_KERNEL);
+	spin_lock(&nvpm_registry_lock);
+	id = idr_alloc_cyclic(&nvpm_registry, ctx, 1, 0, GFP_NOWAIT);
+	spin_unlock(&nvpm_registry_lock);
+	idr_preload_end();
+	return id < 0 ? 0 : id;
+}
+
+void nvpm_c_registry_remove(u64 ticket)
+{
+	spin_lock(&nvpm_registry_lock);
+	if (ticket <= INT_MAX)
+		idr_remove(&nvpm_registry, ticket);
+	spin_unlock(&nvpm_registry_lock);
+}
+
+void nvpm_c_registry_lock(void)
+{
+	spin_lock(&nvpm_registry_lock);
+}
+
+void nvpm_c_registry_unlock(void)
+{
+	spin_unlock(&nvpm_registry_lock);
+}
+
+void *nvpm_c_registry_find(u64 ticket)
+{
+	return ticket <= INT_MAX ? idr_find(&nvpm_registry, ticket) : NULL;
+}
+
 void *nvpm_c_alloc(size_t size)
 {
 	return kzalloc(size, GFP_KERNEL);
@@ -315,6 +360,8 @@ static int __init nv_peer_mem_init(void)
 static void __exit nv_peer_mem_exit(void)
 {
 	nvpm_rs_exit();
+	/* Empty: every context held a module reference until it left. */
+	idr_destroy(&nvpm_registry);
 }
 
 module_init(nv_peer_mem_init);

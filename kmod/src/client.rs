@@ -3,7 +3,7 @@
 //! nvidia-peermem (FIELD-NOTES §1); where they leak or race, this code
 //! closes the gap and says so.
 
-use crate::context::{Context, PROBE_ABANDONED, PROBE_CALLBACK_DONE};
+use crate::context::Context;
 use crate::errno::{EINVAL, ENOMEM, Errno};
 use crate::params::{ParamError, Params};
 use crate::platform::{
@@ -99,9 +99,10 @@ impl<P: Platform> Driver<P> {
             p.log(Level::Debug, "acquire: empty or overflowing range refused, size", size as i64);
             return Acquired::NotMine;
         };
-        // The context is allocated before the probe because it is the probe
-        // callback's data: memory freed between the probe's pin and unpin
-        // makes the driver call that callback, which must free the page table.
+        // The context exists before the probe because its ticket is the
+        // probe callback's data: memory freed between the probe's pin and
+        // unpin makes the driver call that callback, which must free the
+        // page table.
         let raw = p.alloc(size_of::<Context>(), align_of::<Context>()) as *mut Context;
         let Some(ctx) = NonNull::new(raw) else {
             p.log(Level::Error, "acquire: out of memory", ENOMEM.to_kernel().into());
@@ -110,73 +111,92 @@ impl<P: Platform> Driver<P> {
         // SAFETY: `ctx` is a fresh allocation of the size and alignment of a
         // Context, owned by nobody else yet.
         unsafe { ctx.as_ptr().write(Context::new(kind, range)) };
-        // SAFETY: just initialised; freed below only on paths where no
-        // callback can still use it.
+        // SAFETY: initialised above; alive until its last reference goes.
         let c = unsafe { ctx.as_ref() };
-        if p.p2p_get_pages(range.start, range.len, &c.page_table, FreeCallback::Probe, ctx.as_ptr().cast()).is_err() {
-            // No pages, so no callback was installed.
-            self.free_context(ctx);
+        let ticket = p.registry_insert(ctx.as_ptr().cast());
+        if ticket == 0 {
+            p.log(Level::Error, "acquire: out of memory for the context registry", ENOMEM.to_kernel().into());
+            self.put_ref(c);
             return Acquired::NotMine;
         }
-        // A null page table here means the probe callback already ran and
-        // freed it: the memory is gone, and unpinning it would hand the
-        // driver a dangling pointer.
-        let probed = c.page_table.load(Ordering::Acquire);
-        let unpinned = if probed.is_null() { Err(EINVAL) } else { p.p2p_put_pages(range.start, probed) };
-        match unpinned {
-            Ok(()) => {
-                // Unpinned: the driver dropped the probe callback with it.
-                c.page_table.store(ptr::null_mut(), Ordering::Release);
-                p.module_get();
-                Acquired::Mine(ctx.cast())
-            }
-            Err(e) => {
-                // Expected only when the memory was freed between the two
-                // calls: the probe callback has run or is running. Whoever
-                // of the two finishes last frees the context.
-                p.log(Level::Debug, "acquire: memory freed during the probe, nvidia_p2p_put_pages", e.to_kernel().into());
-                if c.probe.swap(PROBE_ABANDONED, Ordering::AcqRel) == PROBE_CALLBACK_DONE {
-                    self.free_context(ctx);
-                }
-                Acquired::NotMine
-            }
+        c.ticket.store(ticket, Ordering::Release);
+        let data = ticket as usize as *mut c_void;
+        if p.p2p_get_pages(range.start, range.len, &c.probe_page_table, FreeCallback::Probe, data).is_err() {
+            self.forget(c);
+            return Acquired::NotMine;
         }
+        // Null: the probe callback already took the page table, the memory
+        // is gone. A failed unpin means the callback is due (drivers before
+        // 535) and will free the page table, so it is left to it.
+        let probed = c.probe_page_table.load(Ordering::Acquire);
+        let unpinned = if probed.is_null() { Err(EINVAL) } else { p.p2p_put_pages(range.start, probed) };
+        if let Err(e) = unpinned {
+            // Expected only when the memory was freed during the probe.
+            p.log(Level::Debug, "acquire: memory freed during the probe, nvidia_p2p_put_pages", e.to_kernel().into());
+            self.forget(c);
+            return Acquired::NotMine;
+        }
+        // Unpinned: a late callback (535 reports an unlinked page table as
+        // unpinned) must not free it again.
+        c.probe_page_table.store(ptr::null_mut(), Ordering::Release);
+        p.module_get();
+        Acquired::Mine(ctx.cast())
     }
 
     /// The NVIDIA driver's free callback for `acquire`'s probe: the memory
-    /// was freed between the probe's pin and unpin. Frees the page table, as
-    /// the driver requires, and the context if `acquire` gave up on it.
+    /// was freed between the probe's pin and unpin. Frees the probe's page
+    /// table, as the driver requires, unless `acquire` unpinned it first.
     ///
-    /// # Safety
-    /// `data` is the context `acquire` passed with `FreeCallback::Probe`;
-    /// `acquire` keeps it alive until this callback has marked it done.
-    pub unsafe fn probe_free_callback(&self, data: *mut c_void) {
+    /// `data` is a ticket (see [`Platform::registry_insert`]); a ticket whose
+    /// context is gone means there is nothing left to do.
+    pub fn probe_free_callback(&self, data: *mut c_void) {
         let p = &self.platform;
-        let Some(ctx) = NonNull::new(data.cast::<Context>()) else {
-            p.log(Level::Error, "probe free callback without context", EINVAL.to_kernel().into());
-            return;
-        };
         p.module_get();
-        // SAFETY: the caller's contract.
-        let c = unsafe { ctx.as_ref() };
-        let page_table = c.page_table.swap(ptr::null_mut(), Ordering::AcqRel);
-        if !page_table.is_null() {
-            if let Err(e) = p.p2p_free_page_table(page_table) {
-                p.log(Level::Error, "probe free callback: nvidia_p2p_free_page_table failed", e.to_kernel().into());
+        if let Some(c) = self.find(data) {
+            let page_table = c.probe_page_table.swap(ptr::null_mut(), Ordering::AcqRel);
+            if !page_table.is_null() {
+                if let Err(e) = p.p2p_free_page_table(page_table) {
+                    p.log(Level::Error, "probe free callback: nvidia_p2p_free_page_table failed", e.to_kernel().into());
+                }
             }
-        }
-        if c.probe.swap(PROBE_CALLBACK_DONE, Ordering::AcqRel) == PROBE_ABANDONED {
-            self.free_context(ctx);
+            self.put_ref(c);
         }
         p.module_put();
     }
 
-    /// Drops and frees a context that the core never saw.
-    fn free_context(&self, ctx: NonNull<Context>) {
-        // SAFETY: callers pass a context that nothing else references any
-        // more (see the call sites).
-        unsafe { ptr::drop_in_place(ctx.as_ptr()) };
-        self.platform.free(ctx.as_ptr().cast());
+    /// Looks a free callback's ticket up and takes a reference on its
+    /// context, so it stays alive while the callback uses it.
+    fn find(&self, data: *mut c_void) -> Option<&Context> {
+        let p = &self.platform;
+        let ticket = data as usize as u64;
+        p.registry_lock();
+        let raw = p.registry_find(ticket).cast::<Context>();
+        // SAFETY: a registered context is alive: it leaves the registry
+        // (under this lock) before its last reference can be dropped.
+        let c = unsafe { raw.as_ref() };
+        if let Some(c) = c {
+            c.refs.fetch_add(1, Ordering::AcqRel);
+        }
+        p.registry_unlock();
+        c
+    }
+
+    /// Removes a context from the registry and drops the core's reference.
+    fn forget(&self, c: &Context) {
+        self.platform.registry_remove(c.ticket.load(Ordering::Acquire));
+        self.put_ref(c);
+    }
+
+    /// Drops one reference; the last one frees the context.
+    fn put_ref(&self, c: &Context) {
+        if c.refs.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let ptr = ptr::from_ref(c).cast_mut();
+            // SAFETY: that was the last reference: the context is out of
+            // the registry, so no callback can find it again, and every
+            // holder of a reference has dropped it.
+            unsafe { ptr::drop_in_place(ptr) };
+            self.platform.free(ptr.cast());
+        }
     }
 
     /// `get_pages`: pins the range for real. `nv_mem` installs the free
@@ -191,7 +211,10 @@ impl<P: Platform> Driver<P> {
         let p = &self.platform;
         c.core_context.store(core_context, Ordering::Release);
         let result = match c.kind {
-            ClientKind::Mem => p.p2p_get_pages(c.range.start, c.range.len, &c.page_table, FreeCallback::Invalidate, ctx),
+            ClientKind::Mem => {
+                let ticket = c.ticket.load(Ordering::Acquire) as usize as *mut c_void;
+                p.p2p_get_pages(c.range.start, c.range.len, &c.page_table, FreeCallback::Invalidate, ticket)
+            }
             ClientKind::Nc => p.p2p_get_pages_persistent(c.range.start, c.range.len, &c.page_table),
         };
         if let Err(e) = result {
@@ -292,11 +315,15 @@ impl<P: Platform> Driver<P> {
             return Ok(());
         }
         let mapping = c.dma_mapping.swap(ptr::null_mut(), Ordering::AcqRel);
-        if !mapping.is_null() {
-            let page_table = c.page_table.load(Ordering::Acquire);
-            self.unmap_logged(c.pci_dev.load(Ordering::Acquire), page_table, mapping);
+        if mapping.is_null() {
+            return Ok(());
         }
-        Ok(())
+        let page_table = c.page_table.load(Ordering::Acquire);
+        // The driver's error reaches the core; the mapping is not retried
+        // (the driver tore it down as far as it could).
+        p.p2p_dma_unmap(c.pci_dev.load(Ordering::Acquire), page_table, mapping).inspect_err(|e| {
+            p.log(Level::Error, "dma_unmap: nvidia_p2p_dma_unmap_pages failed", e.to_kernel().into());
+        })
     }
 
     /// `put_pages`: unpins the pages (unless called from inside the free
@@ -347,11 +374,9 @@ impl<P: Platform> Driver<P> {
         if c.sg_allocated.swap(false, Ordering::AcqRel) {
             p.sg_free(c.saved_sg.get().cast());
         }
-        // SAFETY: the core calls release once, after every other call on
-        // this context has returned (its documented contract), so no
-        // reference to the context outlives this drop.
-        unsafe { ptr::drop_in_place(ctx.cast::<Context>()) };
-        p.free(ctx.cast());
+        // A free callback still to come (or running) finds no context, or
+        // holds a reference that keeps it alive until it is done.
+        self.forget(c);
         p.module_put();
     }
 
@@ -365,23 +390,27 @@ impl<P: Platform> Driver<P> {
     /// invalidates and frees its page table (the original skipped both and
     /// leaked the page table).
     ///
-    /// # Safety
-    /// `data` is the context passed to `p2p_get_pages` with
-    /// `FreeCallback::Invalidate`, alive until the core's `release`, which
-    /// the core does not call before its invalidate callback returns.
-    pub unsafe fn free_callback(&self, data: *mut c_void) {
+    /// `data` is the registration's ticket (see
+    /// [`Platform::registry_insert`]); the callback holds a reference on the
+    /// context while it runs, so a concurrent `release` cannot free it.
+    pub fn free_callback(&self, data: *mut c_void) {
         let p = &self.platform;
-        // SAFETY: the caller's contract.
-        let Some(c) = (unsafe { context(data) }) else {
-            p.log(Level::Error, "free callback without context", EINVAL.to_kernel().into());
-            return;
-        };
         p.module_get();
+        // No context: the core released this registration already (NVIDIA
+        // 535 reports put_pages of an unlinked page table as success, and
+        // calls this afterwards); it has nothing left to invalidate.
+        if let Some(c) = self.find(data) {
+            self.invalidate(c);
+            self.put_ref(c);
+        }
+        p.module_put();
+    }
+
+    fn invalidate(&self, c: &Context) {
+        let p = &self.platform;
         // Raised before the mapping is taken, so that a concurrent dma_map
         // either has its mapping taken here or sees the flag (see dma_map).
         c.in_callback.store(true, Ordering::Release);
-        // Take everything from the context before invalidating: the core
-        // may release the context from inside its invalidate callback.
         let page_table = c.page_table.load(Ordering::Acquire);
         let mapping = c.dma_mapping.swap(ptr::null_mut(), Ordering::AcqRel);
         let core_context = c.core_context.load(Ordering::Acquire);
@@ -396,7 +425,6 @@ impl<P: Platform> Driver<P> {
                 p.log(Level::Error, "free callback: nvidia_p2p_free_page_table failed", e.to_kernel().into());
             }
         }
-        p.module_put();
     }
 
     /// Whether `sg_head` is the table this context's `dma_map` built (or,

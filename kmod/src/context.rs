@@ -5,14 +5,7 @@ use crate::platform::{ClientKind, SavedSgTable};
 use crate::range::GpuRange;
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8};
-
-/// `probe` states: `acquire`'s probe is pinning/unpinning the range.
-pub const PROBE_RUNNING: u8 = 0;
-/// The probe's free callback has finished with the context.
-pub const PROBE_CALLBACK_DONE: u8 = 1;
-/// `acquire` gave up on the context; the probe callback frees it.
-pub const PROBE_ABANDONED: u8 = 2;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64};
 
 /// One registration of a GPU range.
 ///
@@ -48,10 +41,16 @@ pub struct Context {
     /// caller that swapped `sg_allocated` from true to false, so never
     /// accessed by two CPUs at once.
     pub saved_sg: UnsafeCell<SavedSgTable>,
-    /// Hand-over between `acquire` and the probe's free callback when the
-    /// memory is freed during the probe (PROBE_* above): whichever of the
-    /// two finishes second frees the context.
-    pub probe: AtomicU8,
+    /// The page table of `acquire`'s probe while it is pinned; taken
+    /// (swapped to null) by whichever of the probe's unpin and its free
+    /// callback comes first.
+    pub probe_page_table: AtomicPtr<c_void>,
+    /// This context's ticket in the platform's registry (the NVIDIA free
+    /// callbacks' data); fixed once `acquire` has registered it.
+    pub ticket: AtomicU64,
+    /// References: one held by the core from `acquire` to `release`, one
+    /// by each free callback while it runs. The last one frees the context.
+    pub refs: AtomicU32,
 }
 
 // SAFETY: all fields but `saved_sg` are immutable or atomic; `saved_sg` is
@@ -73,7 +72,9 @@ impl Context {
             in_callback: AtomicBool::new(false),
             sg_allocated: AtomicBool::new(false),
             saved_sg: UnsafeCell::new(SavedSgTable::default()),
-            probe: AtomicU8::new(PROBE_RUNNING),
+            probe_page_table: AtomicPtr::new(core::ptr::null_mut()),
+            ticket: AtomicU64::new(0),
+            refs: AtomicU32::new(1),
         }
     }
 }

@@ -31,6 +31,11 @@ mod ffi {
         pub fn nvpm_c_invalidate(core_context: u64);
         pub fn nvpm_c_register(kind: u32, style: u32) -> i32;
         pub fn nvpm_c_unregister(kind: u32);
+        pub fn nvpm_c_registry_insert(ctx: *mut c_void) -> u64;
+        pub fn nvpm_c_registry_remove(ticket: u64);
+        pub fn nvpm_c_registry_lock();
+        pub fn nvpm_c_registry_unlock();
+        pub fn nvpm_c_registry_find(ticket: u64) -> *mut c_void;
         pub fn nvpm_c_alloc(size: usize) -> *mut c_void;
         pub fn nvpm_c_free(ptr: *mut c_void);
         pub fn nvpm_c_module_get();
@@ -119,6 +124,26 @@ impl Platform for Kernel {
     fn unregister(&self, kind: ClientKind) {
         // SAFETY: see the impl comment.
         unsafe { ffi::nvpm_c_unregister(kind as u32) }
+    }
+    fn registry_insert(&self, ctx: *mut c_void) -> u64 {
+        // SAFETY: see the impl comment.
+        unsafe { ffi::nvpm_c_registry_insert(ctx) }
+    }
+    fn registry_remove(&self, ticket: u64) {
+        // SAFETY: see the impl comment.
+        unsafe { ffi::nvpm_c_registry_remove(ticket) }
+    }
+    fn registry_lock(&self) {
+        // SAFETY: see the impl comment; the logic pairs it with unlock.
+        unsafe { ffi::nvpm_c_registry_lock() }
+    }
+    fn registry_unlock(&self) {
+        // SAFETY: see the impl comment.
+        unsafe { ffi::nvpm_c_registry_unlock() }
+    }
+    fn registry_find(&self, ticket: u64) -> *mut c_void {
+        // SAFETY: see the impl comment.
+        unsafe { ffi::nvpm_c_registry_find(ticket) }
     }
     fn alloc(&self, size: usize, align: usize) -> *mut u8 {
         // kmalloc aligns to at least 8 bytes (ARCH_KMALLOC_MINALIGN), all a
@@ -247,20 +272,16 @@ pub unsafe extern "C" fn nvpm_rs_release(ctx: *mut c_void) {
     unsafe { DRIVER.release(ctx) }
 }
 
-/// # Safety
-/// `data` is the context `nvpm_rs_get_pages` registered with the driver.
+/// `data` is the ticket `nvpm_rs_get_pages` gave the driver.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvpm_rs_free_callback(data: *mut c_void) {
-    // SAFETY: the caller's contract is free_callback's contract.
-    unsafe { DRIVER.free_callback(data) }
+pub extern "C" fn nvpm_rs_free_callback(data: *mut c_void) {
+    DRIVER.free_callback(data)
 }
 
-/// # Safety
-/// `data` is the context `nvpm_rs_acquire` passed to the probe's get_pages.
+/// `data` is the ticket `nvpm_rs_acquire` gave the probe's get_pages.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvpm_rs_probe_free_callback(data: *mut c_void) {
-    // SAFETY: the caller's contract is probe_free_callback's contract.
-    unsafe { DRIVER.probe_free_callback(data) }
+pub extern "C" fn nvpm_rs_probe_free_callback(data: *mut c_void) {
+    DRIVER.probe_free_callback(data)
 }
 
 #[panic_handler]

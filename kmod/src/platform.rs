@@ -131,6 +131,22 @@ pub trait Platform {
     /// Unregisters one client.
     fn unregister(&self, kind: ClientKind);
 
+    /// Registers a live context and returns its ticket (never 0), or 0 when
+    /// out of memory. The NVIDIA free callbacks get tickets, not context
+    /// pointers, as their data: NVIDIA 535's put_pages reports success for a
+    /// page table its teardown already unlinked, with the free callback
+    /// still to come, so a callback can outlive the context it was given.
+    /// Tickets are not reused while their context lives, and only after
+    /// wrapping around a 31-bit space.
+    fn registry_insert(&self, ctx: *mut c_void) -> u64;
+    /// Unregisters a ticket.
+    fn registry_remove(&self, ticket: u64);
+    /// Takes the registry lock; `registry_find` is only valid under it.
+    fn registry_lock(&self);
+    fn registry_unlock(&self);
+    /// The context registered under `ticket`, or null.
+    fn registry_find(&self, ticket: u64) -> *mut c_void;
+
     /// Zeroed memory for one context, or null.
     fn alloc(&self, size: usize, align: usize) -> *mut u8;
     /// Frees what `alloc` returned.

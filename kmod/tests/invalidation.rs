@@ -170,3 +170,46 @@ fn no_invalidation_without_registration_or_after_put_pages() {
     env.release(&reg);
     sim.assert_clean();
 }
+
+/// NVIDIA 535: cudaFree unlinks the page table first and calls the free
+/// callback later; in between, the core tears the registration down and
+/// put_pages "succeeds". The late callback must find nothing to invalidate
+/// and must not touch the released context (it is given a ticket, not a
+/// pointer), which the test double's poisoned frees would expose.
+#[test]
+fn free_callback_after_release_finds_nothing() {
+    let env = Env::new();
+    let sim = env.sim();
+    sim.put_of_unlinked_succeeds();
+    let va = sim.cuda_malloc(2 * PAGE);
+    let reg = env.reg_mr(ClientKind::Mem, va, 2 * PAGE);
+    let pending = sim.cuda_free_unlink(va);
+    assert_eq!(pending.len(), 1, "one free callback is due");
+    env.dereg_mr(&reg);
+    assert_eq!(sim.live_contexts(), 0, "release freed the context");
+    assert_eq!(sim.registered_tickets(), 0, "and took its ticket out of the registry");
+    sim.run_free_callbacks(pending);
+    assert!(sim.invalidations().is_empty(), "nothing left to invalidate");
+    assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+    assert_eq!(sim.module_refs(), 0);
+    assert_eq!(sim.context_frees(), sim.context_allocs(), "each context freed once");
+}
+
+/// The same with the callback running while the context is still held:
+/// release in between must not free it under the callback.
+#[test]
+fn release_during_free_callback_waits_for_its_reference() {
+    let env = Env::new();
+    let sim = env.sim();
+    sim.put_of_unlinked_succeeds();
+    let va = sim.cuda_malloc(PAGE);
+    let reg = env.reg_mr(ClientKind::Mem, va, PAGE);
+    // The core's invalidate (from inside the callback) releases the
+    // registration itself: the context must outlive the callback.
+    sim.release_inside_invalidate();
+    sim.cuda_free(va);
+    assert_eq!(sim.invalidations(), [reg.core_context]);
+    assert_eq!(sim.live_contexts(), 0, "freed once the callback dropped its reference");
+    assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+    assert_eq!(sim.module_refs(), 0);
+}

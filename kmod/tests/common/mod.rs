@@ -213,6 +213,8 @@ struct State {
     invalidations: Vec<u64>,
     page_size_type: u32,
     mapping_version: u32,
+    put_of_unlinked_succeeds: bool,
+    release_inside_invalidate: bool,
 }
 
 impl State {
@@ -285,8 +287,10 @@ impl State {
                 self.page_tables[i].freed_by = Some(what);
                 Ok(())
             }
-            // The free callback owns the page table now; the real driver
-            // fails the call gracefully.
+            // NVIDIA 535 reports an unlinked page table as put back (its
+            // RM frees it after the free callback); older drivers fail the
+            // call and leave the page table to the callback.
+            PtState::Revoked if self.put_of_unlinked_succeeds && !persistent => Ok(()),
             PtState::Revoked => Err(EINVAL),
             // NVIDIA's non-persistent put_pages looks the page table up by
             // pointer in its own records and fails gracefully when its free
@@ -306,6 +310,19 @@ pub struct Sim {
     st: Mutex<State>,
     driver: OnceLock<Weak<Driver<Sim>>>,
     background: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// The context registry (tickets -> context addresses) and its lock,
+    /// taken and released by separate calls as the glue's spinlock is.
+    registry: Mutex<Registry>,
+    registry_locked: Mutex<bool>,
+    registry_unlocked: std::sync::Condvar,
+}
+
+/// Tickets are never reused here (the glue's cyclic IDR reuses one only
+/// after 2^31 allocations).
+#[derive(Default)]
+struct Registry {
+    live: HashMap<u64, usize>,
+    next: u64,
 }
 
 impl Sim {
@@ -392,6 +409,15 @@ impl Sim {
     pub fn set_page_size_type(&self, t: u32) {
         self.lock().page_size_type = t;
     }
+    /// Models NVIDIA 535's put_pages, which returns 0 for a page table
+    /// that cudaFree already unlinked (the free callback still to come).
+    pub fn put_of_unlinked_succeeds(&self) {
+        self.lock().put_of_unlinked_succeeds = true;
+    }
+    /// The core releases registrations from inside its invalidate callback.
+    pub fn release_inside_invalidate(&self) {
+        self.lock().release_inside_invalidate = true;
+    }
     pub fn set_mapping_version(&self, v: u32) {
         self.lock().mapping_version = v;
     }
@@ -418,7 +444,16 @@ impl Sim {
     /// called, on this thread, as the NVIDIA driver does. Persistent pages
     /// get no callback.
     pub fn cuda_free(&self, va: u64) {
-        let callbacks: Vec<(FreeCallback, usize)> = {
+        let callbacks = self.cuda_free_unlink(va);
+        self.run_free_callbacks(callbacks);
+    }
+
+    /// The first half of cudaFree in NVIDIA 535: the allocation is gone and
+    /// its page tables are unlinked (put_pages of them now "succeeds", see
+    /// `Sim::put_of_unlinked_succeeds`), but the free callbacks run later:
+    /// pass what this returns to `run_free_callbacks`.
+    pub fn cuda_free_unlink(&self, va: u64) -> Vec<(FreeCallback, usize)> {
+        {
             let mut st = self.lock();
             let i = st.gpu.iter().position(|&(s, _)| s == va).expect("cuda_free of an allocation");
             let (s, l) = st.gpu.remove(i);
@@ -432,23 +467,16 @@ impl Sim {
                 }
             }
             cbs
-        };
+        }
+    }
+
+    /// The second half of cudaFree: the free callbacks, on this thread.
+    pub fn run_free_callbacks(&self, callbacks: Vec<(FreeCallback, usize)>) {
         for (callback, data) in callbacks {
             match callback {
-                FreeCallback::Invalidate => {
-                    let drv = self.driver();
-                    // SAFETY: `data` is what the logic gave p2p_get_pages
-                    // with FreeCallback::Invalidate: its live context (the
-                    // tests release contexts only after the callback ran or
-                    // after put_pages succeeded, which uninstalls it).
-                    unsafe { drv.free_callback(std::ptr::with_exposed_provenance_mut(data)) }
-                }
-                FreeCallback::Probe => {
-                    let drv = self.driver();
-                    // SAFETY: `data` is the context acquire gave its probe;
-                    // acquire keeps it alive until the callback is done.
-                    unsafe { drv.probe_free_callback(std::ptr::with_exposed_provenance_mut(data)) }
-                }
+                // `data` is the ticket the logic gave p2p_get_pages.
+                FreeCallback::Invalidate => self.driver().free_callback(std::ptr::without_provenance_mut(data)),
+                FreeCallback::Probe => self.driver().probe_free_callback(std::ptr::without_provenance_mut(data)),
             }
         }
     }
@@ -536,6 +564,14 @@ impl Sim {
         assert!(st.contexts.is_empty(), "contexts leaked: {}", st.contexts.len());
         assert_eq!(st.context_allocs, st.context_frees);
         assert_eq!(st.module_refs, 0, "module references left");
+        drop(st);
+        let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        assert!(registry.live.is_empty(), "tickets left registered: {:?}", registry.live.keys());
+    }
+
+    /// Registered tickets.
+    pub fn registered_tickets(&self) -> usize {
+        self.registry.lock().unwrap_or_else(|e| e.into_inner()).live.len()
     }
 }
 
@@ -799,6 +835,16 @@ impl Platform for Sim {
             rs.pinned = false;
         }
         rs.invalidated = true;
+        if self.lock().release_inside_invalidate {
+            // A core that drops the registration at once (as a process
+            // exiting would): the client's context must survive until its
+            // free callback returns.
+            // SAFETY: as above; `released` keeps the tests from using it.
+            unsafe { drv.release(reg.ctx()) };
+            rs.released = true;
+            drop(rs);
+            self.lock().regs.remove(&core_context);
+        }
     }
 
     fn register(&self, kind: ClientKind, style: RegistrationStyle) -> Result<(), Errno> {
@@ -825,6 +871,48 @@ impl Platform for Sim {
             }
             None => st.violation(format!("unregister of {kind:?}, which is not registered")),
         }
+    }
+
+    fn registry_insert(&self, ctx: *mut c_void) -> u64 {
+        let mut registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        registry.next += 1;
+        let ticket = registry.next;
+        registry.live.insert(ticket, ctx.expose_provenance());
+        ticket
+    }
+
+    fn registry_remove(&self, ticket: u64) {
+        let removed = self.registry.lock().unwrap_or_else(|e| e.into_inner()).live.remove(&ticket);
+        if removed.is_none() {
+            self.lock().violation(format!("registry_remove of ticket {ticket}, which is not registered"));
+        }
+    }
+
+    fn registry_lock(&self) {
+        let mut locked = self.registry_locked.lock().unwrap_or_else(|e| e.into_inner());
+        while *locked {
+            locked = self.registry_unlocked.wait(locked).unwrap_or_else(|e| e.into_inner());
+        }
+        *locked = true;
+    }
+
+    fn registry_unlock(&self) {
+        let mut locked = self.registry_locked.lock().unwrap_or_else(|e| e.into_inner());
+        if !*locked {
+            drop(locked);
+            self.lock().violation("registry_unlock without registry_lock".into());
+            return;
+        }
+        *locked = false;
+        self.registry_unlocked.notify_one();
+    }
+
+    fn registry_find(&self, ticket: u64) -> *mut c_void {
+        if !*self.registry_locked.lock().unwrap_or_else(|e| e.into_inner()) {
+            self.lock().violation("registry_find without registry_lock".into());
+        }
+        let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        registry.live.get(&ticket).map_or(std::ptr::null_mut(), |&addr| std::ptr::with_exposed_provenance_mut(addr))
     }
 
     fn alloc(&self, size: usize, align: usize) -> *mut u8 {
@@ -890,7 +978,14 @@ impl Env {
     /// Nothing registered yet.
     pub fn bare() -> Env {
         let drv = Arc::new_cyclic(|w: &Weak<Driver<Sim>>| {
-            let sim = Sim { st: Mutex::new(State::default()), driver: OnceLock::new(), background: Mutex::new(Vec::new()) };
+            let sim = Sim {
+                st: Mutex::new(State::default()),
+                driver: OnceLock::new(),
+                background: Mutex::new(Vec::new()),
+                registry: Mutex::new(Registry::default()),
+                registry_locked: Mutex::new(false),
+                registry_unlocked: std::sync::Condvar::new(),
+            };
             sim.driver.set(w.clone()).expect("set once");
             {
                 let mut st = sim.lock();
