@@ -18,13 +18,13 @@
 //! `BadInput` error (exit status 2) that names the fix.
 
 use crate::BadInput;
+use crate::bench_writer::{BenchArgs, bench_writer};
 use crate::distro::{Distro, Family, Packaging};
 use crate::render::{self, RenderedFile};
 use crate::tarball::Tarball;
 use crate::workspace;
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 /// Debian source package name (and the tarball's name).
 pub const SOURCE_PACKAGE: &str = "nvidia-peer-memory";
@@ -56,16 +56,6 @@ pub struct BuildDebArgs {
     /// Default: `release:` in packaging/distros.yaml.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub release: Option<u32>,
-}
-
-#[derive(clap::Args, Debug)]
-pub struct BenchDebArgs {
-    /// How many times to run build-deb (after one unmeasured warm-up run).
-    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
-    pub runs: u32,
-    /// Passed to build-deb as --distro.
-    #[arg(long, value_name = "ID")]
-    pub distro: Option<String>,
 }
 
 /// Everything build-deb needs, checked.
@@ -120,43 +110,8 @@ pub fn build_deb_command(args: &BuildDebArgs) -> Result<()> {
 
 /// `cargo xtask bench-deb`: wall time of the built xtask binary running
 /// build-deb, as a user would run it (process start included).
-pub fn bench_deb_command(args: &BenchDebArgs) -> Result<()> {
-    let exe = std::env::current_exe().context("locating the xtask binary")?;
-    let out = std::env::temp_dir().join(format!("xtask-bench-deb-{}", std::process::id()));
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}; set TMPDIR to a writable directory", out.display()))?;
-    let run = || -> Result<Duration> {
-        let mut command = std::process::Command::new(&exe);
-        command.arg("build-deb").arg("--out").arg(&out).stdout(std::process::Stdio::null());
-        if let Some(distro) = &args.distro {
-            command.args(["--distro", distro]);
-        }
-        let start = Instant::now();
-        let status = command.status().context("running build-deb")?;
-        let elapsed = start.elapsed();
-        if !status.success() {
-            bail!("build-deb failed ({status}); run `cargo xtask build-deb` to see why");
-        }
-        Ok(elapsed)
-    };
-    let result = (|| -> Result<Vec<Duration>> {
-        run()?; // warm-up: page cache, git's index
-        (0..args.runs).map(|_| run()).collect()
-    })();
-    let _ = std::fs::remove_dir_all(&out);
-    let mut times = result?;
-    times.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    let mean = times.iter().map(|d| ms(*d)).sum::<f64>() / times.len() as f64;
-    println!("build-deb wall time over {} runs of {}:", times.len(), exe.display());
-    println!(
-        "  min {:.1} ms  median {:.1} ms  mean {:.1} ms  max {:.1} ms",
-        ms(times[0]),
-        ms(times[times.len() / 2]),
-        mean,
-        ms(times[times.len() - 1])
-    );
-    println!("  (target <= 10 ms; the original build_module.sh: ~52 ms)");
-    Ok(())
+pub fn bench_deb_command(args: &BenchArgs) -> Result<()> {
+    bench_writer("build-deb", args, "target <= 10 ms; the original build_module.sh: ~52 ms")
 }
 
 /// Checks every input; nothing is written here.

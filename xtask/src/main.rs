@@ -3,6 +3,7 @@
 //! command line and maps errors to exit statuses.
 
 mod bench_kmod;
+mod bench_writer;
 mod deb;
 mod distro;
 mod render;
@@ -31,12 +32,12 @@ enum Command {
     BuildSrpm(srpm::BuildArgs),
     /// Print build-srpm's wall time with this prebuilt binary.
     #[command(long_about = srpm::BENCH_LONG_ABOUT)]
-    BenchSrpm(srpm::BenchArgs),
+    BenchSrpm(bench_writer::BenchArgs),
     /// Build nvidia-peer-memory_<version>.orig.tar.gz with a rendered debian/
     /// inside, for `dpkg-buildpackage -us -uc` (see `build-deb --help`).
     BuildDeb(deb::BuildDebArgs),
     /// Print build-deb's wall time with this prebuilt binary.
-    BenchDeb(deb::BenchDebArgs),
+    BenchDeb(bench_writer::BenchArgs),
     /// Boot Debian's kernels in QEMU and prove nv_peer_mem.ko there against
     /// PeerDirect and NVIDIA P2P test doubles (kmod/tests/vm).
     TestVm(vm::TestVmArgs),

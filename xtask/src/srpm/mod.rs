@@ -7,11 +7,11 @@ pub mod writer;
 
 use crate::distro::{DATA_FILE, Distro, Family, Packaging};
 use crate::tarball::{Tarball, write_atomically};
+use crate::bench_writer::{BenchArgs, bench_writer};
 use crate::{BadInput, render, workspace};
 use anyhow::{Context, Result, bail, ensure};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 use writer::{SourceFile, SourcePackage};
 
 /// The distro built for when neither --distro nor /etc/os-release names one.
@@ -54,17 +54,6 @@ pub struct BuildArgs {
     /// in packaging/distros.yaml.
     #[arg(long, value_name = "N")]
     pub release: Option<u32>,
-}
-
-/// Options of `cargo xtask bench-srpm`.
-#[derive(Debug, clap::Args)]
-pub struct BenchArgs {
-    /// Timed runs (after one untimed warm-up run).
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    pub runs: u32,
-    /// Passed on to build-srpm.
-    #[arg(long, value_name = "ID")]
-    pub distro: Option<String>,
 }
 
 /// `cargo xtask build-srpm`: builds and prints where, and the next steps.
@@ -321,53 +310,9 @@ fn module_sources() -> Result<Vec<String>> {
 
 /// `cargo xtask bench-srpm`: times build-srpm runs of this very binary.
 pub fn bench_srpm_command(args: &BenchArgs) -> Result<()> {
-    bench(args)
+    bench_writer("build-srpm", args, "target <= 20 ms; the original build_module.sh: ~115 ms")
 }
 
-fn bench(args: &BenchArgs) -> Result<()> {
-    let exe = std::env::current_exe().context("finding the running xtask binary")?;
-    let out = std::env::temp_dir().join(format!("bench-srpm-{}", std::process::id()));
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let run = || -> Result<Duration> {
-        let mut command = Command::new(&exe);
-        command.arg("build-srpm").arg("--out").arg(&out);
-        if let Some(distro) = &args.distro {
-            command.args(["--distro", distro]);
-        }
-        let start = Instant::now();
-        let output = command.output().context("running build-srpm")?;
-        let elapsed = start.elapsed();
-        ensure!(
-            output.status.success(),
-            "build-srpm failed: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-        Ok(elapsed)
-    };
-    let result = (|| -> Result<Vec<Duration>> {
-        run()?; // warm-up: page cache, git's index
-        (0..args.runs).map(|_| run()).collect()
-    })();
-    let _ = std::fs::remove_dir_all(&out);
-    let mut times = result?;
-    times.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    let mean = times.iter().map(|d| ms(*d)).sum::<f64>() / times.len() as f64;
-    println!(
-        "build-srpm wall time over {} runs of {}:",
-        times.len(),
-        exe.display()
-    );
-    println!(
-        "  min {:.1} ms  median {:.1} ms  mean {:.1} ms  max {:.1} ms",
-        ms(times[0]),
-        ms(times[times.len() / 2]),
-        mean,
-        ms(times[times.len() - 1])
-    );
-    println!("  target <= 20 ms; the original build_module.sh: ~115 ms");
-    Ok(())
-}
 
 #[cfg(test)]
 mod tests {
