@@ -28,28 +28,9 @@ accepted_warnings=(
     no-debian-changes
 )
 
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "PASS: $*"; }
-fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
-# check "description" command...: runs the command, output to the log.
-check() {
-    local what=$1; shift
-    if "$@" >>"$work/log" 2>&1; then pass "$what"; else fail "$what (see $work/log)"; fi
-}
-finish() {
-    echo "$passed passed, $failed failed"
-    [ "$failed" -eq 0 ]
-    exit $?
-}
+. "$here/checks.sh"
 
-if [ "$(id -u)" != 0 ]; then
-    echo "test-deb.sh: run as root (sudo bash ci/test-deb.sh)" >&2
-    exit 2
-fi
-for tool in cargo dpkg-buildpackage lintian equivs-build dkms modinfo apt-get; do
-    command -v "$tool" >/dev/null || { echo "test-deb.sh: $tool is missing; run: sudo bash ci/setup-host.sh" >&2; exit 2; }
-done
+require_root_and_tools test-deb.sh cargo dpkg-buildpackage lintian equivs-build dkms modinfo apt-get
 
 # Everything this test may have installed or built, removed; safe to run
 # when nothing is there.

@@ -18,28 +18,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 work=${NVPM_TEST_DIR:-/var/tmp/nv-peer-mem-test-rpm}
 
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "PASS: $*"; }
-fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
-# check "description" command...: runs the command, output to the log.
-check() {
-    local what=$1; shift
-    if "$@" >>"$work/log" 2>&1; then pass "$what"; else fail "$what (see $work/log)"; fi
-}
-finish() {
-    echo "$passed passed, $failed failed"
-    [ "$failed" -eq 0 ]
-    exit $?
-}
+. "$here/checks.sh"
 
-if [ "$(id -u)" != 0 ]; then
-    echo "test-rpm.sh: run as root (sudo bash ci/test-rpm.sh)" >&2
-    exit 2
-fi
-for tool in cargo rpm rpmbuild rpm2cpio rpmlint cpio modinfo sha256sum; do
-    command -v "$tool" >/dev/null || { echo "test-rpm.sh: $tool is missing; run: sudo bash ci/setup-host.sh" >&2; exit 2; }
-done
+require_root_and_tools test-rpm.sh cargo rpm rpmbuild rpm2cpio rpmlint cpio modinfo sha256sum
 
 # The kernel to build for: Debian's current bookworm kernel (ci/kernels.sh)
 # when its headers are installed, else the newest kernel with headers.

@@ -1,0 +1,31 @@
+# Sourced by the end-to-end test scripts (ci/test-rpm.sh, ci/test-deb.sh):
+# the pass/fail bookkeeping and the closing `N passed, M failed` line.
+# The sourcing script sets $work (its scratch dir; command output goes to
+# $work/log) and calls `finish` last.
+passed=0
+failed=0
+pass() { passed=$((passed + 1)); echo "PASS: $*"; }
+fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+# check "description" command...: runs the command, output to the log.
+check() {
+    local what=$1; shift
+    if "$@" >>"$work/log" 2>&1; then pass "$what"; else fail "$what (see $work/log)"; fi
+}
+finish() {
+    echo "$passed passed, $failed failed"
+    [ "$failed" -eq 0 ]
+    exit $?
+}
+# require_root_and_tools SCRIPT TOOL...: stops with the fix when not root or
+# a tool is missing.
+require_root_and_tools() {
+    local script=$1; shift
+    if [ "$(id -u)" != 0 ]; then
+        echo "$script: run as root (sudo bash ci/$script)" >&2
+        exit 2
+    fi
+    local tool
+    for tool in "$@"; do
+        command -v "$tool" >/dev/null || { echo "$script: $tool is missing; run: sudo bash ci/setup-host.sh" >&2; exit 2; }
+    done
+}
