@@ -18,7 +18,7 @@ use std::process::ExitCode;
 /// Builds, packages and tests nv_peer_mem, the GPUDirect RDMA peer memory
 /// client kernel module.
 #[derive(Parser)]
-#[command(name = "cargo xtask", version = workspace::VERSION, about, long_about = None)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask", version = workspace::VERSION, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
