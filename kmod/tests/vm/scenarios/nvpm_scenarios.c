@@ -673,8 +673,13 @@ static int race_freer(void *unused)
 	int i;
 
 	for (i = 1; i <= RACE_ITERS; i++) {
-		while (atomic_read_acquire(&race.go) < i && !READ_ONCE(race.stop))
+		/* cond_resched: the scenario's own thread may have migrated to
+		 * this CPU (it is not bound); on a kernel without full
+		 * preemption a plain spin would never let it run. */
+		while (atomic_read_acquire(&race.go) < i && !READ_ONCE(race.stop)) {
 			cpu_relax();
+			cond_resched();
+		}
 		if (READ_ONCE(race.stop))
 			break;
 		ndelay(get_random_u32() % 3000);
@@ -726,8 +731,12 @@ static int sc_race(void)
 		ndelay(get_random_u32() % 3000);
 		pcd_umem_release(u);	/* dma_unmap, put_pages, release */
 		deadline = jiffies + 60 * HZ;
-		while (atomic_read_acquire(&race.done) < i && time_before(jiffies, deadline))
+		/* cond_resched: see race_freer; without it, both threads on
+		 * one CPU livelock (seen on 6.12 as a soft lockup here). */
+		while (atomic_read_acquire(&race.done) < i && time_before(jiffies, deadline)) {
 			cpu_relax();
+			cond_resched();
+		}
 		if (atomic_read(&race.done) < i) {
 			ret = -ETIMEDOUT;
 			break;
