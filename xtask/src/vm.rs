@@ -37,6 +37,7 @@ const SCENARIOS: &[&str] = &[
     "unregister",
     "load_cycles",
     "persistent_off",
+    "no_persistent_api",
     "legacy",
     "peerdirect_invalid",
     "register_rollback",
@@ -234,13 +235,16 @@ fn prepare_and_boot(kver: &str, cache: &Path, nv_src: &Path, args: &TestVmArgs) 
         }
         None => {
             println!("  [{kver}] building nv_peer_mem.ko against the doubles (first build per kernel compiles core: ~1 min)");
-            let ko = build_module(kver, &kdir, &work, &mods)?;
+            let ko = build_module(kver, &kdir, &work, &mods, Variant::Doubles)?;
             println!("  [{kver}] nv_peer_mem.ko built ({:.1} s)", t.elapsed().as_secs_f64());
             ko
         }
     };
 
-    let initrd = make_initramfs(&work, &mods, &module)?;
+    // Built from kmod/ even with --prebuilt: it checks the build-time
+    // detection of the persistent API, not the module under test.
+    let no_persistent = build_module(kver, &kdir, &work, &mods, Variant::NoPersistentApi)?;
+    let initrd = make_initramfs(&work, &mods, &module, &no_persistent)?;
     boot(kver, &vmlinuz, &initrd, &work, Duration::from_secs(args.timeout))
 }
 
@@ -358,6 +362,10 @@ struct Doubles {
     /// NV_SRC=: the header each double was built with and its Module.symvers
     ofa_dir: PathBuf,
     nv_dir: PathBuf,
+    /// The same for a driver whose nv-p2p.h does not advertise the
+    /// persistent API: the project's own description of the P2P ABI, with
+    /// the double's Module.symvers (same prototypes, so the same CRCs).
+    nv_dir_no_persistent: PathBuf,
 }
 
 fn kbuild(kdir: &Path, dir: &Path, vars: &[(&str, String)], what: &str) -> Result<()> {
@@ -396,24 +404,41 @@ fn build_doubles(kver: &str, kdir: &Path, work: &Path, nv_src: &Path) -> Result<
     let nv_dir = work.join("nvidia_src");
     sync_file(&nv_inc.join("nv-p2p.h"), &nv_dir.join("nvidia/nv-p2p.h"))?;
     sync_file(&nv_symvers, &nv_dir.join("Module.symvers"))?;
+    let nv_dir_no_persistent = work.join("nvidia_src_no_persistent");
+    sync_file(&workspace::path("kmod/compat/nvidia/nv-p2p.h"), &nv_dir_no_persistent.join("nvidia/nv-p2p.h"))?;
+    sync_file(&nv_symvers, &nv_dir_no_persistent.join("Module.symvers"))?;
     Ok(Doubles {
         nv_ko: src.join("nv_p2p_double/nv_p2p_double.ko"),
         core_ko: src.join("peer_core_double/peer_core_double.ko"),
         scen_ko: src.join("scenarios/nvpm_scenarios.ko"),
         ofa_dir,
         nv_dir,
+        nv_dir_no_persistent,
     })
+}
+
+/// Which NVIDIA header a module build sees.
+#[derive(Clone, Copy)]
+enum Variant {
+    /// The double's, advertising the persistent API: both clients.
+    Doubles,
+    /// One without the persistent API: nv_mem only (scenario
+    /// no_persistent_api).
+    NoPersistentApi,
 }
 
 /// Builds nv_peer_mem.ko with kmod/'s own Makefile, in a per-kernel copy of
 /// kmod/ (so kernels do not clean each other's objects, a warm rerun is
 /// incremental, and a build in the developer's kmod/ is left alone).
-fn build_module(kver: &str, kdir: &Path, work: &Path, d: &Doubles) -> Result<PathBuf> {
+fn build_module(kver: &str, kdir: &Path, work: &Path, d: &Doubles, variant: Variant) -> Result<PathBuf> {
     let kmod = workspace::path("kmod");
     if !kmod.join("Makefile").is_file() {
         bail!("kmod/Makefile does not exist yet: nothing to test");
     }
-    let copy = work.join("kmod");
+    let (copy, nv_dir) = match variant {
+        Variant::Doubles => (work.join("kmod"), &d.nv_dir),
+        Variant::NoPersistentApi => (work.join("kmod-no-persistent"), &d.nv_dir_no_persistent),
+    };
     sync_tree(&kmod, &copy, &["tests", "build", "target"])?;
     // The Makefile reads the version from ../Cargo.toml or, in packaged
     // trees, from kmod/VERSION: this copy is such a tree.
@@ -424,7 +449,7 @@ fn build_module(kver: &str, kdir: &Path, work: &Path, d: &Doubles) -> Result<Pat
         .arg(format!("KVER={kver}"))
         .arg(format!("KDIR={}", kdir.display()))
         .arg(format!("OFA_KERNEL={}", d.ofa_dir.display()))
-        .arg(format!("NV_SRC={}", d.nv_dir.display()));
+        .arg(format!("NV_SRC={}", nv_dir.display()));
     run(&mut cmd, &format!("make -C kmod KVER={kver} (nv_peer_mem.ko against the test doubles)"))?;
     let ko = copy.join("nv_peer_mem.ko");
     if !ko.is_file() {
@@ -440,9 +465,10 @@ fn sync_bytes(to: &Path, data: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// busybox-static, the guest's init script and the four modules, as an
+/// busybox-static, the guest's init script and the modules (the doubles,
+/// the scenario driver, nv_peer_mem.ko and its no-persistent-API build), as an
 /// uncompressed newc cpio (the kernel unpacks it before init runs).
-fn make_initramfs(work: &Path, d: &Doubles, module: &Path) -> Result<PathBuf> {
+fn make_initramfs(work: &Path, d: &Doubles, module: &Path, no_persistent: &Path) -> Result<PathBuf> {
     let busybox = Path::new("/bin/busybox");
     let is_static = Command::new("sh")
         .arg("-c")
@@ -465,6 +491,7 @@ fn make_initramfs(work: &Path, d: &Doubles, module: &Path) -> Result<PathBuf> {
         (&d.core_ko, "peer_core_double.ko"),
         (&d.scen_ko, "nvpm_scenarios.ko"),
         (&module.to_path_buf(), "nv_peer_mem.ko"),
+        (&no_persistent.to_path_buf(), "nv_peer_mem_no_persistent.ko"),
     ] {
         fs::copy(from, root.join("lib/nvpm").join(name))
             .with_context(|| format!("copying {}", from.display()))?;
