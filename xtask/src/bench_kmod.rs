@@ -28,7 +28,7 @@ pub fn bench_kmod_command(args: &BenchKmodArgs) -> Result<()> {
         None => default_kver()?,
     };
     if !Path::new(&format!("/lib/modules/{kver}/build/Makefile")).exists() {
-        return Err(crate::BadInput::new(format!(
+        return Err(crate::BadInput::error(format!(
             "no kernel build tree for {kver} in /lib/modules/{kver}/build; install linux-headers-{kver} or pass --kver"
         )));
     }
@@ -87,9 +87,9 @@ fn default_kver() -> Result<String> {
                 .collect()
         })
         .unwrap_or_default();
-    installed.sort_by(|a, b| version_key(a).cmp(&version_key(b)));
+    installed.sort_by_key(|release| version_key(release));
     installed.pop().ok_or_else(|| {
-        crate::BadInput::new("no kernel headers installed under /lib/modules/*/build; install linux-headers-<kver> (sudo bash ci/setup-host.sh) or pass --kver".into())
+        crate::BadInput::error("no kernel headers installed under /lib/modules/*/build; install linux-headers-<kver> (sudo bash ci/setup-host.sh) or pass --kver".into())
     })
 }
 
@@ -128,7 +128,7 @@ mod tests {
     #[test]
     fn kernel_releases_order_numerically() {
         let mut v = vec!["6.12.95+deb12-amd64", "6.1.0-56-amd64", "6.1.0-9-amd64"];
-        v.sort_by(|a, b| version_key(a).cmp(&version_key(b)));
+        v.sort_by_key(|release| version_key(release));
         assert_eq!(v, ["6.1.0-9-amd64", "6.1.0-56-amd64", "6.12.95+deb12-amd64"]);
     }
 

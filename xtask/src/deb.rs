@@ -123,7 +123,7 @@ fn plan(args: &BuildDebArgs) -> Result<Plan> {
     };
     let distro = packaging.find(&id).map_err(BadInput::wrap)?.clone();
     if distro.family != Family::Deb {
-        return Err(BadInput::new(format!(
+        return Err(BadInput::error(format!(
             "distro `{id}` is an rpm distribution: use `cargo xtask build-srpm --distro {id}`, or one of the deb ones: {}",
             packaging.ids(Some(Family::Deb)).join(", ")
         )));
@@ -140,7 +140,7 @@ fn build(plan: &Plan, module_sources: &[String]) -> Result<PathBuf> {
     let mut tarball = Tarball::new(&plan.prefix());
     tarball.set_mtime(plan.source_date_epoch);
     for path in module_sources {
-        tarball.add_path(&path, &workspace::path(&path))?;
+        tarball.add_path(path, &workspace::path(path))?;
     }
     tarball.add_file("kmod/VERSION", format!("{}\n", workspace::VERSION), false)?;
     for name in SHARED_PACKAGING_FILES {

@@ -83,7 +83,7 @@ fn dist(args: &DistArgs) -> anyhow::Result<()> {
 pub struct BadInput(anyhow::Error);
 
 impl BadInput {
-    pub fn new(message: String) -> anyhow::Error {
+    pub fn error(message: String) -> anyhow::Error {
         anyhow::Error::new(BadInput(anyhow::anyhow!(message)))
     }
 

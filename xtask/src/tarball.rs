@@ -185,7 +185,10 @@ mod tests {
         tarball
     }
 
-    fn entries(bytes: &[u8]) -> Vec<(String, u32, u64, u64, u64, String, Vec<u8>)> {
+    /// path, mode, uid, gid, mtime, owner name, contents
+    type Entry = (String, u32, u64, u64, u64, String, Vec<u8>);
+
+    fn entries(bytes: &[u8]) -> Vec<Entry> {
         let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
         archive
             .entries()
