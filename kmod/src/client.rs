@@ -200,7 +200,7 @@ impl<P: Platform> Driver<P> {
     }
 
     /// `get_pages`: pins the range for real. `nv_mem` installs the free
-    /// callback with this context as its data; `nv_mem_nc` uses persistent
+    /// callback with this context's ticket as its data; `nv_mem_nc` uses persistent
     /// pages, which the driver never revokes.
     ///
     /// # Safety
