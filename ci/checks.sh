@@ -1,4 +1,4 @@
-# Sourced by the end-to-end test scripts (ci/test-rpm.sh, ci/test-deb.sh):
+# Sourced by the test scripts (ci/test-kmod.sh, test-rpm.sh, test-deb.sh):
 # the pass/fail bookkeeping and the closing `N passed, M failed` line.
 # The sourcing script sets $work (its scratch dir; command output goes to
 # $work/log) and calls `finish` last.
@@ -6,10 +6,18 @@ passed=0
 failed=0
 pass() { passed=$((passed + 1)); echo "PASS: $*"; }
 fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
-# check "description" command...: runs the command, output to the log.
+# check "description" command...: runs the command, output to the log; a
+# failure also shows the command's last lines, so CI output says why.
 check() {
     local what=$1; shift
-    if "$@" >>"$work/log" 2>&1; then pass "$what"; else fail "$what (see $work/log)"; fi
+    if "$@" >"$work/last" 2>&1; then
+        cat "$work/last" >>"$work/log"
+        pass "$what"
+    else
+        cat "$work/last" >>"$work/log"
+        fail "$what (see $work/log)"
+        tail -n 25 "$work/last" | sed 's/^/    /'
+    fi
 }
 finish() {
     echo "$passed passed, $failed failed"

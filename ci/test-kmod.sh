@@ -12,19 +12,11 @@ cd "$top"
 version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml)
 nv_src=$(bash ci/fetch-nvidia-src.sh)
 log=$(mktemp -d)
+work=$log
+. ci/checks.sh
 # Keep compiled core between the builds below (make clean would drop it).
 export NVPM_RUST_CACHE=$top/target/kmod-rust-cache
 trap 'rm -rf "$log"; make -s -C kmod clean >/dev/null 2>&1' EXIT
-passed=0 failed=0
-
-check() {  # check NAME COMMAND...: runs COMMAND, records pass/fail
-    local name=$1; shift
-    if "$@" >"$log/out" 2>&1; then
-        echo "PASS $name"; passed=$((passed + 1))
-    else
-        echo "FAIL $name"; sed 's/^/    /' "$log/out" | tail -n 25; failed=$((failed + 1))
-    fi
-}
 
 offline() { if unshare -n true 2>/dev/null; then unshare -n "$@"; else "$@"; fi; }
 
@@ -119,5 +111,4 @@ verifier_catches_sse() {
 }
 check "object verifier rejects SSE registers" verifier_catches_sse
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish
