@@ -7,7 +7,8 @@ use crate::context::Context;
 use crate::errno::{EINVAL, ENOMEM, Errno};
 use crate::params::{ParamError, Params};
 use crate::platform::{
-    ClientKind, FreeCallback, Level, NVIDIA_P2P_PAGE_SIZE_64KB, Platform, dma_mapping_version_compatible,
+    ClientKind, FreeCallback, Level, NVIDIA_P2P_PAGE_SIZE_64KB, Platform,
+    dma_mapping_version_compatible,
 };
 use crate::range::{GPU_PAGE_SIZE, GpuRange};
 use core::ffi::c_void;
@@ -37,7 +38,10 @@ fn bit(kind: ClientKind) -> u8 {
 
 impl<P: Platform> Driver<P> {
     pub const fn new(platform: P) -> Driver<P> {
-        Driver { platform, registered: AtomicU8::new(0) }
+        Driver {
+            platform,
+            registered: AtomicU8::new(0),
+        }
     }
 
     pub fn platform(&self) -> &P {
@@ -47,9 +51,18 @@ impl<P: Platform> Driver<P> {
     /// Module load: validates the parameters, then registers `nv_mem` and,
     /// when enabled and available, `nv_mem_nc`. If the second registration
     /// fails the first is undone, so a failed load leaves nothing behind.
-    pub fn init(&self, peerdirect_support: i32, persistent_api_support: i32, nc_available: bool) -> Result<(), Errno> {
+    pub fn init(
+        &self,
+        peerdirect_support: i32,
+        persistent_api_support: i32,
+        nc_available: bool,
+    ) -> Result<(), Errno> {
         let p = &self.platform;
-        let params = match Params::from_raw(peerdirect_support, persistent_api_support, nc_available) {
+        let params = match Params::from_raw(
+            peerdirect_support,
+            persistent_api_support,
+            nc_available,
+        ) {
             Ok(params) => params,
             Err(ParamError::PeerDirectSupport(value)) => {
                 p.log(
@@ -61,17 +74,27 @@ impl<P: Platform> Driver<P> {
             }
         };
         if let Err(e) = p.register(ClientKind::Mem, params.style) {
-            p.log(Level::Error, "cannot register peer memory client nv_mem with the PeerDirect core", e.to_kernel().into());
+            p.log(
+                Level::Error,
+                "cannot register peer memory client nv_mem with the PeerDirect core",
+                e.to_kernel().into(),
+            );
             return Err(e);
         }
-        self.registered.fetch_or(bit(ClientKind::Mem), Ordering::AcqRel);
+        self.registered
+            .fetch_or(bit(ClientKind::Mem), Ordering::AcqRel);
         if params.persistent {
             if let Err(e) = p.register(ClientKind::Nc, params.style) {
-                p.log(Level::Error, "cannot register peer memory client nv_mem_nc; unregistering nv_mem", e.to_kernel().into());
+                p.log(
+                    Level::Error,
+                    "cannot register peer memory client nv_mem_nc; unregistering nv_mem",
+                    e.to_kernel().into(),
+                );
                 self.exit();
                 return Err(e);
             }
-            self.registered.fetch_or(bit(ClientKind::Nc), Ordering::AcqRel);
+            self.registered
+                .fetch_or(bit(ClientKind::Nc), Ordering::AcqRel);
         }
         Ok(())
     }
@@ -96,7 +119,11 @@ impl<P: Platform> Driver<P> {
     pub fn acquire(&self, kind: ClientKind, addr: u64, size: u64) -> Acquired {
         let p = &self.platform;
         let Some(range) = GpuRange::widen(addr, size) else {
-            p.log(Level::Debug, "acquire: empty or overflowing range refused, size", size as i64);
+            p.log(
+                Level::Debug,
+                "acquire: empty or overflowing range refused, size",
+                size as i64,
+            );
             return Acquired::NotMine;
         };
         // The context exists before the probe because its ticket is the
@@ -105,7 +132,11 @@ impl<P: Platform> Driver<P> {
         // page table.
         let raw = p.alloc(size_of::<Context>(), align_of::<Context>()) as *mut Context;
         let Some(ctx) = NonNull::new(raw) else {
-            p.log(Level::Error, "acquire: out of memory", ENOMEM.to_kernel().into());
+            p.log(
+                Level::Error,
+                "acquire: out of memory",
+                ENOMEM.to_kernel().into(),
+            );
             return Acquired::NotMine;
         };
         // SAFETY: `ctx` is a fresh allocation of the size and alignment of a
@@ -115,13 +146,25 @@ impl<P: Platform> Driver<P> {
         let c = unsafe { ctx.as_ref() };
         let ticket = p.registry_insert(ctx.as_ptr().cast());
         if ticket == 0 {
-            p.log(Level::Error, "acquire: out of memory for the context registry", ENOMEM.to_kernel().into());
+            p.log(
+                Level::Error,
+                "acquire: out of memory for the context registry",
+                ENOMEM.to_kernel().into(),
+            );
             self.put_ref(c);
             return Acquired::NotMine;
         }
         c.ticket.store(ticket, Ordering::Release);
         let data = ticket as usize as *mut c_void;
-        if p.p2p_get_pages(range.start, range.len, &c.probe_page_table, FreeCallback::Probe, data).is_err() {
+        if p.p2p_get_pages(
+            range.start,
+            range.len,
+            &c.probe_page_table,
+            FreeCallback::Probe,
+            data,
+        )
+        .is_err()
+        {
             self.forget(c);
             return Acquired::NotMine;
         }
@@ -129,10 +172,18 @@ impl<P: Platform> Driver<P> {
         // is gone. A failed unpin means the callback is due (drivers before
         // 535) and will free the page table, so it is left to it.
         let probed = c.probe_page_table.load(Ordering::Acquire);
-        let unpinned = if probed.is_null() { Err(EINVAL) } else { p.p2p_put_pages(range.start, probed) };
+        let unpinned = if probed.is_null() {
+            Err(EINVAL)
+        } else {
+            p.p2p_put_pages(range.start, probed)
+        };
         if let Err(e) = unpinned {
             // Expected only when the memory was freed during the probe.
-            p.log(Level::Debug, "acquire: memory freed during the probe, nvidia_p2p_put_pages", e.to_kernel().into());
+            p.log(
+                Level::Debug,
+                "acquire: memory freed during the probe, nvidia_p2p_put_pages",
+                e.to_kernel().into(),
+            );
             self.forget(c);
             return Acquired::NotMine;
         }
@@ -156,7 +207,11 @@ impl<P: Platform> Driver<P> {
             let page_table = c.probe_page_table.swap(ptr::null_mut(), Ordering::AcqRel);
             if !page_table.is_null() {
                 if let Err(e) = p.p2p_free_page_table(page_table) {
-                    p.log(Level::Error, "probe free callback: nvidia_p2p_free_page_table failed", e.to_kernel().into());
+                    p.log(
+                        Level::Error,
+                        "probe free callback: nvidia_p2p_free_page_table failed",
+                        e.to_kernel().into(),
+                    );
                 }
             }
             self.put_ref(c);
@@ -183,7 +238,8 @@ impl<P: Platform> Driver<P> {
 
     /// Removes a context from the registry and drops the core's reference.
     fn forget(&self, c: &Context) {
-        self.platform.registry_remove(c.ticket.load(Ordering::Acquire));
+        self.platform
+            .registry_remove(c.ticket.load(Ordering::Acquire));
         self.put_ref(c);
     }
 
@@ -207,18 +263,30 @@ impl<P: Platform> Driver<P> {
     /// `ctx` is null or a context returned by `acquire` and not released.
     pub unsafe fn get_pages(&self, ctx: *mut c_void, core_context: u64) -> Result<(), Errno> {
         // SAFETY: the caller's contract.
-        let Some(c) = (unsafe { context(ctx) }) else { return Err(EINVAL) };
+        let Some(c) = (unsafe { context(ctx) }) else {
+            return Err(EINVAL);
+        };
         let p = &self.platform;
         c.core_context.store(core_context, Ordering::Release);
         let result = match c.kind {
             ClientKind::Mem => {
                 let ticket = c.ticket.load(Ordering::Acquire) as usize as *mut c_void;
-                p.p2p_get_pages(c.range.start, c.range.len, &c.page_table, FreeCallback::Invalidate, ticket)
+                p.p2p_get_pages(
+                    c.range.start,
+                    c.range.len,
+                    &c.page_table,
+                    FreeCallback::Invalidate,
+                    ticket,
+                )
             }
             ClientKind::Nc => p.p2p_get_pages_persistent(c.range.start, c.range.len, &c.page_table),
         };
         if let Err(e) = result {
-            p.log(Level::Error, "get_pages: nvidia_p2p_get_pages failed", e.to_kernel().into());
+            p.log(
+                Level::Error,
+                "get_pages: nvidia_p2p_get_pages failed",
+                e.to_kernel().into(),
+            );
         }
         result
     }
@@ -230,41 +298,72 @@ impl<P: Platform> Driver<P> {
     ///
     /// # Safety
     /// `ctx` is null or a live context; `sg_head` is the core's sg table.
-    pub unsafe fn dma_map(&self, ctx: *mut c_void, sg_head: *mut c_void, pci_dev: *mut c_void) -> Result<u32, Errno> {
+    pub unsafe fn dma_map(
+        &self,
+        ctx: *mut c_void,
+        sg_head: *mut c_void,
+        pci_dev: *mut c_void,
+    ) -> Result<u32, Errno> {
         // SAFETY: the caller's contract.
-        let Some(c) = (unsafe { context(ctx) }) else { return Err(EINVAL) };
+        let Some(c) = (unsafe { context(ctx) }) else {
+            return Err(EINVAL);
+        };
         let p = &self.platform;
         if pci_dev.is_null() || sg_head.is_null() {
-            p.log(Level::Error, "dma_map: no PCI device or sg table", EINVAL.to_kernel().into());
+            p.log(
+                Level::Error,
+                "dma_map: no PCI device or sg table",
+                EINVAL.to_kernel().into(),
+            );
             return Err(EINVAL);
         }
         let page_table = c.page_table.load(Ordering::Acquire);
         if page_table.is_null() {
-            p.log(Level::Error, "dma_map: called without pinned pages", EINVAL.to_kernel().into());
+            p.log(
+                Level::Error,
+                "dma_map: called without pinned pages",
+                EINVAL.to_kernel().into(),
+            );
             return Err(EINVAL);
         }
         let page_size = p.page_table_page_size(page_table);
         if page_size != NVIDIA_P2P_PAGE_SIZE_64KB {
-            p.log(Level::Error, "dma_map: GPU pages are not 64 KiB, page size type", page_size.into());
+            p.log(
+                Level::Error,
+                "dma_map: GPU pages are not 64 KiB, page size type",
+                page_size.into(),
+            );
             return Err(EINVAL);
         }
         let mapping = match p.p2p_dma_map(pci_dev, page_table) {
             Ok(mapping) => mapping,
             Err(e) => {
-                p.log(Level::Error, "dma_map: nvidia_p2p_dma_map_pages failed", e.to_kernel().into());
+                p.log(
+                    Level::Error,
+                    "dma_map: nvidia_p2p_dma_map_pages failed",
+                    e.to_kernel().into(),
+                );
                 return Err(e);
             }
         };
         let version = p.dma_mapping_version(mapping);
         if !dma_mapping_version_compatible(version) {
-            p.log(Level::Error, "dma_map: incompatible nvidia_p2p_dma_mapping version", version.into());
+            p.log(
+                Level::Error,
+                "dma_map: incompatible nvidia_p2p_dma_mapping version",
+                version.into(),
+            );
             self.unmap_logged(pci_dev, page_table, mapping);
             return Err(EINVAL);
         }
         let nmap = match p.sg_fill(sg_head, mapping, GPU_PAGE_SIZE, c.saved_sg.get()) {
             Ok(nmap) => nmap,
             Err(e) => {
-                p.log(Level::Error, "dma_map: cannot allocate the sg table", e.to_kernel().into());
+                p.log(
+                    Level::Error,
+                    "dma_map: cannot allocate the sg table",
+                    e.to_kernel().into(),
+                );
                 self.unmap_logged(pci_dev, page_table, mapping);
                 return Err(e);
             }
@@ -285,7 +384,11 @@ impl<P: Platform> Driver<P> {
             if c.sg_allocated.swap(false, Ordering::AcqRel) {
                 p.sg_free(sg_head);
             }
-            p.log(Level::Debug, "dma_map: GPU memory freed during dma_map", EINVAL.to_kernel().into());
+            p.log(
+                Level::Debug,
+                "dma_map: GPU memory freed during dma_map",
+                EINVAL.to_kernel().into(),
+            );
             return Err(EINVAL);
         }
         Ok(nmap)
@@ -293,7 +396,11 @@ impl<P: Platform> Driver<P> {
 
     fn unmap_logged(&self, pci_dev: *mut c_void, page_table: *mut c_void, mapping: *mut c_void) {
         if let Err(e) = self.platform.p2p_dma_unmap(pci_dev, page_table, mapping) {
-            self.platform.log(Level::Error, "nvidia_p2p_dma_unmap_pages failed", e.to_kernel().into());
+            self.platform.log(
+                Level::Error,
+                "nvidia_p2p_dma_unmap_pages failed",
+                e.to_kernel().into(),
+            );
         }
     }
 
@@ -305,10 +412,16 @@ impl<P: Platform> Driver<P> {
     /// `ctx` is null or a live context; `sg_head` is the core's sg table.
     pub unsafe fn dma_unmap(&self, ctx: *mut c_void, sg_head: *mut c_void) -> Result<(), Errno> {
         // SAFETY: the caller's contract.
-        let Some(c) = (unsafe { context(ctx) }) else { return Err(EINVAL) };
+        let Some(c) = (unsafe { context(ctx) }) else {
+            return Err(EINVAL);
+        };
         let p = &self.platform;
         if !self.same_sg_table(c, sg_head) {
-            p.log(Level::Error, "dma_unmap: sg table differs from the one dma_map built", EINVAL.to_kernel().into());
+            p.log(
+                Level::Error,
+                "dma_unmap: sg table differs from the one dma_map built",
+                EINVAL.to_kernel().into(),
+            );
             return Err(EINVAL);
         }
         if c.in_callback.load(Ordering::Acquire) {
@@ -321,9 +434,14 @@ impl<P: Platform> Driver<P> {
         let page_table = c.page_table.load(Ordering::Acquire);
         // The driver's error reaches the core; the mapping is not retried
         // (the driver tore it down as far as it could).
-        p.p2p_dma_unmap(c.pci_dev.load(Ordering::Acquire), page_table, mapping).inspect_err(|e| {
-            p.log(Level::Error, "dma_unmap: nvidia_p2p_dma_unmap_pages failed", e.to_kernel().into());
-        })
+        p.p2p_dma_unmap(c.pci_dev.load(Ordering::Acquire), page_table, mapping)
+            .inspect_err(|e| {
+                p.log(
+                    Level::Error,
+                    "dma_unmap: nvidia_p2p_dma_unmap_pages failed",
+                    e.to_kernel().into(),
+                );
+            })
     }
 
     /// `put_pages`: unpins the pages (unless called from inside the free
@@ -333,10 +451,16 @@ impl<P: Platform> Driver<P> {
     /// `ctx` is null or a live context; `sg_head` is the core's sg table.
     pub unsafe fn put_pages(&self, ctx: *mut c_void, sg_head: *mut c_void) {
         // SAFETY: the caller's contract.
-        let Some(c) = (unsafe { context(ctx) }) else { return };
+        let Some(c) = (unsafe { context(ctx) }) else {
+            return;
+        };
         let p = &self.platform;
         if !self.same_sg_table(c, sg_head) {
-            p.log(Level::Error, "put_pages: sg table differs from the one dma_map built", EINVAL.to_kernel().into());
+            p.log(
+                Level::Error,
+                "put_pages: sg table differs from the one dma_map built",
+                EINVAL.to_kernel().into(),
+            );
             return;
         }
         if !c.in_callback.load(Ordering::Acquire) {
@@ -349,7 +473,11 @@ impl<P: Platform> Driver<P> {
                 // Fails when the free callback runs concurrently: expected,
                 // the callback frees the page table then.
                 if let Err(e) = result {
-                    p.log(Level::Debug, "put_pages: nvidia_p2p_put_pages failed", e.to_kernel().into());
+                    p.log(
+                        Level::Debug,
+                        "put_pages: nvidia_p2p_put_pages failed",
+                        e.to_kernel().into(),
+                    );
                 }
             }
         }
@@ -369,7 +497,9 @@ impl<P: Platform> Driver<P> {
     /// `ctx` is null or a live context; it is dead afterwards.
     pub unsafe fn release(&self, ctx: *mut c_void) {
         // SAFETY: the caller's contract.
-        let Some(c) = (unsafe { context(ctx) }) else { return };
+        let Some(c) = (unsafe { context(ctx) }) else {
+            return;
+        };
         let p = &self.platform;
         if c.sg_allocated.swap(false, Ordering::AcqRel) {
             p.sg_free(c.saved_sg.get().cast());
@@ -417,12 +547,20 @@ impl<P: Platform> Driver<P> {
         p.invalidate(core_context);
         if !mapping.is_null() {
             if let Err(e) = p.p2p_free_dma_mapping(mapping) {
-                p.log(Level::Error, "free callback: nvidia_p2p_free_dma_mapping failed", e.to_kernel().into());
+                p.log(
+                    Level::Error,
+                    "free callback: nvidia_p2p_free_dma_mapping failed",
+                    e.to_kernel().into(),
+                );
             }
         }
         if !page_table.is_null() {
             if let Err(e) = p.p2p_free_page_table(page_table) {
-                p.log(Level::Error, "free callback: nvidia_p2p_free_page_table failed", e.to_kernel().into());
+                p.log(
+                    Level::Error,
+                    "free callback: nvidia_p2p_free_page_table failed",
+                    e.to_kernel().into(),
+                );
             }
         }
     }

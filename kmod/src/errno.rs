@@ -13,7 +13,11 @@ impl Errno {
     /// Maps a kernel-style return value (0 or -errno) to a Result. Positive
     /// values are not errors in the kernel's convention either.
     pub fn check(ret: i32) -> Result<(), Errno> {
-        if ret < 0 { Err(Errno(ret.checked_neg().unwrap_or(EINVAL.0))) } else { Ok(()) }
+        if ret < 0 {
+            Err(Errno(ret.checked_neg().unwrap_or(EINVAL.0)))
+        } else {
+            Ok(())
+        }
     }
 
     /// The kernel-style return value: -errno.

@@ -15,17 +15,37 @@ use core::sync::atomic::AtomicPtr;
 mod ffi {
     use core::ffi::c_void;
     unsafe extern "C" {
-        pub fn nvpm_c_p2p_get_pages(va: u64, len: u64, slot: *mut *mut c_void, invalidate: u32, data: *mut c_void) -> i32;
+        pub fn nvpm_c_p2p_get_pages(
+            va: u64,
+            len: u64,
+            slot: *mut *mut c_void,
+            invalidate: u32,
+            data: *mut c_void,
+        ) -> i32;
         pub fn nvpm_c_p2p_put_pages(va: u64, page_table: *mut c_void) -> i32;
         pub fn nvpm_c_p2p_get_pages_persistent(va: u64, len: u64, slot: *mut *mut c_void) -> i32;
         pub fn nvpm_c_p2p_put_pages_persistent(va: u64, page_table: *mut c_void) -> i32;
         pub fn nvpm_c_page_table_page_size(page_table: *mut c_void) -> u32;
-        pub fn nvpm_c_p2p_dma_map(pci_dev: *mut c_void, page_table: *mut c_void, mapping: *mut *mut c_void) -> i32;
-        pub fn nvpm_c_p2p_dma_unmap(pci_dev: *mut c_void, page_table: *mut c_void, mapping: *mut c_void) -> i32;
+        pub fn nvpm_c_p2p_dma_map(
+            pci_dev: *mut c_void,
+            page_table: *mut c_void,
+            mapping: *mut *mut c_void,
+        ) -> i32;
+        pub fn nvpm_c_p2p_dma_unmap(
+            pci_dev: *mut c_void,
+            page_table: *mut c_void,
+            mapping: *mut c_void,
+        ) -> i32;
         pub fn nvpm_c_dma_mapping_version(mapping: *mut c_void) -> u32;
         pub fn nvpm_c_p2p_free_dma_mapping(mapping: *mut c_void) -> i32;
         pub fn nvpm_c_p2p_free_page_table(page_table: *mut c_void) -> i32;
-        pub fn nvpm_c_sg_fill(sg_head: *mut c_void, mapping: *mut c_void, page_size: u64, saved: *mut c_void, nmap: *mut u32) -> i32;
+        pub fn nvpm_c_sg_fill(
+            sg_head: *mut c_void,
+            mapping: *mut c_void,
+            page_size: u64,
+            saved: *mut c_void,
+            nmap: *mut u32,
+        ) -> i32;
         pub fn nvpm_c_sg_matches(sg_head: *mut c_void, saved: *const c_void) -> i32;
         pub fn nvpm_c_sg_free(table: *mut c_void);
         pub fn nvpm_c_invalidate(core_context: u64);
@@ -56,15 +76,29 @@ pub struct Kernel;
 // pointers come from live `AtomicPtr`s, whose memory layout is that of a
 // `*mut c_void` the C side writes with one aligned store.
 impl Platform for Kernel {
-    fn p2p_get_pages(&self, va: u64, len: u64, slot: &AtomicPtr<c_void>, callback: FreeCallback, data: *mut c_void) -> Result<(), Errno> {
+    fn p2p_get_pages(
+        &self,
+        va: u64,
+        len: u64,
+        slot: &AtomicPtr<c_void>,
+        callback: FreeCallback,
+        data: *mut c_void,
+    ) -> Result<(), Errno> {
         // SAFETY: see the impl comment.
-        Errno::check(unsafe { ffi::nvpm_c_p2p_get_pages(va, len, slot.as_ptr(), callback as u32, data) })
+        Errno::check(unsafe {
+            ffi::nvpm_c_p2p_get_pages(va, len, slot.as_ptr(), callback as u32, data)
+        })
     }
     fn p2p_put_pages(&self, va: u64, page_table: *mut c_void) -> Result<(), Errno> {
         // SAFETY: see the impl comment.
         Errno::check(unsafe { ffi::nvpm_c_p2p_put_pages(va, page_table) })
     }
-    fn p2p_get_pages_persistent(&self, va: u64, len: u64, slot: &AtomicPtr<c_void>) -> Result<(), Errno> {
+    fn p2p_get_pages_persistent(
+        &self,
+        va: u64,
+        len: u64,
+        slot: &AtomicPtr<c_void>,
+    ) -> Result<(), Errno> {
         // SAFETY: see the impl comment.
         Errno::check(unsafe { ffi::nvpm_c_p2p_get_pages_persistent(va, len, slot.as_ptr()) })
     }
@@ -76,13 +110,22 @@ impl Platform for Kernel {
         // SAFETY: see the impl comment; page_table is non-null here.
         unsafe { ffi::nvpm_c_page_table_page_size(page_table) }
     }
-    fn p2p_dma_map(&self, pci_dev: *mut c_void, page_table: *mut c_void) -> Result<*mut c_void, Errno> {
+    fn p2p_dma_map(
+        &self,
+        pci_dev: *mut c_void,
+        page_table: *mut c_void,
+    ) -> Result<*mut c_void, Errno> {
         let mut mapping = core::ptr::null_mut();
         // SAFETY: see the impl comment; `mapping` is a local out-parameter.
         Errno::check(unsafe { ffi::nvpm_c_p2p_dma_map(pci_dev, page_table, &mut mapping) })?;
         Ok(mapping)
     }
-    fn p2p_dma_unmap(&self, pci_dev: *mut c_void, page_table: *mut c_void, mapping: *mut c_void) -> Result<(), Errno> {
+    fn p2p_dma_unmap(
+        &self,
+        pci_dev: *mut c_void,
+        page_table: *mut c_void,
+        mapping: *mut c_void,
+    ) -> Result<(), Errno> {
         // SAFETY: see the impl comment.
         Errno::check(unsafe { ffi::nvpm_c_p2p_dma_unmap(pci_dev, page_table, mapping) })
     }
@@ -98,11 +141,19 @@ impl Platform for Kernel {
         // SAFETY: see the impl comment.
         Errno::check(unsafe { ffi::nvpm_c_p2p_free_page_table(page_table) })
     }
-    fn sg_fill(&self, sg_head: *mut c_void, mapping: *mut c_void, page_size: u64, saved: *mut SavedSgTable) -> Result<u32, Errno> {
+    fn sg_fill(
+        &self,
+        sg_head: *mut c_void,
+        mapping: *mut c_void,
+        page_size: u64,
+        saved: *mut SavedSgTable,
+    ) -> Result<u32, Errno> {
         let mut nmap = 0u32;
         // SAFETY: see the impl comment; `saved` points into a live context
         // and is large enough for a struct sg_table (checked by the glue).
-        Errno::check(unsafe { ffi::nvpm_c_sg_fill(sg_head, mapping, page_size, saved.cast(), &mut nmap) })?;
+        Errno::check(unsafe {
+            ffi::nvpm_c_sg_fill(sg_head, mapping, page_size, saved.cast(), &mut nmap)
+        })?;
         Ok(nmap)
     }
     fn sg_matches(&self, sg_head: *mut c_void, saved: *const SavedSgTable) -> bool {
@@ -175,15 +226,27 @@ impl Platform for Kernel {
 static DRIVER: Driver<Kernel> = Driver::new(Kernel);
 
 fn kind(raw: u32) -> ClientKind {
-    if raw == ClientKind::Nc as u32 { ClientKind::Nc } else { ClientKind::Mem }
+    if raw == ClientKind::Nc as u32 {
+        ClientKind::Nc
+    } else {
+        ClientKind::Mem
+    }
 }
 
 // The entry points below are called by the glue's trampolines with the
 // arguments the PeerDirect core or the NVIDIA driver gave them.
 
 #[unsafe(no_mangle)]
-pub extern "C" fn nvpm_rs_init(peerdirect_support: i32, persistent_api_support: i32, nc_available: u32) -> i32 {
-    match DRIVER.init(peerdirect_support, persistent_api_support, nc_available != 0) {
+pub extern "C" fn nvpm_rs_init(
+    peerdirect_support: i32,
+    persistent_api_support: i32,
+    nc_available: u32,
+) -> i32 {
+    match DRIVER.init(
+        peerdirect_support,
+        persistent_api_support,
+        nc_available != 0,
+    ) {
         Ok(()) => 0,
         Err(e) => e.to_kernel(),
     }
@@ -197,7 +260,12 @@ pub extern "C" fn nvpm_rs_exit() {
 /// # Safety
 /// `client_context` is a valid out-pointer (the core's).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvpm_rs_acquire(kind_raw: u32, addr: u64, size: u64, client_context: *mut *mut c_void) -> i32 {
+pub unsafe extern "C" fn nvpm_rs_acquire(
+    kind_raw: u32,
+    addr: u64,
+    size: u64,
+    client_context: *mut *mut c_void,
+) -> i32 {
     if client_context.is_null() {
         return 0;
     }
@@ -226,7 +294,12 @@ pub unsafe extern "C" fn nvpm_rs_get_pages(ctx: *mut c_void, core_context: u64) 
 /// # Safety
 /// `ctx` is a live context; `nmap` a valid out-pointer.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvpm_rs_dma_map(ctx: *mut c_void, sg_head: *mut c_void, pci_dev: *mut c_void, nmap: *mut i32) -> i32 {
+pub unsafe extern "C" fn nvpm_rs_dma_map(
+    ctx: *mut c_void,
+    sg_head: *mut c_void,
+    pci_dev: *mut c_void,
+    nmap: *mut i32,
+) -> i32 {
     // SAFETY: the caller's contract is dma_map's contract.
     match unsafe { DRIVER.dma_map(ctx, sg_head, pci_dev) } {
         Ok(n) => {

@@ -38,6 +38,9 @@ impl Params {
             PEERDIRECT_SUPPORT_LEGACY => RegistrationStyle::Legacy,
             other => return Err(ParamError::PeerDirectSupport(other)),
         };
-        Ok(Params { style, persistent: nc_available && persistent_api_support != 0 })
+        Ok(Params {
+            style,
+            persistent: nc_available && persistent_api_support != 0,
+        })
     }
 }

@@ -96,15 +96,29 @@ pub trait Platform {
     /// `nvidia_p2p_put_pages(0, 0, va, page_table)`.
     fn p2p_put_pages(&self, va: u64, page_table: *mut c_void) -> Result<(), Errno>;
     /// `nvidia_p2p_get_pages_persistent(va, len, slot, 0)`.
-    fn p2p_get_pages_persistent(&self, va: u64, len: u64, slot: &AtomicPtr<c_void>) -> Result<(), Errno>;
+    fn p2p_get_pages_persistent(
+        &self,
+        va: u64,
+        len: u64,
+        slot: &AtomicPtr<c_void>,
+    ) -> Result<(), Errno>;
     /// `nvidia_p2p_put_pages_persistent(va, page_table, 0)`.
     fn p2p_put_pages_persistent(&self, va: u64, page_table: *mut c_void) -> Result<(), Errno>;
     /// `page_table->page_size` (an `enum nvidia_p2p_page_size_type`).
     fn page_table_page_size(&self, page_table: *mut c_void) -> u32;
     /// `nvidia_p2p_dma_map_pages(pci_dev, page_table, &mapping)`.
-    fn p2p_dma_map(&self, pci_dev: *mut c_void, page_table: *mut c_void) -> Result<*mut c_void, Errno>;
+    fn p2p_dma_map(
+        &self,
+        pci_dev: *mut c_void,
+        page_table: *mut c_void,
+    ) -> Result<*mut c_void, Errno>;
     /// `nvidia_p2p_dma_unmap_pages(pci_dev, page_table, mapping)`.
-    fn p2p_dma_unmap(&self, pci_dev: *mut c_void, page_table: *mut c_void, mapping: *mut c_void) -> Result<(), Errno>;
+    fn p2p_dma_unmap(
+        &self,
+        pci_dev: *mut c_void,
+        page_table: *mut c_void,
+        mapping: *mut c_void,
+    ) -> Result<(), Errno>;
     /// `mapping->version`.
     fn dma_mapping_version(&self, mapping: *mut c_void) -> u32;
     /// `nvidia_p2p_free_dma_mapping(mapping)`.
@@ -116,7 +130,13 @@ pub trait Platform {
     /// `page_size` long at the mapping's dma address, copies the table to
     /// `saved`, and returns the number of entries. On error `sg_head` is
     /// left untouched.
-    fn sg_fill(&self, sg_head: *mut c_void, mapping: *mut c_void, page_size: u64, saved: *mut SavedSgTable) -> Result<u32, Errno>;
+    fn sg_fill(
+        &self,
+        sg_head: *mut c_void,
+        mapping: *mut c_void,
+        page_size: u64,
+        saved: *mut SavedSgTable,
+    ) -> Result<u32, Errno>;
     /// Whether `sg_head` holds the same table as `saved`.
     fn sg_matches(&self, sg_head: *mut c_void, saved: *const SavedSgTable) -> bool;
     /// `sg_free_table(table)`; `table` is the core's `sg_head` or a

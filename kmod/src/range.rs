@@ -29,7 +29,10 @@ impl GpuRange {
         let end = addr.checked_add(size)?;
         let end = end.checked_add(GPU_PAGE_SIZE - 1)? & GPU_PAGE_MASK;
         let start = addr & GPU_PAGE_MASK;
-        Some(GpuRange { start, len: end - start })
+        Some(GpuRange {
+            start,
+            len: end - start,
+        })
     }
 
     /// Number of 64 KiB pages in the range.

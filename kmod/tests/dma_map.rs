@@ -31,7 +31,11 @@ fn refused(kind: ClientKind, setup: impl Fn(&Env), expected: Errno, expected_cal
     assert_eq!(sim.live_mappings(), 0, "nothing left mapped");
     assert_eq!(sim.live_sg_tables(), 0);
     assert!(sim.violations().is_empty(), "{:?}", sim.violations());
-    assert_eq!(sim.errors_logged(), errors + 1, "the refusal is logged once");
+    assert_eq!(
+        sim.errors_logged(),
+        errors + 1,
+        "the refusal is logged once"
+    );
 
     // The core then puts the pages and releases.
     env.put_pages(&reg);
@@ -42,18 +46,33 @@ fn refused(kind: ClientKind, setup: impl Fn(&Env), expected: Errno, expected_cal
 #[test]
 fn refuses_4k_pages() {
     for kind in [ClientKind::Mem, ClientKind::Nc] {
-        refused(kind, |e| e.sim().set_page_size_type(PAGE_SIZE_4KB), EINVAL, &[Call::PageSize]);
+        refused(
+            kind,
+            |e| e.sim().set_page_size_type(PAGE_SIZE_4KB),
+            EINVAL,
+            &[Call::PageSize],
+        );
     }
 }
 
 #[test]
 fn refuses_128k_pages() {
-    refused(ClientKind::Mem, |e| e.sim().set_page_size_type(PAGE_SIZE_128KB), EINVAL, &[Call::PageSize]);
+    refused(
+        ClientKind::Mem,
+        |e| e.sim().set_page_size_type(PAGE_SIZE_128KB),
+        EINVAL,
+        &[Call::PageSize],
+    );
 }
 
 #[test]
 fn refuses_incompatible_mapping_versions_and_unmaps() {
-    let mapped_then_unmapped = [Call::PageSize, Call::DmaMap, Call::MappingVersion, Call::DmaUnmap];
+    let mapped_then_unmapped = [
+        Call::PageSize,
+        Call::DmaMap,
+        Call::MappingVersion,
+        Call::DmaUnmap,
+    ];
     for version in [
         0x0003_0003, // major newer
         0x0001_0003, // major older
@@ -62,7 +81,12 @@ fn refuses_incompatible_mapping_versions_and_unmaps() {
         0x0002_0000,
         0,
     ] {
-        refused(ClientKind::Mem, |e| e.sim().set_mapping_version(version), EINVAL, &mapped_then_unmapped);
+        refused(
+            ClientKind::Mem,
+            |e| e.sim().set_mapping_version(version),
+            EINVAL,
+            &mapped_then_unmapped,
+        );
     }
 }
 
@@ -87,19 +111,36 @@ fn sg_allocation_failure_unmaps() {
         ClientKind::Mem,
         |e| e.sim().fail_nth(Op::SgFill, 1, ENOMEM),
         ENOMEM,
-        &[Call::PageSize, Call::DmaMap, Call::MappingVersion, Call::SgFill { page_size: PAGE }, Call::DmaUnmap],
+        &[
+            Call::PageSize,
+            Call::DmaMap,
+            Call::MappingVersion,
+            Call::SgFill { page_size: PAGE },
+            Call::DmaUnmap,
+        ],
     );
     refused(
         ClientKind::Nc,
         |e| e.sim().fail_nth(Op::SgFill, 1, ENOMEM),
         ENOMEM,
-        &[Call::PageSize, Call::DmaMap, Call::MappingVersion, Call::SgFill { page_size: PAGE }, Call::DmaUnmap],
+        &[
+            Call::PageSize,
+            Call::DmaMap,
+            Call::MappingVersion,
+            Call::SgFill { page_size: PAGE },
+            Call::DmaUnmap,
+        ],
     );
 }
 
 #[test]
 fn driver_mapping_failure_is_passed_on() {
-    refused(ClientKind::Mem, |e| e.sim().fail_nth(Op::DmaMap, 1, EBUSY), EBUSY, &[Call::PageSize, Call::DmaMap]);
+    refused(
+        ClientKind::Mem,
+        |e| e.sim().fail_nth(Op::DmaMap, 1, EBUSY),
+        EBUSY,
+        &[Call::PageSize, Call::DmaMap],
+    );
 }
 
 #[test]
@@ -113,13 +154,22 @@ fn refuses_missing_pci_device_sg_table_or_pages() {
     // SAFETY: the registration is live.
     unsafe {
         // Before get_pages: no page table yet.
-        assert_eq!(env.drv.dma_map(reg.ctx(), reg.sg_head(), common::pci_dev()), Err(EINVAL));
+        assert_eq!(
+            env.drv.dma_map(reg.ctx(), reg.sg_head(), common::pci_dev()),
+            Err(EINVAL)
+        );
         env.get_pages(&reg).unwrap();
         sim.take_calls();
         assert_eq!(env.drv.dma_map(reg.ctx(), reg.sg_head(), null), Err(EINVAL));
-        assert_eq!(env.drv.dma_map(reg.ctx(), null, common::pci_dev()), Err(EINVAL));
+        assert_eq!(
+            env.drv.dma_map(reg.ctx(), null, common::pci_dev()),
+            Err(EINVAL)
+        );
     }
-    assert!(sim.take_calls().is_empty(), "refused before asking the driver");
+    assert!(
+        sim.take_calls().is_empty(),
+        "refused before asking the driver"
+    );
     assert!(sim.logs().iter().filter(|l| l.0 == Level::Error).count() >= 3);
     env.put_pages(&reg);
     env.release(&reg);

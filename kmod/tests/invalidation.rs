@@ -24,7 +24,11 @@ fn free_under_live_registration_invalidates_once() {
         sim.take_calls();
 
         sim.cuda_free(va);
-        assert_eq!(sim.invalidations(), [reg.core_context], "exactly once, with get_pages' core context");
+        assert_eq!(
+            sim.invalidations(),
+            [reg.core_context],
+            "exactly once, with get_pages' core context"
+        );
         assert_eq!(
             sim.take_calls(),
             [
@@ -40,7 +44,11 @@ fn free_under_live_registration_invalidates_once() {
                 Call::ModulePut,
             ]
         );
-        assert_eq!(sim.refs_at_invalidate(), [2], "the callback pins the module while it runs");
+        assert_eq!(
+            sim.refs_at_invalidate(),
+            [2],
+            "the callback pins the module while it runs"
+        );
         let maps = sim.mappings();
         assert_eq!(maps.len(), 1);
         assert_eq!(maps[0].freed_by, Some("free_dma_mapping"));
@@ -49,7 +57,11 @@ fn free_under_live_registration_invalidates_once() {
         assert_eq!(pts.last().unwrap().freed_by, Some("free_page_table"));
         assert_eq!(sim.live_sg_tables(), 0);
         assert!(reg.state().invalidated);
-        assert_eq!(sim.module_refs(), 1, "the context still holds its reference");
+        assert_eq!(
+            sim.module_refs(),
+            1,
+            "the context still holds its reference"
+        );
 
         // The normal teardown afterwards, called on the client directly:
         // all safe, nothing freed again.
@@ -58,7 +70,10 @@ fn free_under_live_registration_invalidates_once() {
             assert_eq!(env.drv.dma_unmap(reg.ctx(), reg.sg_head()), Ok(()));
             env.drv.put_pages(reg.ctx(), reg.sg_head());
         }
-        assert!(sim.take_calls().is_empty(), "no driver call after invalidation");
+        assert!(
+            sim.take_calls().is_empty(),
+            "no driver call after invalidation"
+        );
         env.release(&reg);
         assert_eq!(sim.take_calls(), [Call::Free, Call::ModulePut]);
         assert_eq!(sim.invalidations().len(), 1);
@@ -91,10 +106,18 @@ fn freed_before_dma_map_still_invalidates_and_frees_the_page_table() {
     assert_eq!(sim.invalidations(), [reg.core_context]);
     assert_eq!(
         sim.take_calls(),
-        [Call::ModuleGet, Call::Invalidate(reg.core_context), Call::FreePageTable, Call::ModulePut],
+        [
+            Call::ModuleGet,
+            Call::Invalidate(reg.core_context),
+            Call::FreePageTable,
+            Call::ModulePut
+        ],
         "put_pages from inside does nothing; no mapping to free"
     );
-    assert_eq!(sim.page_tables().last().unwrap().freed_by, Some("free_page_table"));
+    assert_eq!(
+        sim.page_tables().last().unwrap().freed_by,
+        Some("free_page_table")
+    );
     assert!(sim.mappings().is_empty());
 
     // SAFETY: the registration is live until release.
@@ -187,12 +210,20 @@ fn free_callback_after_release_finds_nothing() {
     assert_eq!(pending.len(), 1, "one free callback is due");
     env.dereg_mr(&reg);
     assert_eq!(sim.live_contexts(), 0, "release freed the context");
-    assert_eq!(sim.registered_tickets(), 0, "and took its ticket out of the registry");
+    assert_eq!(
+        sim.registered_tickets(),
+        0,
+        "and took its ticket out of the registry"
+    );
     sim.run_free_callbacks(pending);
     assert!(sim.invalidations().is_empty(), "nothing left to invalidate");
     assert!(sim.violations().is_empty(), "{:?}", sim.violations());
     assert_eq!(sim.module_refs(), 0);
-    assert_eq!(sim.context_frees(), sim.context_allocs(), "each context freed once");
+    assert_eq!(
+        sim.context_frees(),
+        sim.context_allocs(),
+        "each context freed once"
+    );
 }
 
 /// The same with the callback running while the context is still held:
@@ -209,7 +240,11 @@ fn release_during_free_callback_waits_for_its_reference() {
     sim.release_inside_invalidate();
     sim.cuda_free(va);
     assert_eq!(sim.invalidations(), [reg.core_context]);
-    assert_eq!(sim.live_contexts(), 0, "freed once the callback dropped its reference");
+    assert_eq!(
+        sim.live_contexts(),
+        0,
+        "freed once the callback dropped its reference"
+    );
     assert!(sim.violations().is_empty(), "{:?}", sim.violations());
     assert_eq!(sim.module_refs(), 0);
 }

@@ -19,23 +19,39 @@ fn acquire_gpu_memory_is_mine() {
     let env = Env::new();
     let sim = env.sim();
     let va = sim.cuda_malloc(4 * PAGE);
-    let reg = env.acquire(ClientKind::Mem, va + 0x1234, 2 * PAGE).expect("GPU memory is mine");
+    let reg = env
+        .acquire(ClientKind::Mem, va + 0x1234, 2 * PAGE)
+        .expect("GPU memory is mine");
     // Widened to [va, va + 3 pages): the probe pins and puts back exactly that.
     assert_eq!(
         sim.take_calls(),
         [
             Call::Alloc,
-            Call::GetPages { va, len: 3 * PAGE, callback: FreeCallback::Probe },
+            Call::GetPages {
+                va,
+                len: 3 * PAGE,
+                callback: FreeCallback::Probe
+            },
             Call::PutPages { va },
             Call::ModuleGet,
         ]
     );
-    assert_eq!(context_range(&reg), GpuRange { start: va, len: 3 * PAGE });
+    assert_eq!(
+        context_range(&reg),
+        GpuRange {
+            start: va,
+            len: 3 * PAGE
+        }
+    );
     let pts = sim.page_tables();
     assert_eq!(pts.len(), 1);
     assert_eq!(pts[0].state, PtState::Freed);
     assert_eq!(pts[0].freed_by, Some("put_pages"));
-    assert_eq!(sim.module_refs(), 1, "a live context holds a module reference");
+    assert_eq!(
+        sim.module_refs(),
+        1,
+        "a live context holds a module reference"
+    );
     assert_eq!(sim.live_contexts(), 1);
 
     env.release(&reg);
@@ -51,7 +67,10 @@ fn acquire_other_memory_is_not_mine() {
     // Host memory far from any GPU allocation, and a range running past
     // the end of a GPU allocation.
     for (addr, size) in [(0x1000_0000, 0x2000), (va + 3 * PAGE, 2 * PAGE)] {
-        assert_eq!(env.drv.acquire(ClientKind::Mem, addr, size), Acquired::NotMine);
+        assert_eq!(
+            env.drv.acquire(ClientKind::Mem, addr, size),
+            Acquired::NotMine
+        );
     }
     assert_eq!(sim.count(Op::GetPages), 2);
     assert_eq!(sim.count(Op::PutPages), 0);
@@ -59,7 +78,11 @@ fn acquire_other_memory_is_not_mine() {
     // data) and freed again.
     assert_eq!(sim.count(Op::Alloc), 2);
     assert_eq!(sim.live_contexts(), 0, "the probe's contexts are freed");
-    assert_eq!(sim.module_refs(), 0, "no reference for a range that is not mine");
+    assert_eq!(
+        sim.module_refs(),
+        0,
+        "no reference for a range that is not mine"
+    );
     sim.assert_clean();
 }
 
@@ -81,13 +104,26 @@ fn acquire_overflowing_or_empty_range_is_not_mine_without_asking_the_driver() {
         (0, 0),
         (u64::MAX - 5 * PAGE, 0),
     ] {
-        assert_eq!(env.drv.acquire(ClientKind::Mem, addr, size), Acquired::NotMine, "{addr:#x}+{size:#x}");
+        assert_eq!(
+            env.drv.acquire(ClientKind::Mem, addr, size),
+            Acquired::NotMine,
+            "{addr:#x}+{size:#x}"
+        );
     }
-    assert!(sim.take_calls().is_empty(), "the driver is not asked about a refused range");
+    assert!(
+        sim.take_calls().is_empty(),
+        "the driver is not asked about a refused range"
+    );
     // Control: the last full page below 2^64 - 64 KiB is acquirable.
     let top = u64::MAX - 2 * PAGE + 1;
     let reg = env.acquire(ClientKind::Mem, top + 5, 10).expect("mine");
-    assert_eq!(context_range(&reg), GpuRange { start: top, len: PAGE });
+    assert_eq!(
+        context_range(&reg),
+        GpuRange {
+            start: top,
+            len: PAGE
+        }
+    );
     env.release(&reg);
     sim.assert_clean();
 }
@@ -98,10 +134,20 @@ fn acquire_allocation_failure_is_not_mine() {
     let sim = env.sim();
     let va = sim.cuda_malloc(PAGE);
     sim.fail_nth(Op::Alloc, 1, ENOMEM);
-    assert_eq!(env.drv.acquire(ClientKind::Mem, va, PAGE), Acquired::NotMine);
-    assert_eq!(sim.take_calls(), [Call::Alloc], "the driver is not asked without a context to probe with");
+    assert_eq!(
+        env.drv.acquire(ClientKind::Mem, va, PAGE),
+        Acquired::NotMine
+    );
+    assert_eq!(
+        sim.take_calls(),
+        [Call::Alloc],
+        "the driver is not asked without a context to probe with"
+    );
     assert_eq!(sim.module_refs(), 0);
-    assert!(sim.logs().iter().any(|l| l.0 == Level::Error && l.2 == -12), "out of memory is logged with -ENOMEM");
+    assert!(
+        sim.logs().iter().any(|l| l.0 == Level::Error && l.2 == -12),
+        "out of memory is logged with -ENOMEM"
+    );
     sim.assert_clean();
 }
 
@@ -112,10 +158,16 @@ fn acquire_memory_freed_during_the_probe_is_not_mine() {
     let va = sim.cuda_malloc(2 * PAGE);
     // cudaFree between the probe's get_pages and put_pages.
     sim.free_before(Op::PutPages, 1, va);
-    assert_eq!(env.drv.acquire(ClientKind::Mem, va, 2 * PAGE), Acquired::NotMine);
+    assert_eq!(
+        env.drv.acquire(ClientKind::Mem, va, 2 * PAGE),
+        Acquired::NotMine
+    );
     assert_eq!(sim.count(Op::Alloc), 1, "one context, for the probe");
     assert_eq!(sim.module_refs(), 0);
-    assert!(sim.invalidations().is_empty(), "the probe has nothing to invalidate");
+    assert!(
+        sim.invalidations().is_empty(),
+        "the probe has nothing to invalidate"
+    );
     assert!(sim.violations().is_empty(), "{:?}", sim.violations());
     assert_eq!(sim.live_contexts(), 0);
 }
@@ -126,7 +178,10 @@ fn acquire_memory_freed_during_the_probe_leaks_nothing() {
     let sim = env.sim();
     let va = sim.cuda_malloc(2 * PAGE);
     sim.free_before(Op::PutPages, 1, va);
-    assert_eq!(env.drv.acquire(ClientKind::Mem, va, 2 * PAGE), Acquired::NotMine);
+    assert_eq!(
+        env.drv.acquire(ClientKind::Mem, va, 2 * PAGE),
+        Acquired::NotMine
+    );
     sim.assert_clean();
 }
 
@@ -142,16 +197,35 @@ fn whole_lifecycle_exact_calls_and_everything_freed() {
     sim.take_calls();
 
     env.get_pages(&reg).expect("get_pages");
-    assert_eq!(sim.take_calls(), [Call::GetPages { va, len: pages * PAGE, callback: FreeCallback::Invalidate }]);
+    assert_eq!(
+        sim.take_calls(),
+        [Call::GetPages {
+            va,
+            len: pages * PAGE,
+            callback: FreeCallback::Invalidate
+        }]
+    );
     // SAFETY: the registration is live.
-    let core_context = unsafe { (*reg.ctx().cast::<Context>()).core_context.load(std::sync::atomic::Ordering::Acquire) };
-    assert_eq!(core_context, reg.core_context, "the core context is kept for invalidation");
+    let core_context = unsafe {
+        (*reg.ctx().cast::<Context>())
+            .core_context
+            .load(std::sync::atomic::Ordering::Acquire)
+    };
+    assert_eq!(
+        core_context, reg.core_context,
+        "the core context is kept for invalidation"
+    );
 
     let nmap = env.dma_map(&reg).expect("dma_map");
     assert_eq!(u64::from(nmap), pages, "nmap = number of 64 KiB pages");
     assert_eq!(
         sim.take_calls(),
-        [Call::PageSize, Call::DmaMap, Call::MappingVersion, Call::SgFill { page_size: PAGE }]
+        [
+            Call::PageSize,
+            Call::DmaMap,
+            Call::MappingVersion,
+            Call::SgFill { page_size: PAGE }
+        ]
     );
     assert_eq!(env.drv.get_page_size(), PAGE);
     // The sg table: one 64 KiB entry per page at the mapping's addresses.
@@ -159,7 +233,11 @@ fn whole_lifecycle_exact_calls_and_everything_freed() {
     assert_eq!(sg.len(), 1);
     let expected: Vec<(u64, u64)> = (0..pages).map(|i| (Sim::dma_address(0, i), PAGE)).collect();
     assert_eq!(sg[0].entries, expected);
-    assert_eq!(reg.sg_words()[1], pages, "the core's sg_head describes the table");
+    assert_eq!(
+        reg.sg_words()[1],
+        pages,
+        "the core's sg_head describes the table"
+    );
     assert_eq!(sim.live_mappings(), 1);
     assert_eq!(sim.live_page_tables(), 1);
 
@@ -168,7 +246,10 @@ fn whole_lifecycle_exact_calls_and_everything_freed() {
     assert_eq!(sim.mappings()[0].freed_by, Some("dma_unmap"));
 
     env.put_pages(&reg);
-    assert_eq!(sim.take_calls(), [Call::SgMatches, Call::PutPages { va }, Call::SgFree]);
+    assert_eq!(
+        sim.take_calls(),
+        [Call::SgMatches, Call::PutPages { va }, Call::SgFree]
+    );
     assert_eq!(sim.page_tables()[1].freed_by, Some("put_pages"));
     assert_eq!(sim.live_sg_tables(), 0);
     assert_eq!(sim.module_refs(), 1);
@@ -208,7 +289,10 @@ fn several_registrations_at_once() {
     // Tear down in an order unrelated to creation.
     for i in [2, 0, 4, 1, 3] {
         env.dereg_mr(&regs[i]);
-        assert_eq!(sim.module_refs(), 4 - [2, 0, 4, 1, 3].iter().position(|&j| j == i).unwrap() as i64);
+        assert_eq!(
+            sim.module_refs(),
+            4 - [2, 0, 4, 1, 3].iter().position(|&j| j == i).unwrap() as i64
+        );
     }
     assert!(sim.invalidations().is_empty());
     sim.assert_clean();
@@ -221,7 +305,11 @@ fn get_pages_failure_then_release() {
     let va = sim.cuda_malloc(PAGE);
     let reg = env.acquire(ClientKind::Mem, va, PAGE).expect("mine");
     sim.fail_nth(Op::GetPages, 1, ENOMEM);
-    assert_eq!(env.get_pages(&reg), Err(ENOMEM), "the driver's error is passed on");
+    assert_eq!(
+        env.get_pages(&reg),
+        Err(ENOMEM),
+        "the driver's error is passed on"
+    );
     assert!(sim.errors_logged() >= 1);
     env.release(&reg);
     sim.assert_clean();
@@ -257,7 +345,11 @@ fn dma_unmap_and_put_pages_refuse_a_foreign_sg_table() {
         env.drv.put_pages(reg.ctx(), other_ptr);
     }
     assert_eq!(other, [7; 4]);
-    assert_eq!(sim.live_mappings(), 1, "nothing unmapped for a foreign table");
+    assert_eq!(
+        sim.live_mappings(),
+        1,
+        "nothing unmapped for a foreign table"
+    );
     assert_eq!(sim.live_page_tables(), 1);
     assert_eq!(sim.live_sg_tables(), 1);
     env.dereg_mr(&reg);
@@ -276,7 +368,10 @@ fn release_frees_the_sg_table_when_put_pages_never_ran() {
     reg.set_sg_words([0; 4]);
     sim.take_calls();
     env.release(&reg);
-    assert_eq!(sim.take_calls(), [Call::SgFree, Call::Free, Call::ModulePut]);
+    assert_eq!(
+        sim.take_calls(),
+        [Call::SgFree, Call::Free, Call::ModulePut]
+    );
     assert_eq!(sim.live_sg_tables(), 0);
     assert_eq!(sim.module_refs(), 0);
 }

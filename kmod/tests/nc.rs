@@ -14,19 +14,31 @@ fn nc_lifecycle_uses_persistent_pages() {
     let sim = env.sim();
     let va = sim.cuda_malloc(4 * PAGE);
 
-    let reg = env.acquire(ClientKind::Nc, va + PAGE + 7, PAGE).expect("mine");
+    let reg = env
+        .acquire(ClientKind::Nc, va + PAGE + 7, PAGE)
+        .expect("mine");
     let start = va + PAGE;
     assert_eq!(
         sim.take_calls(),
         [
             Call::Alloc,
-            Call::GetPages { va: start, len: 2 * PAGE, callback: FreeCallback::Probe },
+            Call::GetPages {
+                va: start,
+                len: 2 * PAGE,
+                callback: FreeCallback::Probe
+            },
             Call::PutPages { va: start },
             Call::ModuleGet,
         ]
     );
     env.get_pages(&reg).unwrap();
-    assert_eq!(sim.take_calls(), [Call::GetPagesPersistent { va: start, len: 2 * PAGE }]);
+    assert_eq!(
+        sim.take_calls(),
+        [Call::GetPagesPersistent {
+            va: start,
+            len: 2 * PAGE
+        }]
+    );
     let pt = sim.page_tables().pop().unwrap();
     assert!(pt.persistent);
     assert_eq!(pt.callback, None, "no free callback for persistent pages");
@@ -34,13 +46,28 @@ fn nc_lifecycle_uses_persistent_pages() {
     assert_eq!(env.dma_map(&reg), Ok(2));
     assert_eq!(
         sim.take_calls(),
-        [Call::PageSize, Call::DmaMap, Call::MappingVersion, Call::SgFill { page_size: PAGE }]
+        [
+            Call::PageSize,
+            Call::DmaMap,
+            Call::MappingVersion,
+            Call::SgFill { page_size: PAGE }
+        ]
     );
     env.dma_unmap(&reg).unwrap();
     assert_eq!(sim.take_calls(), [Call::SgMatches, Call::DmaUnmap]);
     env.put_pages(&reg);
-    assert_eq!(sim.take_calls(), [Call::SgMatches, Call::PutPagesPersistent { va: start }, Call::SgFree]);
-    assert_eq!(sim.page_tables().pop().unwrap().freed_by, Some("put_pages_persistent"));
+    assert_eq!(
+        sim.take_calls(),
+        [
+            Call::SgMatches,
+            Call::PutPagesPersistent { va: start },
+            Call::SgFree
+        ]
+    );
+    assert_eq!(
+        sim.page_tables().pop().unwrap().freed_by,
+        Some("put_pages_persistent")
+    );
     env.release(&reg);
     assert_eq!(sim.take_calls(), [Call::Free, Call::ModulePut]);
     assert!(sim.invalidations().is_empty());
@@ -72,7 +99,11 @@ fn nc_and_mem_on_the_same_memory() {
     let nc = env.reg_mr(ClientKind::Nc, va, 2 * PAGE);
     let mem = env.reg_mr(ClientKind::Mem, va, 2 * PAGE);
     sim.cuda_free(va);
-    assert_eq!(sim.invalidations(), [mem.core_context], "only the nv_mem registration is invalidated");
+    assert_eq!(
+        sim.invalidations(),
+        [mem.core_context],
+        "only the nv_mem registration is invalidated"
+    );
     env.dereg_mr(&nc);
     env.dereg_mr(&mem);
     sim.assert_clean();

@@ -3,7 +3,9 @@
 
 use nv_peer_mem::RegistrationStyle;
 use nv_peer_mem::errno::{EBUSY, EINVAL, ENOMEM, Errno};
-use nv_peer_mem::params::{PEERDIRECT_SUPPORT_DEFAULT, PEERDIRECT_SUPPORT_LEGACY, ParamError, Params};
+use nv_peer_mem::params::{
+    PEERDIRECT_SUPPORT_DEFAULT, PEERDIRECT_SUPPORT_LEGACY, ParamError, Params,
+};
 use nv_peer_mem::platform::{NVIDIA_P2P_DMA_MAPPING_VERSION, dma_mapping_version_compatible};
 use proptest::prelude::*;
 
@@ -13,20 +15,41 @@ fn params_accepted_values() {
     assert_eq!(PEERDIRECT_SUPPORT_LEGACY, 1);
     assert_eq!(
         Params::from_raw(0, 1, true),
-        Ok(Params { style: RegistrationStyle::InvalidateUnmaps, persistent: true })
+        Ok(Params {
+            style: RegistrationStyle::InvalidateUnmaps,
+            persistent: true
+        })
     );
-    assert_eq!(Params::from_raw(1, 1, true), Ok(Params { style: RegistrationStyle::Legacy, persistent: true }));
+    assert_eq!(
+        Params::from_raw(1, 1, true),
+        Ok(Params {
+            style: RegistrationStyle::Legacy,
+            persistent: true
+        })
+    );
     assert_eq!(
         Params::from_raw(0, 0, true),
-        Ok(Params { style: RegistrationStyle::InvalidateUnmaps, persistent: false })
+        Ok(Params {
+            style: RegistrationStyle::InvalidateUnmaps,
+            persistent: false
+        })
     );
-    assert_eq!(Params::from_raw(1, 1, false), Ok(Params { style: RegistrationStyle::Legacy, persistent: false }));
+    assert_eq!(
+        Params::from_raw(1, 1, false),
+        Ok(Params {
+            style: RegistrationStyle::Legacy,
+            persistent: false
+        })
+    );
 }
 
 #[test]
 fn params_refused_values() {
     for v in [2, -1, i32::MIN, i32::MAX] {
-        assert_eq!(Params::from_raw(v, 1, true), Err(ParamError::PeerDirectSupport(v)));
+        assert_eq!(
+            Params::from_raw(v, 1, true),
+            Err(ParamError::PeerDirectSupport(v))
+        );
     }
 }
 

@@ -30,7 +30,10 @@ struct Outcomes {
 /// `eager`: the core calls dma_unmap/put_pages even when its invalidate
 /// callback already ran (harsher than MLNX_OFED, which skips them).
 fn race(eager: bool, unmap_first: bool) -> Outcomes {
-    let mut out = Outcomes { invalidated: 0, not_invalidated: 0 };
+    let mut out = Outcomes {
+        invalidated: 0,
+        not_invalidated: 0,
+    };
     let mut seed = 0x2545_f491_4f6c_dd1du64 ^ u64::from(eager) ^ (u64::from(unmap_first) << 1);
     for i in 0..ITERATIONS {
         seed ^= seed << 13;
@@ -73,7 +76,11 @@ fn race(eager: bool, unmap_first: bool) -> Outcomes {
         env.release(&reg);
 
         let inv = sim.invalidations();
-        assert!(inv.len() <= 1, "iteration {i}: invalidated {} times", inv.len());
+        assert!(
+            inv.len() <= 1,
+            "iteration {i}: invalidated {} times",
+            inv.len()
+        );
         let pt = sim.page_tables().pop().unwrap();
         assert_eq!(pt.state, PtState::Freed, "iteration {i}");
         let maps = sim.mappings();
@@ -134,10 +141,21 @@ fn free_lands_inside_put_pages() {
     // SAFETY: the registration is live.
     unsafe { env.drv.put_pages(reg.ctx(), reg.sg_head()) };
     assert_eq!(sim.invalidations(), [reg.core_context]);
-    assert_eq!(sim.count(Op::PutPages), 2, "acquire's probe, then the in-flight put_pages after the free");
-    assert_eq!(sim.stale_calls(), 0, "and the driver failed it gracefully (it looks page tables up)");
+    assert_eq!(
+        sim.count(Op::PutPages),
+        2,
+        "acquire's probe, then the in-flight put_pages after the free"
+    );
+    assert_eq!(
+        sim.stale_calls(),
+        0,
+        "and the driver failed it gracefully (it looks page tables up)"
+    );
     assert!(sim.violations().is_empty(), "{:?}", sim.violations());
-    assert_eq!(sim.page_tables().last().unwrap().freed_by, Some("free_page_table"));
+    assert_eq!(
+        sim.page_tables().last().unwrap().freed_by,
+        Some("free_page_table")
+    );
     assert_eq!(sim.live_sg_tables(), 0);
     env.release(&reg);
     assert_eq!(sim.module_refs(), 0);
@@ -161,7 +179,10 @@ fn free_callback_during_dma_map() {
         let r = env.dma_map(&reg);
         sim.join_background();
         assert_eq!(sim.invalidations(), [reg.core_context], "{op:?}");
-        assert!(r.is_err(), "{op:?}: the memory went away during dma_map: {r:?}");
+        assert!(
+            r.is_err(),
+            "{op:?}: the memory went away during dma_map: {r:?}"
+        );
         env.dereg_mr(&reg);
         sim.assert_clean();
     }

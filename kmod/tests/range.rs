@@ -14,7 +14,10 @@ fn check(addr: u64, size: u64) -> Result<(), TestCaseError> {
     match GpuRange::widen(addr, size) {
         None => {
             // Refused only when empty or when the widened end does not fit.
-            prop_assert!(size == 0 || end_up >= TOP, "{addr:#x}+{size:#x} refused but fits");
+            prop_assert!(
+                size == 0 || end_up >= TOP,
+                "{addr:#x}+{size:#x} refused but fits"
+            );
         }
         Some(r) => {
             prop_assert!(size != 0, "empty range accepted");
@@ -83,14 +86,36 @@ fn widen_examples() {
     let p = GPU_PAGE_SIZE;
     assert_eq!(w(0, 1), Some(GpuRange { start: 0, len: p }));
     assert_eq!(w(p - 1, 1), Some(GpuRange { start: 0, len: p }));
-    assert_eq!(w(p - 1, 2), Some(GpuRange { start: 0, len: 2 * p }));
+    assert_eq!(
+        w(p - 1, 2),
+        Some(GpuRange {
+            start: 0,
+            len: 2 * p
+        })
+    );
     assert_eq!(w(p, p), Some(GpuRange { start: p, len: p }));
-    assert_eq!(w(0x1234_5678, 0x10), Some(GpuRange { start: 0x1234_0000, len: p }));
+    assert_eq!(
+        w(0x1234_5678, 0x10),
+        Some(GpuRange {
+            start: 0x1234_0000,
+            len: p
+        })
+    );
     // The last page that can be described: its end, 2^64 - 64 KiB, fits.
-    assert_eq!(w(u64::MAX - 2 * p + 1, p), Some(GpuRange { start: u64::MAX - 2 * p + 1, len: p }));
+    assert_eq!(
+        w(u64::MAX - 2 * p + 1, p),
+        Some(GpuRange {
+            start: u64::MAX - 2 * p + 1,
+            len: p
+        })
+    );
     // Overflow is refused, never wrapped.
     assert_eq!(w(u64::MAX, 1), None);
-    assert_eq!(w(u64::MAX - 2 * p + 2, p), None, "end rounds up past 2^64 - 1");
+    assert_eq!(
+        w(u64::MAX - 2 * p + 2, p),
+        None,
+        "end rounds up past 2^64 - 1"
+    );
     assert_eq!(w(u64::MAX - p + 1, p), None, "end is exactly 2^64");
     assert_eq!(w(1, u64::MAX), None);
     assert_eq!(w(u64::MAX, u64::MAX), None);
@@ -98,5 +123,12 @@ fn widen_examples() {
     // Empty.
     assert_eq!(w(0, 0), None);
     assert_eq!(w(0x1234_5678, 0), None);
-    assert_eq!(GpuRange { start: 0, len: 3 * p }.pages(), 3);
+    assert_eq!(
+        GpuRange {
+            start: 0,
+            len: 3 * p
+        }
+        .pages(),
+        3
+    );
 }

@@ -15,12 +15,24 @@ fn both_clients_registered_and_unregistered_newest_first() {
     let env = Env::bare();
     let sim = env.sim();
     assert_eq!(env.drv.init(0, 1, true), Ok(()));
-    assert_eq!(sim.take_calls(), [Call::Register(Mem, InvalidateUnmaps), Call::Register(Nc, InvalidateUnmaps)]);
+    assert_eq!(
+        sim.take_calls(),
+        [
+            Call::Register(Mem, InvalidateUnmaps),
+            Call::Register(Nc, InvalidateUnmaps)
+        ]
+    );
     assert!(env.drv.is_registered(Mem) && env.drv.is_registered(Nc));
-    assert_eq!(sim.registered(), [(Mem, InvalidateUnmaps), (Nc, InvalidateUnmaps)]);
+    assert_eq!(
+        sim.registered(),
+        [(Mem, InvalidateUnmaps), (Nc, InvalidateUnmaps)]
+    );
 
     env.drv.exit();
-    assert_eq!(sim.take_calls(), [Call::Unregister(Nc), Call::Unregister(Mem)]);
+    assert_eq!(
+        sim.take_calls(),
+        [Call::Unregister(Nc), Call::Unregister(Mem)]
+    );
     assert!(!env.drv.is_registered(Mem) && !env.drv.is_registered(Nc));
     assert!(sim.registered().is_empty());
     // A second exit unregisters nothing.
@@ -31,7 +43,13 @@ fn both_clients_registered_and_unregistered_newest_first() {
 
 #[test]
 fn nc_only_when_available_and_enabled() {
-    for (persistent, available, nc) in [(1, true, true), (0, true, false), (1, false, false), (0, false, false), (-1, true, true)] {
+    for (persistent, available, nc) in [
+        (1, true, true),
+        (0, true, false),
+        (1, false, false),
+        (0, false, false),
+        (-1, true, true),
+    ] {
         let env = Env::bare();
         let sim = env.sim();
         assert_eq!(env.drv.init(0, persistent, available), Ok(()));
@@ -39,7 +57,11 @@ fn nc_only_when_available_and_enabled() {
         if nc {
             expected.push(Call::Register(Nc, InvalidateUnmaps));
         }
-        assert_eq!(sim.take_calls(), expected, "persistent_api_support={persistent} available={available}");
+        assert_eq!(
+            sim.take_calls(),
+            expected,
+            "persistent_api_support={persistent} available={available}"
+        );
         assert_eq!(env.drv.is_registered(Nc), nc);
         env.drv.exit();
         let unreg = sim.take_calls();
@@ -55,7 +77,10 @@ fn legacy_style_is_passed_through() {
     let env = Env::bare();
     let sim = env.sim();
     assert_eq!(env.drv.init(1, 1, true), Ok(()));
-    assert_eq!(sim.take_calls(), [Call::Register(Mem, Legacy), Call::Register(Nc, Legacy)]);
+    assert_eq!(
+        sim.take_calls(),
+        [Call::Register(Mem, Legacy), Call::Register(Nc, Legacy)]
+    );
     env.drv.exit();
     assert!(sim.registered().is_empty());
 }
@@ -65,10 +90,18 @@ fn nc_registration_failure_rolls_back_nv_mem() {
     let env = Env::bare();
     let sim = env.sim();
     sim.fail_nth(Op::RegisterNc, 1, INJECTED);
-    assert_eq!(env.drv.init(0, 1, true), Err(INJECTED), "the core's error is returned");
+    assert_eq!(
+        env.drv.init(0, 1, true),
+        Err(INJECTED),
+        "the core's error is returned"
+    );
     assert_eq!(
         sim.take_calls(),
-        [Call::Register(Mem, InvalidateUnmaps), Call::Register(Nc, InvalidateUnmaps), Call::Unregister(Mem)]
+        [
+            Call::Register(Mem, InvalidateUnmaps),
+            Call::Register(Nc, InvalidateUnmaps),
+            Call::Unregister(Mem)
+        ]
     );
     assert!(sim.registered().is_empty(), "nothing left registered");
     assert!(!env.drv.is_registered(Mem) && !env.drv.is_registered(Nc));
@@ -100,12 +133,20 @@ fn bad_peerdirect_support_is_einval_and_registers_nothing() {
     for value in [2, -1, 3, 100, i32::MIN, i32::MAX] {
         let env = Env::bare();
         let sim = env.sim();
-        assert_eq!(env.drv.init(value, 1, true), Err(EINVAL), "peerdirect_support={value}");
+        assert_eq!(
+            env.drv.init(value, 1, true),
+            Err(EINVAL),
+            "peerdirect_support={value}"
+        );
         assert!(sim.take_calls().is_empty(), "nothing registered");
         let logs = sim.logs();
         assert_eq!(logs.len(), 1);
         assert_eq!(logs[0].0, Level::Error);
-        assert_eq!(logs[0].2, i64::from(value), "the message carries the bad value");
+        assert_eq!(
+            logs[0].2,
+            i64::from(value),
+            "the message carries the bad value"
+        );
         assert!(logs[0].1.contains("peerdirect_support"));
         assert_eq!(EINVAL.to_kernel(), -22);
     }

@@ -32,7 +32,9 @@ pub fn bench_kmod_command(args: &BenchKmodArgs) -> Result<()> {
             "no kernel build tree for {kver} in /lib/modules/{kver}/build; install linux-headers-{kver} or pass --kver"
         )));
     }
-    let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let kmod = workspace::path("kmod");
     let cache = tempdir()?;
     let make = |target: &[&str]| -> Result<f64> {
@@ -45,10 +47,17 @@ pub fn bench_kmod_command(args: &BenchKmodArgs) -> Result<()> {
             .arg(format!("KVER={kver}"))
             .env("NVPM_RUST_CACHE", &cache)
             .output()
-            .context("running make (install make and the kernel headers: sudo bash ci/setup-host.sh)")?;
+            .context(
+                "running make (install make and the kernel headers: sudo bash ci/setup-host.sh)",
+            )?;
         let seconds = start.elapsed().as_secs_f64();
         if !out.status.success() {
-            bail!("make {} failed:\n{}{}", target.join(" "), String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "make {} failed:\n{}{}",
+                target.join(" "),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         Ok(seconds)
     };
@@ -58,7 +67,11 @@ pub fn bench_kmod_command(args: &BenchKmodArgs) -> Result<()> {
     eprintln!("bench-kmod: no-op rebuild...");
     let noop = make(&[])?;
     let stripped = cache.join("nv_peer_mem.stripped.ko");
-    run(Command::new("strip").arg("--strip-debug").arg("-o").arg(&stripped).arg(kmod.join("nv_peer_mem.ko")))?;
+    run(Command::new("strip")
+        .arg("--strip-debug")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(kmod.join("nv_peer_mem.ko")))?;
     let size = run(Command::new("size").arg(&stripped))?;
     let (text, data, bss) = parse_size(&size)?;
     let file = std::fs::metadata(&stripped)?.len();
@@ -67,8 +80,14 @@ pub fn bench_kmod_command(args: &BenchKmodArgs) -> Result<()> {
     println!("no-op rebuild:       {noop:.1} s");
     println!("nv_peer_mem.ko text: {text} B");
     println!("nv_peer_mem.ko data: {data} B (bss {bss} B)");
-    println!("nv_peer_mem.ko total (text+data+bss): {} B", text + data + bss);
-    println!("nv_peer_mem.ko file, debug info stripped: {file} B = {:.1} KiB   (target <= 64 KiB)", file as f64 / 1024.0);
+    println!(
+        "nv_peer_mem.ko total (text+data+bss): {} B",
+        text + data + bss
+    );
+    println!(
+        "nv_peer_mem.ko file, debug info stripped: {file} B = {:.1} KiB   (target <= 64 KiB)",
+        file as f64 / 1024.0
+    );
     make(&["clean"])?;
     std::fs::remove_dir_all(&cache).ok();
     Ok(())
@@ -95,12 +114,22 @@ fn default_kver() -> Result<String> {
 
 /// Orders kernel releases numerically (6.12 after 6.1).
 fn version_key(release: &str) -> Vec<u64> {
-    release.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse().ok()).collect()
+    release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect()
 }
 
 fn parse_size(output: &str) -> Result<(u64, u64, u64)> {
-    let line = output.lines().nth(1).context("unexpected output of size(1)")?;
-    let fields: Vec<u64> = line.split_whitespace().take(3).map(|f| f.parse()).collect::<Result<_, _>>()?;
+    let line = output
+        .lines()
+        .nth(1)
+        .context("unexpected output of size(1)")?;
+    let fields: Vec<u64> = line
+        .split_whitespace()
+        .take(3)
+        .map(|f| f.parse())
+        .collect::<Result<_, _>>()?;
     match fields[..] {
         [text, data, bss] => Ok((text, data, bss)),
         _ => bail!("unexpected output of size(1): {line}"),
@@ -129,7 +158,10 @@ mod tests {
     fn kernel_releases_order_numerically() {
         let mut v = vec!["6.12.95+deb12-amd64", "6.1.0-56-amd64", "6.1.0-9-amd64"];
         v.sort_by_key(|release| version_key(release));
-        assert_eq!(v, ["6.1.0-9-amd64", "6.1.0-56-amd64", "6.12.95+deb12-amd64"]);
+        assert_eq!(
+            v,
+            ["6.1.0-9-amd64", "6.1.0-56-amd64", "6.12.95+deb12-amd64"]
+        );
     }
 
     #[test]

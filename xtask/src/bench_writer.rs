@@ -23,18 +23,33 @@ pub struct BenchArgs {
 pub fn bench_writer(subcommand: &str, args: &BenchArgs, target: &str) -> Result<()> {
     let exe = std::env::current_exe().context("finding the running xtask binary")?;
     let out = std::env::temp_dir().join(format!("xtask-{subcommand}-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}; set TMPDIR to a writable directory", out.display()))?;
+    std::fs::create_dir_all(&out).with_context(|| {
+        format!(
+            "creating {}; set TMPDIR to a writable directory",
+            out.display()
+        )
+    })?;
     let run = || -> Result<Duration> {
         let mut command = Command::new(&exe);
-        command.arg(subcommand).arg("--out").arg(&out).stdout(Stdio::null()).stderr(Stdio::piped());
+        command
+            .arg(subcommand)
+            .arg("--out")
+            .arg(&out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
         if let Some(distro) = &args.distro {
             command.args(["--distro", distro]);
         }
         let start = Instant::now();
-        let output = command.output().with_context(|| format!("running {subcommand}"))?;
+        let output = command
+            .output()
+            .with_context(|| format!("running {subcommand}"))?;
         let elapsed = start.elapsed();
         if !output.status.success() {
-            bail!("{subcommand} failed: {}", String::from_utf8_lossy(&output.stderr).trim());
+            bail!(
+                "{subcommand} failed: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
         }
         Ok(elapsed)
     };
@@ -47,7 +62,11 @@ pub fn bench_writer(subcommand: &str, args: &BenchArgs, target: &str) -> Result<
     times.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let mean = times.iter().map(|d| ms(*d)).sum::<f64>() / times.len() as f64;
-    println!("{subcommand} wall time over {} runs of {}:", times.len(), exe.display());
+    println!(
+        "{subcommand} wall time over {} runs of {}:",
+        times.len(),
+        exe.display()
+    );
     println!(
         "  min {:.1} ms  median {:.1} ms  mean {:.1} ms  max {:.1} ms",
         ms(times[0]),

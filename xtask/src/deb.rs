@@ -30,14 +30,24 @@ use std::path::{Path, PathBuf};
 pub const SOURCE_PACKAGE: &str = "nvidia-peer-memory";
 
 /// Files of packaging/ that both the deb and the rpm packages install.
-pub const SHARED_PACKAGING_FILES: [&str; 3] = ["nv_peer_mem.conf", "nv_peer_mem.service", "nv_peer_mem-service"];
+pub const SHARED_PACKAGING_FILES: [&str; 3] = [
+    "nv_peer_mem.conf",
+    "nv_peer_mem.service",
+    "nv_peer_mem-service",
+];
 
 /// The entry used when neither --distro nor /etc/os-release names a known
 /// deb distribution.
 const FALLBACK_DISTRO: &str = "debian12";
 
 /// Debian files a buildable source package cannot do without.
-const REQUIRED_DEBIAN_FILES: [&str; 5] = ["changelog", "control", "copyright", "rules", "source/format"];
+const REQUIRED_DEBIAN_FILES: [&str; 5] = [
+    "changelog",
+    "control",
+    "copyright",
+    "rules",
+    "source/format",
+];
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct BuildDebArgs {
@@ -75,11 +85,21 @@ impl Plan {
     }
 
     fn tarball_path(&self) -> PathBuf {
-        self.out.join(format!("{SOURCE_PACKAGE}_{}.orig.tar.gz", self.upstream_version))
+        self.out.join(format!(
+            "{SOURCE_PACKAGE}_{}.orig.tar.gz",
+            self.upstream_version
+        ))
     }
 
     fn context(&self) -> tera::Context {
-        deb_context(&self.packaging, &self.distro, workspace::VERSION, &self.upstream_version, self.release, self.source_date_epoch)
+        deb_context(
+            &self.packaging,
+            &self.distro,
+            workspace::VERSION,
+            &self.upstream_version,
+            self.release,
+            self.source_date_epoch,
+        )
     }
 }
 
@@ -111,7 +131,11 @@ pub fn build_deb_command(args: &BuildDebArgs) -> Result<()> {
 /// `cargo xtask bench-deb`: wall time of the built xtask binary running
 /// build-deb, as a user would run it (process start included).
 pub fn bench_deb_command(args: &BenchArgs) -> Result<()> {
-    bench_writer("build-deb", args, "target <= 10 ms; the original build_module.sh: ~52 ms")
+    bench_writer(
+        "build-deb",
+        args,
+        "target <= 10 ms; the original build_module.sh: ~52 ms",
+    )
 }
 
 /// Checks every input; nothing is written here.
@@ -133,7 +157,14 @@ fn plan(args: &BuildDebArgs) -> Result<Plan> {
     let upstream_version = debian_upstream_version(workspace::VERSION).map_err(BadInput::wrap)?;
     check_out_dir(&args.out).map_err(BadInput::wrap)?;
     let source_date_epoch = workspace::source_date_epoch().map_err(BadInput::wrap)?;
-    Ok(Plan { packaging, distro, release, upstream_version, source_date_epoch, out: args.out.clone() })
+    Ok(Plan {
+        packaging,
+        distro,
+        release,
+        upstream_version,
+        source_date_epoch,
+        out: args.out.clone(),
+    })
 }
 
 fn build(plan: &Plan, module_sources: &[String]) -> Result<PathBuf> {
@@ -144,7 +175,10 @@ fn build(plan: &Plan, module_sources: &[String]) -> Result<PathBuf> {
     }
     tarball.add_file("kmod/VERSION", format!("{}\n", workspace::VERSION), false)?;
     for name in SHARED_PACKAGING_FILES {
-        tarball.add_path(&format!("packaging/{name}"), &workspace::path(&format!("packaging/{name}")))?;
+        tarball.add_path(
+            &format!("packaging/{name}"),
+            &workspace::path(&format!("packaging/{name}")),
+        )?;
     }
     for file in rendered_files(&plan.context())? {
         tarball.add_file(&file.path, file.contents, file.executable)?;
@@ -185,7 +219,10 @@ fn rendered_files(context: &tera::Context) -> Result<Vec<RenderedFile>> {
             bail!("debian/{required} (or debian/{required}.tera) is missing; restore it from git");
         }
     }
-    files.extend(debian.into_iter().map(|f| RenderedFile { path: format!("debian/{}", f.path), ..f }));
+    files.extend(debian.into_iter().map(|f| RenderedFile {
+        path: format!("debian/{}", f.path),
+        ..f
+    }));
     let unit = "packaging/nv_peer_mem.service";
     files.push(RenderedFile {
         path: format!("debian/{SOURCE_PACKAGE}.nv_peer_mem.service"),
@@ -214,7 +251,10 @@ impl ModuleSources {
     }
 
     fn wait(self) -> Result<Vec<String>> {
-        let output = self.0.wait_with_output().context("reading `git ls-files kmod`")?;
+        let output = self
+            .0
+            .wait_with_output()
+            .context("reading `git ls-files kmod`")?;
         if !output.status.success() {
             bail!(
                 "`git ls-files kmod` failed in {}: {}; build from a git checkout of the workspace",
@@ -226,7 +266,10 @@ impl ModuleSources {
             .stdout
             .split(|b| *b == 0)
             .filter(|p| !p.is_empty())
-            .map(|p| String::from_utf8(p.to_vec()).context("a file name under kmod/ is not UTF-8; rename it"))
+            .map(|p| {
+                String::from_utf8(p.to_vec())
+                    .context("a file name under kmod/ is not UTF-8; rename it")
+            })
             .collect::<Result<_>>()?;
         paths.retain(|p| !p.starts_with("kmod/tests/") && p != "kmod/VERSION");
         paths.sort();
@@ -243,7 +286,9 @@ impl ModuleSources {
 pub fn debian_upstream_version(cargo_version: &str) -> Result<String> {
     let version = cargo_version.replacen('-', "~", 1);
     let starts_with_digit = version.bytes().next().is_some_and(|b| b.is_ascii_digit());
-    let allowed = version.bytes().all(|b| b.is_ascii_alphanumeric() || b".+~-".contains(&b));
+    let allowed = version
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b".+~-".contains(&b));
     if !starts_with_digit || !allowed {
         bail!(
             "version `{cargo_version}` cannot be a Debian upstream version (it must start with a digit and use only letters, digits and . + ~ -); fix `version` under [workspace.package] in Cargo.toml"
@@ -257,12 +302,21 @@ pub fn debian_upstream_version(cargo_version: &str) -> Result<String> {
 /// read-only mounts or root.
 fn check_out_dir(out: &Path) -> Result<()> {
     if !out.is_dir() {
-        bail!("--out {}: no such directory; create it (mkdir -p {}) or pick another", out.display(), out.display());
+        bail!(
+            "--out {}: no such directory; create it (mkdir -p {}) or pick another",
+            out.display(),
+            out.display()
+        );
     }
     let probe = out.join(format!(".{SOURCE_PACKAGE}-probe-{}", std::process::id()));
-    std::fs::File::create(&probe)
-        .with_context(|| format!("--out {} is not writable; pick a writable directory", out.display()))?;
-    std::fs::remove_file(&probe).with_context(|| format!("removing the probe file {}", probe.display()))?;
+    std::fs::File::create(&probe).with_context(|| {
+        format!(
+            "--out {} is not writable; pick a writable directory",
+            out.display()
+        )
+    })?;
+    std::fs::remove_file(&probe)
+        .with_context(|| format!("removing the probe file {}", probe.display()))?;
     Ok(())
 }
 
@@ -276,7 +330,9 @@ fn host_distro(packaging: &Packaging) -> Option<String> {
 fn host_distro_id(os_release: &str) -> Option<String> {
     let field = |key: &str| {
         os_release.lines().find_map(|line| {
-            line.strip_prefix(key)?.strip_prefix('=').map(|v| v.trim().trim_matches('"').to_owned())
+            line.strip_prefix(key)?
+                .strip_prefix('=')
+                .map(|v| v.trim().trim_matches('"').to_owned())
         })
     };
     let id = field("ID")?;
@@ -301,8 +357,19 @@ mod tests {
 
     fn golden_render(packaging: &Packaging, distro: &Distro) -> BTreeMap<String, String> {
         let upstream = debian_upstream_version(GOLDEN_VERSION).unwrap();
-        let context = deb_context(packaging, distro, GOLDEN_VERSION, &upstream, 1, GOLDEN_EPOCH);
-        rendered_files(&context).unwrap().into_iter().map(|f| (f.path, f.contents)).collect()
+        let context = deb_context(
+            packaging,
+            distro,
+            GOLDEN_VERSION,
+            &upstream,
+            1,
+            GOLDEN_EPOCH,
+        );
+        rendered_files(&context)
+            .unwrap()
+            .into_iter()
+            .map(|f| (f.path, f.contents))
+            .collect()
     }
 
     fn files_below(dir: &Path) -> BTreeMap<String, String> {
@@ -312,7 +379,11 @@ mod tests {
                 if path.is_dir() {
                     walk(root, &path, out);
                 } else {
-                    let key = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                    let key = path
+                        .strip_prefix(root)
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned();
                     out.insert(key, std::fs::read_to_string(&path).unwrap());
                 }
             }
@@ -343,7 +414,11 @@ mod tests {
                 continue;
             }
             let golden = files_below(&dir);
-            for path in rendered.keys().chain(golden.keys()).collect::<std::collections::BTreeSet<_>>() {
+            for path in rendered
+                .keys()
+                .chain(golden.keys())
+                .collect::<std::collections::BTreeSet<_>>()
+            {
                 if rendered.get(path) != golden.get(path) {
                     failures.push(format!("{}/{path}", dir.display()));
                 }
@@ -363,13 +438,26 @@ mod tests {
         let files = golden_render(&packaging, distro);
         assert_eq!(files["debian/source/format"], "3.0 (quilt)\n");
         let control = &files["debian/control"];
-        assert!(control.contains("debhelper-compat (= 13), dh-sequence-dkms"), "{control}");
+        assert!(
+            control.contains("debhelper-compat (= 13), dh-sequence-dkms"),
+            "{control}"
+        );
         assert!(control.contains("Standards-Version: 4.6.2"), "{control}");
-        assert!(control.contains("rustc-web, rust-web-src, mlnx-ofed-kernel-dkms | mlnx-ofed-kernel-modules"), "{control}");
-        assert!(files["debian/changelog"].starts_with("nvidia-peer-memory (1.4.0-1) bookworm; urgency=medium\n"));
+        assert!(
+            control.contains(
+                "rustc-web, rust-web-src, mlnx-ofed-kernel-dkms | mlnx-ofed-kernel-modules"
+            ),
+            "{control}"
+        );
+        assert!(
+            files["debian/changelog"]
+                .starts_with("nvidia-peer-memory (1.4.0-1) bookworm; urgency=medium\n")
+        );
         assert!(files["debian/changelog"].contains("  Sun, 22 Nov 2026 00:00:00 +0000\n"));
         assert!(files["dkms.conf"].contains("PACKAGE_VERSION=\"1.4.0\""));
-        assert!(files["debian/nvidia-peer-memory-dkms.install"].contains("usr/src/nv_peer_mem-1.4.0/"));
+        assert!(
+            files["debian/nvidia-peer-memory-dkms.install"].contains("usr/src/nv_peer_mem-1.4.0/")
+        );
         let ubuntu = golden_render(&packaging, packaging.find("ubuntu2404").unwrap());
         assert!(ubuntu["debian/control"].contains("rustc, rust-src, mlnx"));
     }
@@ -387,13 +475,27 @@ mod tests {
 
     #[test]
     fn host_distro_ids() {
-        assert_eq!(host_distro_id("ID=debian\nVERSION_ID=\"12\"\n").as_deref(), Some("debian12"));
-        assert_eq!(host_distro_id("NAME=x\nID=ubuntu\nVERSION_ID=\"22.04\"\n").as_deref(), Some("ubuntu2204"));
-        assert_eq!(host_distro_id("ID=debian\n"), None, "testing/sid have no VERSION_ID");
+        assert_eq!(
+            host_distro_id("ID=debian\nVERSION_ID=\"12\"\n").as_deref(),
+            Some("debian12")
+        );
+        assert_eq!(
+            host_distro_id("NAME=x\nID=ubuntu\nVERSION_ID=\"22.04\"\n").as_deref(),
+            Some("ubuntu2204")
+        );
+        assert_eq!(
+            host_distro_id("ID=debian\n"),
+            None,
+            "testing/sid have no VERSION_ID"
+        );
     }
 
     fn args(out: &Path, distro: &str) -> BuildDebArgs {
-        BuildDebArgs { out: out.to_owned(), distro: Some(distro.to_owned()), release: None }
+        BuildDebArgs {
+            out: out.to_owned(),
+            distro: Some(distro.to_owned()),
+            release: None,
+        }
     }
 
     fn scratch(name: &str) -> PathBuf {
@@ -412,10 +514,17 @@ mod tests {
             (args(&dir.join("absent"), "debian12"), "no such directory"),
         ] {
             let error = plan(&args).unwrap_err();
-            assert!(error.chain().any(|e| e.is::<BadInput>()), "{error:#} is not BadInput");
+            assert!(
+                error.chain().any(|e| e.is::<BadInput>()),
+                "{error:#} is not BadInput"
+            );
             assert!(format!("{error:#}").contains(expected), "{error:#}");
         }
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "nothing written");
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            0,
+            "nothing written"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -427,17 +536,35 @@ mod tests {
         let second = build(&plan(&args(&b, "debian12")).unwrap(), &sources).unwrap();
         let bytes = std::fs::read(&first).unwrap();
         assert_eq!(bytes, std::fs::read(&second).unwrap());
-        assert_eq!(first.file_name().unwrap().to_string_lossy(), format!("nvidia-peer-memory_{}.orig.tar.gz", workspace::VERSION));
+        assert_eq!(
+            first.file_name().unwrap().to_string_lossy(),
+            format!("nvidia-peer-memory_{}.orig.tar.gz", workspace::VERSION)
+        );
 
         let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()));
-        let paths: Vec<String> =
-            archive.entries().unwrap().map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned()).collect();
+        let paths: Vec<String> = archive
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
+            .collect();
         let prefix = format!("nvidia-peer-memory-{}/", workspace::VERSION);
         assert!(paths.iter().all(|p| p.starts_with(&prefix)), "{paths:?}");
-        for want in ["kmod/VERSION", "dkms.conf", "debian/rules", "debian/control", "packaging/nv_peer_mem-service"] {
-            assert!(paths.contains(&format!("{prefix}{want}")), "{want} missing from {paths:?}");
+        for want in [
+            "kmod/VERSION",
+            "dkms.conf",
+            "debian/rules",
+            "debian/control",
+            "packaging/nv_peer_mem-service",
+        ] {
+            assert!(
+                paths.contains(&format!("{prefix}{want}")),
+                "{want} missing from {paths:?}"
+            );
         }
-        assert!(!paths.iter().any(|p| p.contains("/kmod/tests/")), "host tests are not module sources");
+        assert!(
+            !paths.iter().any(|p| p.contains("/kmod/tests/")),
+            "host tests are not module sources"
+        );
         std::fs::remove_dir_all(&a).unwrap();
         std::fs::remove_dir_all(&b).unwrap();
     }

@@ -122,7 +122,10 @@ impl Distro {
                 self.id
             );
         }
-        self.require("dkms_addon_build_depends", self.dkms_addon_build_depends.as_ref())?;
+        self.require(
+            "dkms_addon_build_depends",
+            self.dkms_addon_build_depends.as_ref(),
+        )?;
         if self.rust_packages.is_empty() {
             bail!(
                 "{DATA_FILE}: distro `{}` has no `rust_packages`; list the Rust toolchain packages, e.g. [rustc, rust-src]",
@@ -224,7 +227,10 @@ impl Packaging {
 }
 
 fn is_distro_id(id: &str) -> bool {
-    !id.is_empty() && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    !id.is_empty()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
 }
 
 fn is_dotted_number(text: &str) -> bool {
@@ -254,11 +260,17 @@ mod tests {
     fn the_workspace_data_file_loads_and_every_deb_entry_is_complete() {
         let packaging = Packaging::load().unwrap();
         let debs: Vec<_> = packaging.family(Family::Deb).collect();
-        assert!(debs.len() >= 4, "debian12, debian13, ubuntu2204, ubuntu2404 expected");
+        assert!(
+            debs.len() >= 4,
+            "debian12, debian13, ubuntu2204, ubuntu2404 expected"
+        );
         for distro in debs {
             distro.validate_deb().unwrap();
         }
-        assert_eq!(packaging.find("debian12").unwrap().rust_packages, ["rustc-web", "rust-web-src"]);
+        assert_eq!(
+            packaging.find("debian12").unwrap().rust_packages,
+            ["rustc-web", "rust-web-src"]
+        );
     }
 
     #[test]
@@ -283,14 +295,37 @@ mod tests {
         const M: &str = "maintainer: A B <a@b.example>\n";
         for (text, expected) in [
             ("distros: [".to_owned(), "malformed"),
-            ("distros:\n  - {id: a, name: A, family: deb}\n".to_owned(), "malformed"),
-            ("maintainer: nobody\ndistros:\n  - {id: a, name: A, family: deb}\n".to_owned(), "Name <email"),
-            (format!("{M}distros:\n  - id: x\n    name: y\n    family: nix\n"), "malformed"),
-            (format!("{M}distros:\n  - id: a1\n    name: A\n    family: deb\n    codenmae: x\n"), "malformed"),
-            (format!("{M}release: 0\ndistros:\n  - {{id: a, name: A, family: deb}}\n"), "release: 0"),
+            (
+                "distros:\n  - {id: a, name: A, family: deb}\n".to_owned(),
+                "malformed",
+            ),
+            (
+                "maintainer: nobody\ndistros:\n  - {id: a, name: A, family: deb}\n".to_owned(),
+                "Name <email",
+            ),
+            (
+                format!("{M}distros:\n  - id: x\n    name: y\n    family: nix\n"),
+                "malformed",
+            ),
+            (
+                format!("{M}distros:\n  - id: a1\n    name: A\n    family: deb\n    codenmae: x\n"),
+                "malformed",
+            ),
+            (
+                format!("{M}release: 0\ndistros:\n  - {{id: a, name: A, family: deb}}\n"),
+                "release: 0",
+            ),
             (format!("{M}distros: []\n"), "no distros"),
-            (format!("{M}distros:\n  - {{id: Debian12, name: A, family: deb}}\n"), "lowercase"),
-            (format!("{M}distros:\n  - {{id: a, name: A, family: deb}}\n  - {{id: a, name: B, family: rpm}}\n"), "twice"),
+            (
+                format!("{M}distros:\n  - {{id: Debian12, name: A, family: deb}}\n"),
+                "lowercase",
+            ),
+            (
+                format!(
+                    "{M}distros:\n  - {{id: a, name: A, family: deb}}\n  - {{id: a, name: B, family: rpm}}\n"
+                ),
+                "twice",
+            ),
         ] {
             let error = format!("{:#}", Packaging::parse(&text).unwrap_err());
             assert!(error.contains(expected), "{text:?} gave {error}");
@@ -303,14 +338,27 @@ mod tests {
             "maintainer: A B <a@b.example>\ndistros:\n  - {id: deb1, name: A, family: deb, codename: x, rust_packages: [rustc], dkms_addon_build_depends: dh-sequence-dkms}\n",
         )
         .unwrap();
-        let error = packaging.find("deb1").unwrap().validate_deb().unwrap_err().to_string();
-        assert!(error.contains("deb1") && error.contains("standards_version"), "{error}");
+        let error = packaging
+            .find("deb1")
+            .unwrap()
+            .validate_deb()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("deb1") && error.contains("standards_version"),
+            "{error}"
+        );
     }
 
     #[test]
     fn an_rpm_entry_is_refused_for_deb() {
         let packaging = Packaging::parse(MINIMAL).unwrap();
-        let error = packaging.find("rhel9").unwrap().validate_deb().unwrap_err().to_string();
+        let error = packaging
+            .find("rhel9")
+            .unwrap()
+            .validate_deb()
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("rpm distribution"), "{error}");
     }
 }

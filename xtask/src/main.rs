@@ -72,8 +72,16 @@ struct DistArgs {
 
 /// `dist`: the two documented routes' source packages in one go.
 fn dist(args: &DistArgs) -> anyhow::Result<()> {
-    srpm::build_srpm_command(&srpm::BuildArgs { out: args.out.clone(), distro: None, release: None })?;
-    deb::build_deb_command(&deb::BuildDebArgs { out: args.out.clone(), distro: None, release: None })
+    srpm::build_srpm_command(&srpm::BuildArgs {
+        out: args.out.clone(),
+        distro: None,
+        release: None,
+    })?;
+    deb::build_deb_command(&deb::BuildDebArgs {
+        out: args.out.clone(),
+        distro: None,
+        release: None,
+    })
 }
 
 /// Bad input from the user or the packaging data (unknown distro, malformed

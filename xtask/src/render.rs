@@ -56,7 +56,10 @@ pub fn base_context(
 /// Renders (or copies) every file below `dir`, sorted by path.
 pub fn render_dir(dir: &Path, context: &tera::Context) -> Result<Vec<RenderedFile>> {
     if !dir.is_dir() {
-        bail!("template directory {} is missing; restore it from git", dir.display());
+        bail!(
+            "template directory {} is missing; restore it from git",
+            dir.display()
+        );
     }
     let mut sources = Vec::new();
     collect_files(dir, dir, &mut sources)?;
@@ -64,16 +67,26 @@ pub fn render_dir(dir: &Path, context: &tera::Context) -> Result<Vec<RenderedFil
     let mut rendered = Vec::with_capacity(sources.len());
     for relative in sources {
         let source = dir.join(&relative);
-        let relative = relative.to_str().with_context(|| format!("{} is not UTF-8", source.display()))?;
+        let relative = relative
+            .to_str()
+            .with_context(|| format!("{} is not UTF-8", source.display()))?;
         let (path, contents) = match relative.strip_suffix(".tera") {
             Some(stripped) => (stripped.to_owned(), render_file(&source, context)?),
             None => (
                 relative.to_owned(),
-                std::fs::read_to_string(&source)
-                    .with_context(|| format!("reading {}; packaging files must be UTF-8 text", source.display()))?,
+                std::fs::read_to_string(&source).with_context(|| {
+                    format!(
+                        "reading {}; packaging files must be UTF-8 text",
+                        source.display()
+                    )
+                })?,
             ),
         };
-        rendered.push(RenderedFile { path, contents, executable: is_executable(&source)? });
+        rendered.push(RenderedFile {
+            path,
+            contents,
+            executable: is_executable(&source)?,
+        });
     }
     Ok(rendered)
 }
@@ -81,14 +94,22 @@ pub fn render_dir(dir: &Path, context: &tera::Context) -> Result<Vec<RenderedFil
 /// Renders one template file.
 pub fn render_file(template: &Path, context: &tera::Context) -> Result<String> {
     let text = std::fs::read_to_string(template).with_context(|| {
-        format!("template {} is missing or unreadable; restore it from git", template.display())
+        format!(
+            "template {} is missing or unreadable; restore it from git",
+            template.display()
+        )
     })?;
     let name = template.to_string_lossy();
     let mut tera = tera::Tera::default();
     tera.autoescape_on(vec![]);
     tera.add_raw_template(&name, &text)
         .map_err(|e| anyhow::anyhow!("{}", tera_chain(&e)))
-        .with_context(|| format!("parsing template {}; fix its Tera syntax", template.display()))?;
+        .with_context(|| {
+            format!(
+                "parsing template {}; fix its Tera syntax",
+                template.display()
+            )
+        })?;
     tera.render(&name, context)
         .map_err(|e| anyhow::anyhow!("{}", tera_chain(&e)))
         .with_context(|| {
@@ -118,7 +139,11 @@ fn collect_files(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> 
         if path.is_dir() {
             collect_files(root, &path, out)?;
         } else {
-            out.push(path.strip_prefix(root).expect("walked below root").to_owned());
+            out.push(
+                path.strip_prefix(root)
+                    .expect("walked below root")
+                    .to_owned(),
+            );
         }
     }
     Ok(())
@@ -142,7 +167,9 @@ struct CivilDate {
 }
 
 const WEEKDAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
-const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
 
 impl CivilDate {
     fn from_epoch(seconds: u64) -> CivilDate {
@@ -198,10 +225,22 @@ mod tests {
     #[test]
     fn dates_match_known_values() {
         // `date -u -R -d @0`, `@951782400` (a leap day), `@1795305600`.
-        assert_eq!(CivilDate::from_epoch(0).rfc2822(), "Thu, 01 Jan 1970 00:00:00 +0000");
-        assert_eq!(CivilDate::from_epoch(951_782_400).rfc2822(), "Tue, 29 Feb 2000 00:00:00 +0000");
-        assert_eq!(CivilDate::from_epoch(1_795_318_245).rfc2822(), "Sun, 22 Nov 2026 03:30:45 +0000");
-        assert_eq!(CivilDate::from_epoch(1_795_318_245).rpm_changelog(), "Sun Nov 22 2026");
+        assert_eq!(
+            CivilDate::from_epoch(0).rfc2822(),
+            "Thu, 01 Jan 1970 00:00:00 +0000"
+        );
+        assert_eq!(
+            CivilDate::from_epoch(951_782_400).rfc2822(),
+            "Tue, 29 Feb 2000 00:00:00 +0000"
+        );
+        assert_eq!(
+            CivilDate::from_epoch(1_795_318_245).rfc2822(),
+            "Sun, 22 Nov 2026 03:30:45 +0000"
+        );
+        assert_eq!(
+            CivilDate::from_epoch(1_795_318_245).rpm_changelog(),
+            "Sun Nov 22 2026"
+        );
     }
 
     fn scratch(name: &str) -> PathBuf {
@@ -220,8 +259,17 @@ mod tests {
         context.insert("version", "9.9");
         context.insert("release", &3);
         let files = render_dir(&dir, &context).unwrap();
-        let got: Vec<_> = files.iter().map(|f| (f.path.as_str(), f.contents.as_str())).collect();
-        assert_eq!(got, [("b", "v=9.9 r=3\n"), ("sub/a.sh", "echo ${#x} {{ version }}\n")]);
+        let got: Vec<_> = files
+            .iter()
+            .map(|f| (f.path.as_str(), f.contents.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("b", "v=9.9 r=3\n"),
+                ("sub/a.sh", "echo ${#x} {{ version }}\n")
+            ]
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -230,10 +278,22 @@ mod tests {
         let dir = scratch("errors");
         std::fs::write(dir.join("x.tera"), "{{ distro.no_such_field }}").unwrap();
         let error = format!("{:#}", render_dir(&dir, &tera::Context::new()).unwrap_err());
-        assert!(error.contains("x.tera") && error.contains("distros.yaml"), "{error}");
-        let error = format!("{:#}", render_file(&dir.join("absent.tera"), &tera::Context::new()).unwrap_err());
-        assert!(error.contains("absent.tera") && error.contains("restore it from git"), "{error}");
-        let error = format!("{:#}", render_dir(&dir.join("nope"), &tera::Context::new()).unwrap_err());
+        assert!(
+            error.contains("x.tera") && error.contains("distros.yaml"),
+            "{error}"
+        );
+        let error = format!(
+            "{:#}",
+            render_file(&dir.join("absent.tera"), &tera::Context::new()).unwrap_err()
+        );
+        assert!(
+            error.contains("absent.tera") && error.contains("restore it from git"),
+            "{error}"
+        );
+        let error = format!(
+            "{:#}",
+            render_dir(&dir.join("nope"), &tera::Context::new()).unwrap_err()
+        );
         assert!(error.contains("missing"), "{error}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

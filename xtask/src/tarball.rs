@@ -48,11 +48,18 @@ impl Tarball {
 
     /// Adds a regular file at `path_in_tar` (relative to the prefix).
     /// Mode 0755 when `executable`, else 0644. Adding a path twice is an error.
-    pub fn add_file(&mut self, path_in_tar: &str, bytes: impl Into<Vec<u8>>, executable: bool) -> Result<()> {
+    pub fn add_file(
+        &mut self,
+        path_in_tar: &str,
+        bytes: impl Into<Vec<u8>>,
+        executable: bool,
+    ) -> Result<()> {
         check_relative(path_in_tar)?;
         let full = format!("{}/{}", self.prefix, path_in_tar);
         if self.entries.contains_key(&full) {
-            bail!("{full} added to the tarball twice (a template and a source file with the same name?)");
+            bail!(
+                "{full} added to the tarball twice (a template and a source file with the same name?)"
+            );
         }
         if self.entries.contains_key(&format!("{full}/")) {
             bail!("{full} is both a directory and a file in the tarball");
@@ -68,7 +75,13 @@ impl Tarball {
             self.entries.insert(key, Entry::Directory);
             parent = dir.parent();
         }
-        self.entries.insert(full, Entry::File { bytes: bytes.into(), executable });
+        self.entries.insert(
+            full,
+            Entry::File {
+                bytes: bytes.into(),
+                executable,
+            },
+        );
         Ok(())
     }
 
@@ -79,11 +92,18 @@ impl Tarball {
         let metadata = std::fs::metadata(source)
             .with_context(|| format!("reading {} for the tarball", source.display()))?;
         if !metadata.is_file() {
-            bail!("{} is not a regular file; only files go into the tarball", source.display());
+            bail!(
+                "{} is not a regular file; only files go into the tarball",
+                source.display()
+            );
         }
         let bytes = std::fs::read(source)
             .with_context(|| format!("reading {} for the tarball", source.display()))?;
-        self.add_file(path_in_tar, bytes, metadata.permissions().mode() & 0o111 != 0)
+        self.add_file(
+            path_in_tar,
+            bytes,
+            metadata.permissions().mode() & 0o111 != 0,
+        )
     }
 
     /// The finished `.tar.gz`, in memory.
@@ -96,7 +116,10 @@ impl Tarball {
         // Level 1: on the module sources (~130 KB of tar) it is ~20% larger
         // than level 6 (34 vs 28 KB) in a third of the time, which matters
         // for build-deb's 10 ms budget more than 6 KB do.
-        let gzip = GzBuilder::new().mtime(0).operating_system(255).write(Vec::new(), Compression::fast());
+        let gzip = GzBuilder::new()
+            .mtime(0)
+            .operating_system(255)
+            .write(Vec::new(), Compression::fast());
         let mut builder = tar::Builder::new(gzip);
         for (path, entry) in &self.entries {
             let mut header = tar::Header::new_gnu();
@@ -141,7 +164,11 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path
         .file_name()
         .with_context(|| format!("{} has no file name", path.display()))?;
-    let temp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
+    let temp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
     let result = (|| -> Result<()> {
         let mut file = std::fs::File::create(&temp)?;
         file.write_all(bytes)?;
@@ -154,7 +181,11 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     if let Err(error) = result {
         let _ = std::fs::remove_file(&temp);
         return Err(error).with_context(|| {
-            format!("writing {}; check that {} exists and is writable", path.display(), dir.display())
+            format!(
+                "writing {}; check that {} exists and is writable",
+                path.display(),
+                dir.display()
+            )
         });
     }
     Ok(())
@@ -164,7 +195,9 @@ fn check_relative(path: &str) -> Result<()> {
     if path.is_empty()
         || path.starts_with('/')
         || path.ends_with('/')
-        || path.split('/').any(|c| c.is_empty() || c == "." || c == "..")
+        || path
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
     {
         bail!("tarball path {path:?} must be relative, without `.`/`..` or empty components");
     }
@@ -180,7 +213,9 @@ mod tests {
         let mut tarball = Tarball::new("pkg-1.0");
         tarball.set_mtime(1_700_000_000);
         for (path, text, executable) in order {
-            tarball.add_file(path, text.as_bytes(), *executable).unwrap();
+            tarball
+                .add_file(path, text.as_bytes(), *executable)
+                .unwrap();
         }
         tarball
     }
@@ -213,25 +248,50 @@ mod tests {
 
     #[test]
     fn insertion_order_does_not_change_the_bytes() {
-        let a = sample(&[("b/x.c", "x", false), ("a", "a", false), ("b/run", "#!", true)]);
-        let b = sample(&[("b/run", "#!", true), ("a", "a", false), ("b/x.c", "x", false)]);
+        let a = sample(&[
+            ("b/x.c", "x", false),
+            ("a", "a", false),
+            ("b/run", "#!", true),
+        ]);
+        let b = sample(&[
+            ("b/run", "#!", true),
+            ("a", "a", false),
+            ("b/x.c", "x", false),
+        ]);
         assert_eq!(a.to_tar_gz().unwrap(), b.to_tar_gz().unwrap());
     }
 
     #[test]
     fn entries_are_sorted_owned_by_root_stamped_and_mode_normalised() {
-        let bytes = sample(&[("kmod/z.c", "z", false), ("debian/rules", "#!/usr/bin/make -f", true)])
-            .to_tar_gz()
-            .unwrap();
+        let bytes = sample(&[
+            ("kmod/z.c", "z", false),
+            ("debian/rules", "#!/usr/bin/make -f", true),
+        ])
+        .to_tar_gz()
+        .unwrap();
         let got = entries(&bytes);
         let paths: Vec<_> = got.iter().map(|e| e.0.as_str()).collect();
         assert_eq!(
             paths,
-            ["pkg-1.0/", "pkg-1.0/debian/", "pkg-1.0/debian/rules", "pkg-1.0/kmod/", "pkg-1.0/kmod/z.c"]
+            [
+                "pkg-1.0/",
+                "pkg-1.0/debian/",
+                "pkg-1.0/debian/rules",
+                "pkg-1.0/kmod/",
+                "pkg-1.0/kmod/z.c"
+            ]
         );
         for (path, mode, uid, gid, mtime, user, _) in &got {
-            assert_eq!((*uid, *gid, *mtime, user.as_str()), (0, 0, 1_700_000_000, "root"), "{path}");
-            let want = if path.ends_with('/') || path.ends_with("rules") { 0o755 } else { 0o644 };
+            assert_eq!(
+                (*uid, *gid, *mtime, user.as_str()),
+                (0, 0, 1_700_000_000, "root"),
+                "{path}"
+            );
+            let want = if path.ends_with('/') || path.ends_with("rules") {
+                0o755
+            } else {
+                0o644
+            };
             assert_eq!(*mode, want, "{path}");
         }
         assert_eq!(got[2].6, b"#!/usr/bin/make -f");
@@ -249,7 +309,11 @@ mod tests {
     fn long_paths_survive() {
         let long = format!("kmod/{}/file.c", "d".repeat(150));
         let bytes = sample(&[(long.as_str(), "x", false)]).to_tar_gz().unwrap();
-        assert!(entries(&bytes).iter().any(|e| e.0 == format!("pkg-1.0/{long}")));
+        assert!(
+            entries(&bytes)
+                .iter()
+                .any(|e| e.0 == format!("pkg-1.0/{long}"))
+        );
     }
 
     #[test]
@@ -260,7 +324,10 @@ mod tests {
         }
         tarball.add_file("a/b", "x", false).unwrap();
         assert!(tarball.add_file("a/b", "y", false).is_err());
-        assert!(tarball.add_file("a/b/c", "y", false).is_err(), "a/b is a file");
+        assert!(
+            tarball.add_file("a/b/c", "y", false).is_err(),
+            "a/b is a file"
+        );
     }
 
     #[test]
@@ -275,7 +342,10 @@ mod tests {
         let missing = dir.join("missing/out.tar.gz");
         let error = format!("{:#}", write_atomically(&missing, b"x").unwrap_err());
         assert!(error.contains("exists and is writable"), "{error}");
-        let leftovers: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let leftovers: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(leftovers, [std::ffi::OsString::from("out.tar.gz")]);
         std::fs::remove_dir_all(&dir).unwrap();
     }

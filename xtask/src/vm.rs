@@ -96,7 +96,9 @@ pub fn test_vm_command(args: &TestVmArgs) -> Result<()> {
     if test_vm(args)? {
         Ok(())
     } else {
-        bail!("test-vm: some scenarios failed (lines marked FAIL above; console logs under target/test-vm/<kernel>/console.log)")
+        bail!(
+            "test-vm: some scenarios failed (lines marked FAIL above; console logs under target/test-vm/<kernel>/console.log)"
+        )
     }
 }
 
@@ -120,7 +122,10 @@ fn test_vm(args: &TestVmArgs) -> Result<bool> {
             Err(e) => {
                 // A setup failure fails every scenario of this kernel.
                 println!("  FAIL setup: {e:#}");
-                Outcome { passed: 0, failed: SCENARIOS.len() }
+                Outcome {
+                    passed: 0,
+                    failed: SCENARIOS.len(),
+                }
             }
         };
         let line = format!("{} passed, {} failed", outcome.passed, outcome.failed);
@@ -190,13 +195,17 @@ fn nvidia_src() -> Result<PathBuf> {
         .context("running bash ci/fetch-nvidia-src.sh")?;
     let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     if !out.status.success() || !dir.join("nvidia/nv-p2p.h").is_file() {
-        bail!("ci/fetch-nvidia-src.sh did not provide nvidia/nv-p2p.h; run: sudo bash ci/setup-host.sh (needs bookworm contrib)");
+        bail!(
+            "ci/fetch-nvidia-src.sh did not provide nvidia/nv-p2p.h; run: sudo bash ci/setup-host.sh (needs bookworm contrib)"
+        );
     }
     Ok(dir)
 }
 
 fn run(cmd: &mut Command, what: &str) -> Result<()> {
-    let out = cmd.output().with_context(|| format!("{what}: cannot run {cmd:?}"))?;
+    let out = cmd
+        .output()
+        .with_context(|| format!("{what}: cannot run {cmd:?}"))?;
     if !out.status.success() {
         let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
         text.push_str(&String::from_utf8_lossy(&out.stderr));
@@ -210,18 +219,28 @@ fn run(cmd: &mut Command, what: &str) -> Result<()> {
 fn prepare_and_boot(kver: &str, cache: &Path, nv_src: &Path, args: &TestVmArgs) -> Result<Outcome> {
     let kdir = PathBuf::from(format!("/usr/src/linux-headers-{kver}"));
     if !kdir.join("Makefile").is_file() {
-        bail!("no headers at {}: install linux-headers-{kver} (sudo bash ci/setup-host.sh)", kdir.display());
+        bail!(
+            "no headers at {}: install linux-headers-{kver} (sudo bash ci/setup-host.sh)",
+            kdir.display()
+        );
     }
     let work = workspace::path(&format!("target/test-vm/{kver}"));
     fs::create_dir_all(&work)?;
 
     let t = Instant::now();
     let vmlinuz = kernel_image(kver, cache)?;
-    println!("  [{kver}] kernel image {} ({:.1} s)", vmlinuz.display(), t.elapsed().as_secs_f64());
+    println!(
+        "  [{kver}] kernel image {} ({:.1} s)",
+        vmlinuz.display(),
+        t.elapsed().as_secs_f64()
+    );
 
     let t = Instant::now();
     let mods = build_doubles(kver, &kdir, &work, nv_src)?;
-    println!("  [{kver}] test doubles and scenario driver built ({:.1} s)", t.elapsed().as_secs_f64());
+    println!(
+        "  [{kver}] test doubles and scenario driver built ({:.1} s)",
+        t.elapsed().as_secs_f64()
+    );
 
     let t = Instant::now();
     let module = match &args.prebuilt {
@@ -234,9 +253,14 @@ fn prepare_and_boot(kver: &str, cache: &Path, nv_src: &Path, args: &TestVmArgs) 
             ko
         }
         None => {
-            println!("  [{kver}] building nv_peer_mem.ko against the doubles (first build per kernel compiles core: ~1 min)");
+            println!(
+                "  [{kver}] building nv_peer_mem.ko against the doubles (first build per kernel compiles core: ~1 min)"
+            );
             let ko = build_module(kver, &kdir, &work, &mods, Variant::Doubles)?;
-            println!("  [{kver}] nv_peer_mem.ko built ({:.1} s)", t.elapsed().as_secs_f64());
+            println!(
+                "  [{kver}] nv_peer_mem.ko built ({:.1} s)",
+                t.elapsed().as_secs_f64()
+            );
             ko
         }
     };
@@ -245,7 +269,13 @@ fn prepare_and_boot(kver: &str, cache: &Path, nv_src: &Path, args: &TestVmArgs) 
     // detection of the persistent API, not the module under test.
     let no_persistent = build_module(kver, &kdir, &work, &mods, Variant::NoPersistentApi)?;
     let initrd = make_initramfs(&work, &mods, &module, &no_persistent)?;
-    boot(kver, &vmlinuz, &initrd, &work, Duration::from_secs(args.timeout))
+    boot(
+        kver,
+        &vmlinuz,
+        &initrd,
+        &work,
+        Duration::from_secs(args.timeout),
+    )
 }
 
 /// vmlinuz of linux-image-<kver>-unsigned at exactly the installed headers'
@@ -263,17 +293,26 @@ fn kernel_image(kver: &str, cache: &Path) -> Result<PathBuf> {
     let deb = match deb {
         Some(d) => d,
         None => {
-            println!("  [{kver}] downloading {pkg}={version} (once; cached in {})", cache.display());
+            println!(
+                "  [{kver}] downloading {pkg}={version} (once; cached in {})",
+                cache.display()
+            );
             // apt's _apt sandbox user may not write to the cache: download as us.
             run(
                 Command::new("apt-get")
                     .args(["download", "-q", "-o", "APT::Sandbox::User=root"])
                     .arg(format!("{pkg}={version}"))
                     .current_dir(cache),
-                &format!("apt-get download {pkg}={version} (run `sudo apt-get update`; the 6.12 kernel needs bookworm-backports from ci/apt-sources.sh)"),
+                &format!(
+                    "apt-get download {pkg}={version} (run `sudo apt-get update`; the 6.12 kernel needs bookworm-backports from ci/apt-sources.sh)"
+                ),
             )?;
-            find_deb(cache, &pkg, &version)?
-                .with_context(|| format!("apt-get download left no {pkg} {version} .deb in {}", cache.display()))?
+            find_deb(cache, &pkg, &version)?.with_context(|| {
+                format!(
+                    "apt-get download left no {pkg} {version} .deb in {}",
+                    cache.display()
+                )
+            })?
         }
     };
     let dir = cache.join(kver);
@@ -296,7 +335,9 @@ fn kernel_image(kver: &str, cache: &Path) -> Result<PathBuf> {
 }
 
 fn dpkg_version(pkg: &str) -> Result<String> {
-    let out = Command::new("dpkg-query").args(["-W", "-f=${Version}", pkg]).output()?;
+    let out = Command::new("dpkg-query")
+        .args(["-W", "-f=${Version}", pkg])
+        .output()?;
     let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if !out.status.success() || v.is_empty() {
         bail!("{pkg} is not installed: run sudo bash ci/setup-host.sh");
@@ -307,11 +348,19 @@ fn dpkg_version(pkg: &str) -> Result<String> {
 fn find_deb(cache: &Path, pkg: &str, version: &str) -> Result<Option<PathBuf>> {
     for entry in fs::read_dir(cache)? {
         let path = entry?.path();
-        let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         if !name.starts_with(&format!("{pkg}_")) || !name.ends_with(".deb") {
             continue;
         }
-        let out = Command::new("dpkg-deb").args(["-f"]).arg(&path).arg("Version").output()?;
+        let out = Command::new("dpkg-deb")
+            .args(["-f"])
+            .arg(&path)
+            .arg("Version")
+            .output()?;
         if String::from_utf8_lossy(&out.stdout).trim() == version {
             return Ok(Some(path));
         }
@@ -370,7 +419,10 @@ struct Doubles {
 
 fn kbuild(kdir: &Path, dir: &Path, vars: &[(&str, String)], what: &str) -> Result<()> {
     let mut cmd = Command::new("make");
-    cmd.arg("-C").arg(kdir).arg(format!("M={}", dir.display())).arg("modules");
+    cmd.arg("-C")
+        .arg(kdir)
+        .arg(format!("M={}", dir.display()))
+        .arg("modules");
     for (k, v) in vars {
         cmd.arg(format!("{k}={v}"));
     }
@@ -382,10 +434,18 @@ fn build_doubles(kver: &str, kdir: &Path, work: &Path, nv_src: &Path) -> Result<
     sync_tree(&workspace::path("kmod/tests/vm"), &src, &["guest"])?;
     let nv_inc = nv_src.join("nvidia");
     let ofa_inc = workspace::path("kmod/compat/mofed");
-    kbuild(kdir, &src.join("nv_p2p_double"), &[("NVPM_NV_INC", nv_inc.display().to_string())],
-        &format!("building nv_p2p_double.ko for {kver}"))?;
-    kbuild(kdir, &src.join("peer_core_double"), &[("NVPM_OFA_INC", ofa_inc.display().to_string())],
-        &format!("building peer_core_double.ko for {kver}"))?;
+    kbuild(
+        kdir,
+        &src.join("nv_p2p_double"),
+        &[("NVPM_NV_INC", nv_inc.display().to_string())],
+        &format!("building nv_p2p_double.ko for {kver}"),
+    )?;
+    kbuild(
+        kdir,
+        &src.join("peer_core_double"),
+        &[("NVPM_OFA_INC", ofa_inc.display().to_string())],
+        &format!("building peer_core_double.ko for {kver}"),
+    )?;
     let nv_symvers = src.join("nv_p2p_double/Module.symvers");
     let core_symvers = src.join("peer_core_double/Module.symvers");
     kbuild(
@@ -394,18 +454,27 @@ fn build_doubles(kver: &str, kdir: &Path, work: &Path, nv_src: &Path) -> Result<
         &[
             ("NVPM_NV_INC", nv_inc.display().to_string()),
             ("NVPM_OFA_INC", ofa_inc.display().to_string()),
-            ("KBUILD_EXTRA_SYMBOLS", format!("{} {}", nv_symvers.display(), core_symvers.display())),
+            (
+                "KBUILD_EXTRA_SYMBOLS",
+                format!("{} {}", nv_symvers.display(), core_symvers.display()),
+            ),
         ],
         &format!("building nvpm_scenarios.ko for {kver}"),
     )?;
     let ofa_dir = work.join("ofa_kernel");
-    sync_file(&ofa_inc.join("rdma/peer_mem.h"), &ofa_dir.join("include/rdma/peer_mem.h"))?;
+    sync_file(
+        &ofa_inc.join("rdma/peer_mem.h"),
+        &ofa_dir.join("include/rdma/peer_mem.h"),
+    )?;
     sync_file(&core_symvers, &ofa_dir.join("Module.symvers"))?;
     let nv_dir = work.join("nvidia_src");
     sync_file(&nv_inc.join("nv-p2p.h"), &nv_dir.join("nvidia/nv-p2p.h"))?;
     sync_file(&nv_symvers, &nv_dir.join("Module.symvers"))?;
     let nv_dir_no_persistent = work.join("nvidia_src_no_persistent");
-    sync_file(&workspace::path("kmod/compat/nvidia/nv-p2p.h"), &nv_dir_no_persistent.join("nvidia/nv-p2p.h"))?;
+    sync_file(
+        &workspace::path("kmod/compat/nvidia/nv-p2p.h"),
+        &nv_dir_no_persistent.join("nvidia/nv-p2p.h"),
+    )?;
     sync_file(&nv_symvers, &nv_dir_no_persistent.join("Module.symvers"))?;
     Ok(Doubles {
         nv_ko: src.join("nv_p2p_double/nv_p2p_double.ko"),
@@ -430,7 +499,13 @@ enum Variant {
 /// Builds nv_peer_mem.ko with kmod/'s own Makefile, in a per-kernel copy of
 /// kmod/ (so kernels do not clean each other's objects, a warm rerun is
 /// incremental, and a build in the developer's kmod/ is left alone).
-fn build_module(kver: &str, kdir: &Path, work: &Path, d: &Doubles, variant: Variant) -> Result<PathBuf> {
+fn build_module(
+    kver: &str,
+    kdir: &Path,
+    work: &Path,
+    d: &Doubles,
+    variant: Variant,
+) -> Result<PathBuf> {
     let kmod = workspace::path("kmod");
     if !kmod.join("Makefile").is_file() {
         bail!("kmod/Makefile does not exist yet: nothing to test");
@@ -442,7 +517,10 @@ fn build_module(kver: &str, kdir: &Path, work: &Path, d: &Doubles, variant: Vari
     sync_tree(&kmod, &copy, &["tests", "build", "target"])?;
     // The Makefile reads the version from ../Cargo.toml or, in packaged
     // trees, from kmod/VERSION: this copy is such a tree.
-    sync_bytes(&copy.join("VERSION"), format!("{}\n", workspace::VERSION).as_bytes())?;
+    sync_bytes(
+        &copy.join("VERSION"),
+        format!("{}\n", workspace::VERSION).as_bytes(),
+    )?;
     let mut cmd = Command::new("make");
     cmd.arg("-C")
         .arg(&copy)
@@ -450,7 +528,10 @@ fn build_module(kver: &str, kdir: &Path, work: &Path, d: &Doubles, variant: Vari
         .arg(format!("KDIR={}", kdir.display()))
         .arg(format!("OFA_KERNEL={}", d.ofa_dir.display()))
         .arg(format!("NV_SRC={}", nv_dir.display()));
-    run(&mut cmd, &format!("make -C kmod KVER={kver} (nv_peer_mem.ko against the test doubles)"))?;
+    run(
+        &mut cmd,
+        &format!("make -C kmod KVER={kver} (nv_peer_mem.ko against the test doubles)"),
+    )?;
     let ko = copy.join("nv_peer_mem.ko");
     if !ko.is_file() {
         bail!("make succeeded but left no {}", ko.display());
@@ -468,7 +549,12 @@ fn sync_bytes(to: &Path, data: &[u8]) -> Result<()> {
 /// busybox-static, the guest's init script and the modules (the doubles,
 /// the scenario driver, nv_peer_mem.ko and its no-persistent-API build), as an
 /// uncompressed newc cpio (the kernel unpacks it before init runs).
-fn make_initramfs(work: &Path, d: &Doubles, module: &Path, no_persistent: &Path) -> Result<PathBuf> {
+fn make_initramfs(
+    work: &Path,
+    d: &Doubles,
+    module: &Path,
+    no_persistent: &Path,
+) -> Result<PathBuf> {
     let busybox = Path::new("/bin/busybox");
     let is_static = Command::new("sh")
         .arg("-c")
@@ -485,7 +571,10 @@ fn make_initramfs(work: &Path, d: &Doubles, module: &Path, no_persistent: &Path)
         fs::create_dir_all(root.join(dir))?;
     }
     fs::copy(busybox, root.join("bin/busybox"))?;
-    fs::copy(workspace::path("kmod/tests/vm/guest/init"), root.join("init"))?;
+    fs::copy(
+        workspace::path("kmod/tests/vm/guest/init"),
+        root.join("init"),
+    )?;
     for (from, name) in [
         (&d.nv_ko, "nv_p2p_double.ko"),
         (&d.core_ko, "peer_core_double.ko"),
@@ -496,16 +585,20 @@ fn make_initramfs(work: &Path, d: &Doubles, module: &Path, no_persistent: &Path)
         fs::copy(from, root.join("lib/nvpm").join(name))
             .with_context(|| format!("copying {}", from.display()))?;
     }
-    run(Command::new("chmod").args(["0755"]).arg(root.join("init")).arg(root.join("bin/busybox")), "chmod")?;
+    run(
+        Command::new("chmod")
+            .args(["0755"])
+            .arg(root.join("init"))
+            .arg(root.join("bin/busybox")),
+        "chmod",
+    )?;
     let cpio = work.join("initramfs.cpio");
     run(
-        Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "cd '{}' && find . | LC_ALL=C sort | cpio --quiet -o -H newc -R 0:0 > '{}'",
-                root.display(),
-                cpio.display()
-            )),
+        Command::new("sh").arg("-c").arg(format!(
+            "cd '{}' && find . | LC_ALL=C sort | cpio --quiet -o -H newc -R 0:0 > '{}'",
+            root.display(),
+            cpio.display()
+        )),
         "packing the initramfs with cpio (apt-get install cpio)",
     )?;
     Ok(cpio)
@@ -516,7 +609,13 @@ enum Event {
     Eof,
 }
 
-fn boot(kver: &str, vmlinuz: &Path, initrd: &Path, work: &Path, bound: Duration) -> Result<Outcome> {
+fn boot(
+    kver: &str,
+    vmlinuz: &Path,
+    initrd: &Path,
+    work: &Path,
+    bound: Duration,
+) -> Result<Outcome> {
     let log_path = work.join("console.log");
     let mut log = fs::File::create(&log_path)?;
     // slub_debug=FZP: sanity checks, red zones and poisoning, so a double
@@ -525,9 +624,14 @@ fn boot(kver: &str, vmlinuz: &Path, initrd: &Path, work: &Path, bound: Duration)
     // QEMU at once. loglevel=5: warnings and worse reach the console as
     // they happen; init dumps the full dmesg at the end.
     let append = "console=ttyS0 panic=-1 oops=panic loglevel=5 slub_debug=FZP";
-    println!("  [{kver}] booting qemu-system-x86_64 (TCG, 2 vCPUs); console log: {}", log_path.display());
+    println!(
+        "  [{kver}] booting qemu-system-x86_64 (TCG, 2 vCPUs); console log: {}",
+        log_path.display()
+    );
     let mut child = Command::new("qemu-system-x86_64")
-        .args(["-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "2", "-kernel"])
+        .args([
+            "-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "2", "-kernel",
+        ])
         .arg(vmlinuz)
         .arg("-initrd")
         .arg(initrd)
@@ -551,7 +655,9 @@ fn boot(kver: &str, vmlinuz: &Path, initrd: &Path, work: &Path, bound: Duration)
                 match reader.read_until(b'\n', &mut buf) {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {
-                        let line = String::from_utf8_lossy(&buf).trim_end_matches(['\r', '\n']).to_string();
+                        let line = String::from_utf8_lossy(&buf)
+                            .trim_end_matches(['\r', '\n'])
+                            .to_string();
                         if tx.send(Event::Line(line)).is_err() {
                             break;
                         }
@@ -577,9 +683,15 @@ fn boot(kver: &str, vmlinuz: &Path, initrd: &Path, work: &Path, bound: Duration)
         let limit = if booted { bound } else { BOOT_BOUND };
         if start.elapsed() > limit {
             failure = Some(if booted {
-                format!("guest did not finish within {} s (stuck after \"{last_scenario}\")", bound.as_secs())
+                format!(
+                    "guest did not finish within {} s (stuck after \"{last_scenario}\")",
+                    bound.as_secs()
+                )
             } else {
-                format!("kernel did not boot to init within {} s", BOOT_BOUND.as_secs())
+                format!(
+                    "kernel did not boot to init within {} s",
+                    BOOT_BOUND.as_secs()
+                )
             });
             break;
         }
@@ -589,8 +701,11 @@ fn boot(kver: &str, vmlinuz: &Path, initrd: &Path, work: &Path, bound: Duration)
                 last_output = Instant::now();
                 if line.contains("NVPMTEST-BOOTED") {
                     booted = true;
-                    println!("  [{kver}] booted in {:.1} s: {}", start.elapsed().as_secs_f64(),
-                        line.split("NVPMTEST-BOOTED").nth(1).unwrap_or("").trim());
+                    println!(
+                        "  [{kver}] booted in {:.1} s: {}",
+                        start.elapsed().as_secs_f64(),
+                        line.split("NVPMTEST-BOOTED").nth(1).unwrap_or("").trim()
+                    );
                 } else if let Some(rest) = line.split("NVPMTEST-SUMMARY ").nth(1) {
                     guest_summary = Some(rest.trim().to_string());
                 } else if line.contains("NVPMTEST-END") {
@@ -619,7 +734,10 @@ fn boot(kver: &str, vmlinuz: &Path, initrd: &Path, work: &Path, bound: Duration)
             Ok(Event::Eof) => eofs += 1,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if last_output.elapsed() > QUIET_NOTICE {
-                    println!("  [{kver}] ... still running after \"{last_scenario}\" ({:.0} s)", start.elapsed().as_secs_f64());
+                    println!(
+                        "  [{kver}] ... still running after \"{last_scenario}\" ({:.0} s)",
+                        start.elapsed().as_secs_f64()
+                    );
                     last_output = Instant::now();
                 }
             }
@@ -650,17 +768,28 @@ fn boot(kver: &str, vmlinuz: &Path, initrd: &Path, work: &Path, bound: Duration)
             Some((false, _)) => failed += 1,
             None => {
                 failed += 1;
-                println!("  FAIL {name}: did not run{}", failure.as_ref().map(|f| format!(" ({f})")).unwrap_or_default());
+                println!(
+                    "  FAIL {name}: did not run{}",
+                    failure
+                        .as_ref()
+                        .map(|f| format!(" ({f})"))
+                        .unwrap_or_default()
+                );
             }
         }
     }
-    for (name, _) in results.iter().filter(|(n, _)| !SCENARIOS.contains(&n.as_str())) {
+    for (name, _) in results
+        .iter()
+        .filter(|(n, _)| !SCENARIOS.contains(&n.as_str()))
+    {
         println!("  note: the guest reported an unlisted scenario \"{name}\"");
     }
     // The console as a whole is one more check.
     if splats.is_empty() && failure.is_none() {
         passed += 1;
-        println!("  PASS console: no WARNING/BUG/Oops/Unknown symbol/version/refcount/lockdep/slub report");
+        println!(
+            "  PASS console: no WARNING/BUG/Oops/Unknown symbol/version/refcount/lockdep/slub report"
+        );
     } else {
         failed += 1;
         if let Some(f) = &failure {
@@ -670,7 +799,11 @@ fn boot(kver: &str, vmlinuz: &Path, initrd: &Path, work: &Path, bound: Duration)
             println!("  FAIL console: {s}");
         }
         if splats.len() > 5 {
-            println!("  FAIL console: ... {} more splat lines in {}", splats.len() - 5, log_path.display());
+            println!(
+                "  FAIL console: ... {} more splat lines in {}",
+                splats.len() - 5,
+                log_path.display()
+            );
         }
     }
     if let Some(s) = guest_summary {

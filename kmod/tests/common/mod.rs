@@ -21,7 +21,9 @@
 #![allow(dead_code)]
 
 use nv_peer_mem::errno::{EINVAL, ENOMEM, Errno};
-use nv_peer_mem::platform::{NVIDIA_P2P_DMA_MAPPING_VERSION, NVIDIA_P2P_PAGE_SIZE_64KB, SavedSgTable};
+use nv_peer_mem::platform::{
+    NVIDIA_P2P_DMA_MAPPING_VERSION, NVIDIA_P2P_PAGE_SIZE_64KB, SavedSgTable,
+};
 use nv_peer_mem::{Acquired, ClientKind, Driver, FreeCallback, Level, Platform, RegistrationStyle};
 use std::alloc::Layout;
 use std::cell::UnsafeCell;
@@ -70,17 +72,30 @@ pub enum Op {
 /// One platform call, as recorded (at entry, whatever its outcome).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Call {
-    GetPages { va: u64, len: u64, callback: FreeCallback },
-    PutPages { va: u64 },
-    GetPagesPersistent { va: u64, len: u64 },
-    PutPagesPersistent { va: u64 },
+    GetPages {
+        va: u64,
+        len: u64,
+        callback: FreeCallback,
+    },
+    PutPages {
+        va: u64,
+    },
+    GetPagesPersistent {
+        va: u64,
+        len: u64,
+    },
+    PutPagesPersistent {
+        va: u64,
+    },
     PageSize,
     DmaMap,
     DmaUnmap,
     MappingVersion,
     FreeDmaMapping,
     FreePageTable,
-    SgFill { page_size: u64 },
+    SgFill {
+        page_size: u64,
+    },
     SgMatches,
     SgFree,
     Invalidate(u64),
@@ -235,7 +250,11 @@ impl State {
     fn pt_index(&mut self, h: *mut c_void, what: &str) -> Option<usize> {
         let a = h.addr();
         let i = a.wrapping_sub(PT_BASE) / HANDLE_STRIDE;
-        if a < PT_BASE || !(a - PT_BASE).is_multiple_of(HANDLE_STRIDE) || i == 0 || i > self.page_tables.len() {
+        if a < PT_BASE
+            || !(a - PT_BASE).is_multiple_of(HANDLE_STRIDE)
+            || i == 0
+            || i > self.page_tables.len()
+        {
             self.violation(format!("{what}: unknown page table handle {a:#x}"));
             return None;
         }
@@ -245,7 +264,11 @@ impl State {
     fn map_index(&mut self, h: *mut c_void, what: &str) -> Option<usize> {
         let a = h.addr();
         let i = a.wrapping_sub(MAP_BASE) / HANDLE_STRIDE;
-        if a < MAP_BASE || !(a - MAP_BASE).is_multiple_of(HANDLE_STRIDE) || i == 0 || i > self.mappings.len() {
+        if a < MAP_BASE
+            || !(a - MAP_BASE).is_multiple_of(HANDLE_STRIDE)
+            || i == 0
+            || i > self.mappings.len()
+        {
             self.violation(format!("{what}: unknown dma mapping handle {a:#x}"));
             return None;
         }
@@ -254,21 +277,45 @@ impl State {
 
     fn is_gpu(&self, va: u64, len: u64) -> bool {
         let (va, len) = (va as u128, len as u128);
-        self.gpu.iter().any(|&(s, l)| s as u128 <= va && va + len <= s as u128 + l)
+        self.gpu
+            .iter()
+            .any(|&(s, l)| s as u128 <= va && va + len <= s as u128 + l)
     }
 
-    fn new_pt(&mut self, va: u64, len: u64, persistent: bool, callback: Option<(FreeCallback, usize)>) -> *mut c_void {
-        self.page_tables.push(PageTable { va, len, persistent, callback, state: PtState::Live, freed_by: None });
+    fn new_pt(
+        &mut self,
+        va: u64,
+        len: u64,
+        persistent: bool,
+        callback: Option<(FreeCallback, usize)>,
+    ) -> *mut c_void {
+        self.page_tables.push(PageTable {
+            va,
+            len,
+            persistent,
+            callback,
+            state: PtState::Live,
+            freed_by: None,
+        });
         std::ptr::without_provenance_mut(PT_BASE + self.page_tables.len() * HANDLE_STRIDE)
     }
 
     fn live_mappings_of(&self, pt: usize) -> usize {
-        self.mappings.iter().filter(|m| m.live && m.pt == pt).count()
+        self.mappings
+            .iter()
+            .filter(|m| m.live && m.pt == pt)
+            .count()
     }
 
     fn put(&mut self, va: u64, h: *mut c_void, persistent: bool) -> Result<(), Errno> {
-        let what = if persistent { "put_pages_persistent" } else { "put_pages" };
-        let Some(i) = self.pt_index(h, what) else { return Err(EINVAL) };
+        let what = if persistent {
+            "put_pages_persistent"
+        } else {
+            "put_pages"
+        };
+        let Some(i) = self.pt_index(h, what) else {
+            return Err(EINVAL);
+        };
         let pt = self.page_tables[i].clone();
         match pt.state {
             PtState::Live => {
@@ -277,7 +324,10 @@ impl State {
                     return Err(EINVAL);
                 }
                 if pt.va != va {
-                    self.violation(format!("{what}: va {va:#x} is not the page table's {:#x}", pt.va));
+                    self.violation(format!(
+                        "{what}: va {va:#x} is not the page table's {:#x}",
+                        pt.va
+                    ));
                     return Err(EINVAL);
                 }
                 if self.live_mappings_of(i) != 0 {
@@ -331,7 +381,10 @@ impl Sim {
     }
 
     fn driver(&self) -> Arc<Driver<Sim>> {
-        self.driver.get().and_then(Weak::upgrade).expect("driver alive")
+        self.driver
+            .get()
+            .and_then(Weak::upgrade)
+            .expect("driver alive")
     }
 
     /// Runs a pending `free_before` hook for the next occurrence of `op`.
@@ -355,7 +408,10 @@ impl Sim {
             let t = std::thread::spawn(move || drv.platform().cuda_free(va));
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
             while self.lock().invalidations.len() == seen && !t.is_finished() {
-                assert!(std::time::Instant::now() < deadline, "free callback did not reach invalidate");
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "free callback did not reach invalidate"
+                );
                 std::thread::yield_now();
             }
             self.background.lock().unwrap().push(t);
@@ -455,7 +511,11 @@ impl Sim {
     pub fn cuda_free_unlink(&self, va: u64) -> Vec<(FreeCallback, usize)> {
         {
             let mut st = self.lock();
-            let i = st.gpu.iter().position(|&(s, _)| s == va).expect("cuda_free of an allocation");
+            let i = st
+                .gpu
+                .iter()
+                .position(|&(s, _)| s == va)
+                .expect("cuda_free of an allocation");
             let (s, l) = st.gpu.remove(i);
             let (s, e) = (s as u128, s as u128 + l);
             let mut cbs = Vec::new();
@@ -475,8 +535,12 @@ impl Sim {
         for (callback, data) in callbacks {
             match callback {
                 // `data` is the ticket the logic gave p2p_get_pages.
-                FreeCallback::Invalidate => self.driver().free_callback(std::ptr::without_provenance_mut(data)),
-                FreeCallback::Probe => self.driver().probe_free_callback(std::ptr::without_provenance_mut(data)),
+                FreeCallback::Invalidate => self
+                    .driver()
+                    .free_callback(std::ptr::without_provenance_mut(data)),
+                FreeCallback::Probe => self
+                    .driver()
+                    .probe_free_callback(std::ptr::without_provenance_mut(data)),
             }
         }
     }
@@ -494,7 +558,11 @@ impl Sim {
         self.lock().logs.clone()
     }
     pub fn errors_logged(&self) -> usize {
-        self.lock().logs.iter().filter(|l| l.0 == Level::Error).count()
+        self.lock()
+            .logs
+            .iter()
+            .filter(|l| l.0 == Level::Error)
+            .count()
     }
     pub fn violations(&self) -> Vec<String> {
         self.lock().violations.clone()
@@ -512,7 +580,11 @@ impl Sim {
         self.lock().sg.clone()
     }
     pub fn live_page_tables(&self) -> usize {
-        self.lock().page_tables.iter().filter(|p| p.state != PtState::Freed).count()
+        self.lock()
+            .page_tables
+            .iter()
+            .filter(|p| p.state != PtState::Freed)
+            .count()
     }
     pub fn live_mappings(&self) -> usize {
         self.lock().mappings.iter().filter(|m| m.live).count()
@@ -556,33 +628,62 @@ impl Sim {
         let st = self.lock();
         assert!(st.violations.is_empty(), "violations: {:#?}", st.violations);
         assert_eq!(st.stale_calls, 0, "calls on already freed page tables");
-        let pts: Vec<_> = st.page_tables.iter().filter(|p| p.state != PtState::Freed).collect();
+        let pts: Vec<_> = st
+            .page_tables
+            .iter()
+            .filter(|p| p.state != PtState::Freed)
+            .collect();
         assert!(pts.is_empty(), "page tables leaked: {pts:?}");
         let maps: Vec<_> = st.mappings.iter().filter(|m| m.live).collect();
         assert!(maps.is_empty(), "dma mappings leaked: {maps:?}");
-        assert_eq!(st.sg.iter().filter(|s| s.live).count(), 0, "sg tables leaked");
-        assert!(st.contexts.is_empty(), "contexts leaked: {}", st.contexts.len());
+        assert_eq!(
+            st.sg.iter().filter(|s| s.live).count(),
+            0,
+            "sg tables leaked"
+        );
+        assert!(
+            st.contexts.is_empty(),
+            "contexts leaked: {}",
+            st.contexts.len()
+        );
         assert_eq!(st.context_allocs, st.context_frees);
         assert_eq!(st.module_refs, 0, "module references left");
         drop(st);
         let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
-        assert!(registry.live.is_empty(), "tickets left registered: {:?}", registry.live.keys());
+        assert!(
+            registry.live.is_empty(),
+            "tickets left registered: {:?}",
+            registry.live.keys()
+        );
     }
 
     /// Registered tickets.
     pub fn registered_tickets(&self) -> usize {
-        self.registry.lock().unwrap_or_else(|e| e.into_inner()).live.len()
+        self.registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .live
+            .len()
     }
 }
 
 impl Platform for Sim {
-    fn p2p_get_pages(&self, va: u64, len: u64, slot: &AtomicPtr<c_void>, callback: FreeCallback, data: *mut c_void) -> Result<(), Errno> {
+    fn p2p_get_pages(
+        &self,
+        va: u64,
+        len: u64,
+        slot: &AtomicPtr<c_void>,
+        callback: FreeCallback,
+        data: *mut c_void,
+    ) -> Result<(), Errno> {
         self.hook(Op::GetPages);
         let mut st = self.lock();
         st.calls.push(Call::GetPages { va, len, callback });
         st.inject(Op::GetPages)?;
         if !va.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) || len == 0 {
-            st.violation(format!("get_pages: range {va:#x}+{len:#x} not on 64 KiB pages"));
+            st.violation(format!(
+                "get_pages: range {va:#x}+{len:#x} not on 64 KiB pages"
+            ));
             return Err(EINVAL);
         }
         if callback == FreeCallback::Invalidate && data.is_null() {
@@ -605,13 +706,20 @@ impl Platform for Sim {
         st.put(va, page_table, false)
     }
 
-    fn p2p_get_pages_persistent(&self, va: u64, len: u64, slot: &AtomicPtr<c_void>) -> Result<(), Errno> {
+    fn p2p_get_pages_persistent(
+        &self,
+        va: u64,
+        len: u64,
+        slot: &AtomicPtr<c_void>,
+    ) -> Result<(), Errno> {
         self.hook(Op::GetPagesPersistent);
         let mut st = self.lock();
         st.calls.push(Call::GetPagesPersistent { va, len });
         st.inject(Op::GetPagesPersistent)?;
         if !va.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) || len == 0 {
-            st.violation(format!("get_pages_persistent: range {va:#x}+{len:#x} not on 64 KiB pages"));
+            st.violation(format!(
+                "get_pages_persistent: range {va:#x}+{len:#x} not on 64 KiB pages"
+            ));
             return Err(EINVAL);
         }
         if !st.is_gpu(va, len) {
@@ -641,12 +749,18 @@ impl Platform for Sim {
         st.page_size_type
     }
 
-    fn p2p_dma_map(&self, pci_dev: *mut c_void, page_table: *mut c_void) -> Result<*mut c_void, Errno> {
+    fn p2p_dma_map(
+        &self,
+        pci_dev: *mut c_void,
+        page_table: *mut c_void,
+    ) -> Result<*mut c_void, Errno> {
         self.hook(Op::DmaMap);
         let mut st = self.lock();
         st.calls.push(Call::DmaMap);
         st.inject(Op::DmaMap)?;
-        let Some(i) = st.pt_index(page_table, "dma_map") else { return Err(EINVAL) };
+        let Some(i) = st.pt_index(page_table, "dma_map") else {
+            return Err(EINVAL);
+        };
         match st.page_tables[i].state {
             PtState::Live => {}
             PtState::Revoked => return Err(EINVAL),
@@ -656,20 +770,40 @@ impl Platform for Sim {
             }
         }
         let entries = st.page_tables[i].len / PAGE;
-        st.mappings.push(Mapping { pt: i, pci: pci_dev.addr(), entries, live: true, freed_by: None });
-        Ok(std::ptr::without_provenance_mut(MAP_BASE + st.mappings.len() * HANDLE_STRIDE))
+        st.mappings.push(Mapping {
+            pt: i,
+            pci: pci_dev.addr(),
+            entries,
+            live: true,
+            freed_by: None,
+        });
+        Ok(std::ptr::without_provenance_mut(
+            MAP_BASE + st.mappings.len() * HANDLE_STRIDE,
+        ))
     }
 
-    fn p2p_dma_unmap(&self, pci_dev: *mut c_void, page_table: *mut c_void, mapping: *mut c_void) -> Result<(), Errno> {
+    fn p2p_dma_unmap(
+        &self,
+        pci_dev: *mut c_void,
+        page_table: *mut c_void,
+        mapping: *mut c_void,
+    ) -> Result<(), Errno> {
         self.hook(Op::DmaUnmap);
         let mut st = self.lock();
         st.calls.push(Call::DmaUnmap);
         st.inject(Op::DmaUnmap)?;
-        let Some(m) = st.map_index(mapping, "dma_unmap") else { return Err(EINVAL) };
-        let Some(p) = st.pt_index(page_table, "dma_unmap") else { return Err(EINVAL) };
+        let Some(m) = st.map_index(mapping, "dma_unmap") else {
+            return Err(EINVAL);
+        };
+        let Some(p) = st.pt_index(page_table, "dma_unmap") else {
+            return Err(EINVAL);
+        };
         let map = st.mappings[m].clone();
         if !map.live {
-            st.violation(format!("dma_unmap: mapping {m} freed twice (first by {:?})", map.freed_by));
+            st.violation(format!(
+                "dma_unmap: mapping {m} freed twice (first by {:?})",
+                map.freed_by
+            ));
             return Err(EINVAL);
         }
         if map.pt != p {
@@ -704,10 +838,15 @@ impl Platform for Sim {
         let mut st = self.lock();
         st.calls.push(Call::FreeDmaMapping);
         st.inject(Op::FreeDmaMapping)?;
-        let Some(m) = st.map_index(mapping, "free_dma_mapping") else { return Err(EINVAL) };
+        let Some(m) = st.map_index(mapping, "free_dma_mapping") else {
+            return Err(EINVAL);
+        };
         let map = st.mappings[m].clone();
         if !map.live {
-            st.violation(format!("free_dma_mapping: mapping {m} freed twice (first by {:?})", map.freed_by));
+            st.violation(format!(
+                "free_dma_mapping: mapping {m} freed twice (first by {:?})",
+                map.freed_by
+            ));
             return Err(EINVAL);
         }
         if st.page_tables[map.pt].state != PtState::Revoked {
@@ -723,7 +862,9 @@ impl Platform for Sim {
         let mut st = self.lock();
         st.calls.push(Call::FreePageTable);
         st.inject(Op::FreePageTable)?;
-        let Some(p) = st.pt_index(page_table, "free_page_table") else { return Err(EINVAL) };
+        let Some(p) = st.pt_index(page_table, "free_page_table") else {
+            return Err(EINVAL);
+        };
         match st.page_tables[p].state {
             PtState::Revoked => {}
             PtState::Live => {
@@ -732,7 +873,9 @@ impl Platform for Sim {
             }
             PtState::Freed => {
                 let by = st.page_tables[p].freed_by;
-                st.violation(format!("free_page_table: page table {p} freed twice (first by {by:?})"));
+                st.violation(format!(
+                    "free_page_table: page table {p} freed twice (first by {by:?})"
+                ));
                 return Err(EINVAL);
             }
         }
@@ -744,19 +887,32 @@ impl Platform for Sim {
         Ok(())
     }
 
-    fn sg_fill(&self, sg_head: *mut c_void, mapping: *mut c_void, page_size: u64, saved: *mut SavedSgTable) -> Result<u32, Errno> {
+    fn sg_fill(
+        &self,
+        sg_head: *mut c_void,
+        mapping: *mut c_void,
+        page_size: u64,
+        saved: *mut SavedSgTable,
+    ) -> Result<u32, Errno> {
         self.hook(Op::SgFill);
         let mut st = self.lock();
         st.calls.push(Call::SgFill { page_size });
         st.inject(Op::SgFill)?;
-        let Some(m) = st.map_index(mapping, "sg_fill") else { return Err(EINVAL) };
+        let Some(m) = st.map_index(mapping, "sg_fill") else {
+            return Err(EINVAL);
+        };
         if !st.mappings[m].live {
             st.violation("sg_fill from a freed mapping".into());
             return Err(EINVAL);
         }
         let n = st.mappings[m].entries;
-        let entries = (0..n).map(|i| (Sim::dma_address(m, i), page_size)).collect();
-        st.sg.push(SgTab { entries, live: true });
+        let entries = (0..n)
+            .map(|i| (Sim::dma_address(m, i), page_size))
+            .collect();
+        st.sg.push(SgTab {
+            entries,
+            live: true,
+        });
         let words = [st.sg.len() as u64, n, SG_MAGIC, 0];
         // SAFETY: `sg_head` is the core's sg table, a live [u64; 4] owned by
         // a `Reg` (the only tables the tests pass), and `saved` points into
@@ -786,7 +942,9 @@ impl Platform for Sim {
         }
         let id = words[0] as usize;
         if words[2] != SG_MAGIC || id > st.sg.len() {
-            st.violation(format!("sg_free of something that is no sg table: {words:x?}"));
+            st.violation(format!(
+                "sg_free of something that is no sg table: {words:x?}"
+            ));
             return;
         }
         if !st.sg[id - 1].live {
@@ -812,7 +970,9 @@ impl Platform for Sim {
             match st.regs.get(&core_context) {
                 Some(r) => r.clone(),
                 None => {
-                    st.violation(format!("invalidate of unknown core context {core_context:#x}"));
+                    st.violation(format!(
+                        "invalidate of unknown core context {core_context:#x}"
+                    ));
                     return;
                 }
             }
@@ -824,7 +984,8 @@ impl Platform for Sim {
             // after the core's own teardown, which this lock excludes).
             let r = unsafe { drv.dma_unmap(reg.ctx(), reg.sg_head()) };
             if r.is_err() {
-                self.lock().violation(format!("dma_unmap inside invalidate failed: {r:?}"));
+                self.lock()
+                    .violation(format!("dma_unmap inside invalidate failed: {r:?}"));
             }
             rs.mapped = false;
         }
@@ -882,25 +1043,42 @@ impl Platform for Sim {
     }
 
     fn registry_remove(&self, ticket: u64) {
-        let removed = self.registry.lock().unwrap_or_else(|e| e.into_inner()).live.remove(&ticket);
+        let removed = self
+            .registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .live
+            .remove(&ticket);
         if removed.is_none() {
-            self.lock().violation(format!("registry_remove of ticket {ticket}, which is not registered"));
+            self.lock().violation(format!(
+                "registry_remove of ticket {ticket}, which is not registered"
+            ));
         }
     }
 
     fn registry_lock(&self) {
-        let mut locked = self.registry_locked.lock().unwrap_or_else(|e| e.into_inner());
+        let mut locked = self
+            .registry_locked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         while *locked {
-            locked = self.registry_unlocked.wait(locked).unwrap_or_else(|e| e.into_inner());
+            locked = self
+                .registry_unlocked
+                .wait(locked)
+                .unwrap_or_else(|e| e.into_inner());
         }
         *locked = true;
     }
 
     fn registry_unlock(&self) {
-        let mut locked = self.registry_locked.lock().unwrap_or_else(|e| e.into_inner());
+        let mut locked = self
+            .registry_locked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if !*locked {
             drop(locked);
-            self.lock().violation("registry_unlock without registry_lock".into());
+            self.lock()
+                .violation("registry_unlock without registry_lock".into());
             return;
         }
         *locked = false;
@@ -908,11 +1086,21 @@ impl Platform for Sim {
     }
 
     fn registry_find(&self, ticket: u64) -> *mut c_void {
-        if !*self.registry_locked.lock().unwrap_or_else(|e| e.into_inner()) {
-            self.lock().violation("registry_find without registry_lock".into());
+        if !*self
+            .registry_locked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+        {
+            self.lock()
+                .violation("registry_find without registry_lock".into());
         }
         let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
-        registry.live.get(&ticket).map_or(std::ptr::null_mut(), |&addr| std::ptr::with_exposed_provenance_mut(addr))
+        registry
+            .live
+            .get(&ticket)
+            .map_or(std::ptr::null_mut(), |&addr| {
+                std::ptr::with_exposed_provenance_mut(addr)
+            })
     }
 
     fn alloc(&self, size: usize, align: usize) -> *mut u8 {
@@ -944,7 +1132,10 @@ impl Platform for Sim {
                     std::alloc::dealloc(ptr, layout);
                 }
             }
-            None => st.violation(format!("free of {:#x}, not an allocated context (double free?)", ptr.addr())),
+            None => st.violation(format!(
+                "free of {:#x}, not an allocated context (double free?)",
+                ptr.addr()
+            )),
         }
     }
 

@@ -5,9 +5,9 @@
 pub mod spec;
 pub mod writer;
 
+use crate::bench_writer::{BenchArgs, bench_writer};
 use crate::distro::{DATA_FILE, Distro, Family, Packaging};
 use crate::tarball::{Tarball, write_atomically};
-use crate::bench_writer::{BenchArgs, bench_writer};
 use crate::{BadInput, render, workspace};
 use anyhow::{Context, Result, bail, ensure};
 use std::path::{Path, PathBuf};
@@ -310,9 +310,12 @@ fn module_sources() -> Result<Vec<String>> {
 
 /// `cargo xtask bench-srpm`: times build-srpm runs of this very binary.
 pub fn bench_srpm_command(args: &BenchArgs) -> Result<()> {
-    bench_writer("build-srpm", args, "target <= 20 ms; the original build_module.sh: ~115 ms")
+    bench_writer(
+        "build-srpm",
+        args,
+        "target <= 20 ms; the original build_module.sh: ~115 ms",
+    )
 }
-
 
 #[cfg(test)]
 mod tests {
