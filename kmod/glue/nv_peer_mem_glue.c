@@ -20,6 +20,8 @@
 #include <linux/build_bug.h>
 #include <linux/idr.h>
 #include <linux/spinlock.h>
+#include <linux/mutex.h>
+#include <linux/sched.h>
 
 #include NVPM_PEER_MEM_H
 #include NVPM_NV_P2P_H
@@ -317,6 +319,29 @@ void nvpm_c_registry_lock(void)
 void nvpm_c_registry_unlock(void)
 {
 	spin_unlock(&nvpm_registry_lock);
+}
+
+/* The client lock of MLNX_OFED's peer_mem.c contract (see platform.rs). */
+static DEFINE_MUTEX(nvpm_client_lock);
+
+void nvpm_c_client_lock(void)
+{
+	mutex_lock(&nvpm_client_lock);
+}
+
+void nvpm_c_client_unlock(void)
+{
+	mutex_unlock(&nvpm_client_lock);
+}
+
+void *nvpm_c_current_task(void)
+{
+	return current;
+}
+
+void nvpm_c_yield(void)
+{
+	schedule_timeout_uninterruptible(1);
 }
 
 void *nvpm_c_registry_find(u64 ticket)

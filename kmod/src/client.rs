@@ -25,6 +25,21 @@ pub enum Acquired {
     NotMine,
 }
 
+/// Holds the client lock (see [`Platform::client_lock`]) until dropped.
+#[must_use = "the client lock is released when the guard is dropped"]
+struct ClientLockGuard<'a, P: Platform>(&'a P);
+
+impl<P: Platform> Drop for ClientLockGuard<'_, P> {
+    fn drop(&mut self) {
+        self.0.client_unlock();
+    }
+}
+
+fn lock_client<P: Platform>(p: &P) -> ClientLockGuard<'_, P> {
+    p.client_lock();
+    ClientLockGuard(p)
+}
+
 /// The module: the platform plus which clients are registered.
 pub struct Driver<P: Platform> {
     platform: P,
@@ -236,6 +251,28 @@ impl<P: Platform> Driver<P> {
         c
     }
 
+    /// `find` for a free callback: also counts the callback as running on
+    /// the context until [`Driver::callback_done`], so `release` can wait.
+    fn find_for_callback(&self, data: *mut c_void) -> Option<&Context> {
+        let p = &self.platform;
+        let ticket = data as usize as u64;
+        p.registry_lock();
+        let raw = p.registry_find(ticket).cast::<Context>();
+        // SAFETY: as in `find`.
+        let c = unsafe { raw.as_ref() };
+        if let Some(c) = c {
+            c.refs.fetch_add(1, Ordering::AcqRel);
+            c.callbacks_running.fetch_add(1, Ordering::AcqRel);
+        }
+        p.registry_unlock();
+        c
+    }
+
+    fn callback_done(&self, c: &Context) {
+        c.callbacks_running.fetch_sub(1, Ordering::AcqRel);
+        self.put_ref(c);
+    }
+
     /// Removes a context from the registry and drops the core's reference.
     fn forget(&self, c: &Context) {
         self.platform
@@ -282,6 +319,8 @@ impl<P: Platform> Driver<P> {
             ClientKind::Nc => p.p2p_get_pages_persistent(c.range.start, c.range.len, &c.page_table),
         };
         if let Err(e) = result {
+            // The driver may have written (and freed) a table before failing.
+            c.page_table.store(ptr::null_mut(), Ordering::Release);
             p.log(
                 Level::Error,
                 "get_pages: nvidia_p2p_get_pages failed",
@@ -317,7 +356,22 @@ impl<P: Platform> Driver<P> {
             );
             return Err(EINVAL);
         }
-        let page_table = c.page_table.load(Ordering::Acquire);
+        let (page_table, revoked) = {
+            let _guard = lock_client(p);
+            (
+                c.page_table.load(Ordering::Acquire),
+                c.in_callback.load(Ordering::Acquire),
+            )
+        };
+        if revoked {
+            // Freed between get_pages and now: the page table is gone.
+            p.log(
+                Level::Debug,
+                "dma_map: GPU memory freed before dma_map",
+                EINVAL.to_kernel().into(),
+            );
+            return Err(EINVAL);
+        }
         if page_table.is_null() {
             p.log(
                 Level::Error,
@@ -346,6 +400,11 @@ impl<P: Platform> Driver<P> {
                 return Err(e);
             }
         };
+        // Published at once, so that a free callback from now on finds the
+        // mapping, invalidates and frees it. Such a callback waits in the
+        // core's invalidation for the mapping lock this thread's caller
+        // holds; nothing below waits for the driver, so it cannot deadlock.
+        c.dma_mapping.store(mapping, Ordering::Release);
         let version = p.dma_mapping_version(mapping);
         if !dma_mapping_version_compatible(version) {
             p.log(
@@ -353,7 +412,7 @@ impl<P: Platform> Driver<P> {
                 "dma_map: incompatible nvidia_p2p_dma_mapping version",
                 version.into(),
             );
-            self.unmap_logged(pci_dev, page_table, mapping);
+            self.take_and_unmap(c, pci_dev, page_table);
             return Err(EINVAL);
         }
         let nmap = match p.sg_fill(sg_head, mapping, GPU_PAGE_SIZE, c.saved_sg.get()) {
@@ -364,23 +423,19 @@ impl<P: Platform> Driver<P> {
                     "dma_map: cannot allocate the sg table",
                     e.to_kernel().into(),
                 );
-                self.unmap_logged(pci_dev, page_table, mapping);
+                self.take_and_unmap(c, pci_dev, page_table);
                 return Err(e);
             }
         };
         c.pci_dev.store(pci_dev, Ordering::Release);
         c.sg_allocated.store(true, Ordering::Release);
-        // Publish the mapping with a swap, then look for the free callback:
-        // it raises `in_callback` before it takes the mapping, so either its
-        // swap finds this mapping (and frees it), or this swap reads its
-        // null and the flag is visible here. In the latter case the memory
-        // is going away and nobody else will unmap: undo and fail.
-        c.dma_mapping.swap(mapping, Ordering::AcqRel);
-        if c.in_callback.load(Ordering::Acquire) {
-            let mine = c.dma_mapping.swap(ptr::null_mut(), Ordering::AcqRel);
-            if !mine.is_null() {
-                self.unmap_logged(pci_dev, page_table, mine);
-            }
+        // A free callback that ran since the mapping was made took it over
+        // (or, if it ran before the publication, the driver frees the
+        // mapping with its page table): the memory is gone, fail.
+        let guard = lock_client(p);
+        let revoked = c.in_callback.load(Ordering::Acquire);
+        drop(guard);
+        if revoked {
             if c.sg_allocated.swap(false, Ordering::AcqRel) {
                 p.sg_free(sg_head);
             }
@@ -392,6 +447,16 @@ impl<P: Platform> Driver<P> {
             return Err(EINVAL);
         }
         Ok(nmap)
+    }
+
+    /// Takes a published mapping back (unless the free callback took it)
+    /// and unmaps it.
+    fn take_and_unmap(&self, c: &Context, pci_dev: *mut c_void, page_table: *mut c_void) {
+        let _guard = lock_client(&self.platform);
+        let mapping = c.dma_mapping.swap(ptr::null_mut(), Ordering::AcqRel);
+        if !mapping.is_null() {
+            self.unmap_logged(pci_dev, page_table, mapping);
+        }
     }
 
     fn unmap_logged(&self, pci_dev: *mut c_void, page_table: *mut c_void, mapping: *mut c_void) {
@@ -424,24 +489,32 @@ impl<P: Platform> Driver<P> {
             );
             return Err(EINVAL);
         }
-        if c.in_callback.load(Ordering::Acquire) {
+        // Called by the core from inside this registration's invalidation
+        // (legacy clients): the free callback frees the mapping.
+        if c.callback_task.load(Ordering::Acquire) == p.current_task() {
             return Ok(());
         }
+        // Under the client lock, so the free callback cannot take the
+        // mapping (and the driver free it) while the driver unmaps it.
+        // nvidia_p2p_dma_unmap_pages takes no lock of the driver's, so
+        // holding ours across it cannot deadlock with a free callback.
+        let _guard = lock_client(p);
         let mapping = c.dma_mapping.swap(ptr::null_mut(), Ordering::AcqRel);
         if mapping.is_null() {
             return Ok(());
         }
         let page_table = c.page_table.load(Ordering::Acquire);
-        // The driver's error reaches the core; the mapping is not retried
-        // (the driver tore it down as far as it could).
-        p.p2p_dma_unmap(c.pci_dev.load(Ordering::Acquire), page_table, mapping)
-            .inspect_err(|e| {
-                p.log(
-                    Level::Error,
-                    "dma_unmap: nvidia_p2p_dma_unmap_pages failed",
-                    e.to_kernel().into(),
-                );
-            })
+        // peer_mem.h: dma_unmap "Must return 0". The driver's error is
+        // logged; the mapping is not retried (the driver tore it down as
+        // far as it could).
+        if let Err(e) = p.p2p_dma_unmap(c.pci_dev.load(Ordering::Acquire), page_table, mapping) {
+            p.log(
+                Level::Error,
+                "dma_unmap: nvidia_p2p_dma_unmap_pages failed",
+                e.to_kernel().into(),
+            );
+        }
+        Ok(())
     }
 
     /// `put_pages`: unpins the pages (unless called from inside the free
@@ -463,22 +536,35 @@ impl<P: Platform> Driver<P> {
             );
             return;
         }
-        if !c.in_callback.load(Ordering::Acquire) {
-            let page_table = c.page_table.load(Ordering::Acquire);
-            if !page_table.is_null() {
-                let result = match c.kind {
-                    ClientKind::Mem => p.p2p_put_pages(c.range.start, page_table),
-                    ClientKind::Nc => p.p2p_put_pages_persistent(c.range.start, page_table),
-                };
-                // Fails when the free callback runs concurrently: expected,
-                // the callback frees the page table then.
-                if let Err(e) = result {
-                    p.log(
-                        Level::Debug,
-                        "put_pages: nvidia_p2p_put_pages failed",
-                        e.to_kernel().into(),
-                    );
-                }
+        // From inside this registration's invalidation (legacy clients), or
+        // once the free callback took the registration over, the callback
+        // frees the page table. The decision is made under the client lock;
+        // the driver call is made outside it: nvidia_p2p_put_pages takes the
+        // driver's lock, which the driver holds while it runs a free
+        // callback (which takes the client lock).
+        let page_table = if c.callback_task.load(Ordering::Acquire) == p.current_task() {
+            ptr::null_mut()
+        } else {
+            let _guard = lock_client(p);
+            if c.in_callback.load(Ordering::Acquire) {
+                ptr::null_mut()
+            } else {
+                c.page_table.load(Ordering::Acquire)
+            }
+        };
+        if !page_table.is_null() {
+            let result = match c.kind {
+                ClientKind::Mem => p.p2p_put_pages(c.range.start, page_table),
+                ClientKind::Nc => p.p2p_put_pages_persistent(c.range.start, page_table),
+            };
+            // Fails when the memory was freed concurrently: expected, the
+            // driver frees the page table then.
+            if let Err(e) = result {
+                p.log(
+                    Level::Debug,
+                    "put_pages: nvidia_p2p_put_pages failed",
+                    e.to_kernel().into(),
+                );
             }
         }
         if c.sg_allocated.swap(false, Ordering::AcqRel) {
@@ -501,12 +587,22 @@ impl<P: Platform> Driver<P> {
             return;
         };
         let p = &self.platform;
+        // No free callback can find the context after this; one that did
+        // holds a reference and counts as running.
+        p.registry_remove(c.ticket.load(Ordering::Acquire));
+        // MLNX_OFED's core frees its side of the registration as soon as
+        // release returns, while an invalidation it is running for this
+        // registration may still read it (peer_mem.c: "release() can be
+        // called concurrently with invalidate. The client must protect
+        // itself"): wait for running free callbacks. They never wait for
+        // anything the caller holds (release runs without the core's locks).
+        while c.callbacks_running.load(Ordering::Acquire) != 0 {
+            p.yield_now();
+        }
         if c.sg_allocated.swap(false, Ordering::AcqRel) {
             p.sg_free(c.saved_sg.get().cast());
         }
-        // A free callback still to come (or running) finds no context, or
-        // holds a reference that keeps it alive until it is done.
-        self.forget(c);
+        self.put_ref(c);
         p.module_put();
     }
 
@@ -529,23 +625,35 @@ impl<P: Platform> Driver<P> {
         // No context: the core released this registration already (NVIDIA
         // 535 reports put_pages of an unlinked page table as success, and
         // calls this afterwards); it has nothing left to invalidate.
-        if let Some(c) = self.find(data) {
+        if let Some(c) = self.find_for_callback(data) {
             self.invalidate(c);
-            self.put_ref(c);
+            self.callback_done(c);
         }
         p.module_put();
     }
 
     fn invalidate(&self, c: &Context) {
         let p = &self.platform;
-        // Raised before the mapping is taken, so that a concurrent dma_map
-        // either has its mapping taken here or sees the flag (see dma_map).
-        c.in_callback.store(true, Ordering::Release);
-        let page_table = c.page_table.load(Ordering::Acquire);
-        let mapping = c.dma_mapping.swap(ptr::null_mut(), Ordering::AcqRel);
-        let core_context = c.core_context.load(Ordering::Acquire);
-        p.invalidate(core_context);
+        // Take the registration over under the client lock: from here on
+        // dma_map, dma_unmap and put_pages leave the driver alone.
+        let (page_table, mapping) = {
+            let _guard = lock_client(p);
+            c.in_callback.store(true, Ordering::Release);
+            (
+                c.page_table.load(Ordering::Acquire),
+                c.dma_mapping.swap(ptr::null_mut(), Ordering::AcqRel),
+            )
+        };
+        // Only a mapped registration can be in use by the HCA. Before
+        // dma_map has published its mapping the core still holds the
+        // registration's mapping lock (from before get_pages until the HCA
+        // arms invalidation) and may be waiting in dma_map_pages for the
+        // driver lock this callback runs under: invalidating then would
+        // deadlock. The registration fails in dma_map instead.
         if !mapping.is_null() {
+            c.callback_task.store(p.current_task(), Ordering::Release);
+            p.invalidate(c.core_context.load(Ordering::Acquire));
+            c.callback_task.store(ptr::null_mut(), Ordering::Release);
             if let Err(e) = p.p2p_free_dma_mapping(mapping) {
                 p.log(
                     Level::Error,

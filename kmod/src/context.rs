@@ -48,6 +48,14 @@ pub struct Context {
     /// This context's ticket in the platform's registry (the NVIDIA free
     /// callbacks' data); fixed once `acquire` has registered it.
     pub ticket: AtomicU64,
+    /// The thread running this registration's free callback, so that the
+    /// `dma_unmap`/`put_pages` the core makes from inside the invalidation
+    /// (legacy clients) are recognised and do nothing.
+    pub callback_task: AtomicPtr<c_void>,
+    /// Free callbacks running on this registration: `release` waits until
+    /// none is, since MLNX_OFED's core tears its registration down as soon
+    /// as `release` returns, under an invalidation still in progress.
+    pub callbacks_running: AtomicU32,
     /// References: one held by the core from `acquire` to `release`, one
     /// by each free callback while it runs. The last one frees the context.
     pub refs: AtomicU32,
@@ -74,6 +82,8 @@ impl Context {
             saved_sg: UnsafeCell::new(SavedSgTable::default()),
             probe_page_table: AtomicPtr::new(core::ptr::null_mut()),
             ticket: AtomicU64::new(0),
+            callback_task: AtomicPtr::new(core::ptr::null_mut()),
+            callbacks_running: AtomicU32::new(0),
             refs: AtomicU32::new(1),
         }
     }

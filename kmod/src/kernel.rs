@@ -54,6 +54,10 @@ mod ffi {
         pub fn nvpm_c_registry_insert(ctx: *mut c_void) -> u64;
         pub fn nvpm_c_registry_remove(ticket: u64);
         pub fn nvpm_c_registry_lock();
+        pub fn nvpm_c_client_lock();
+        pub fn nvpm_c_client_unlock();
+        pub fn nvpm_c_current_task() -> *mut c_void;
+        pub fn nvpm_c_yield();
         pub fn nvpm_c_registry_unlock();
         pub fn nvpm_c_registry_find(ticket: u64) -> *mut c_void;
         pub fn nvpm_c_alloc(size: usize) -> *mut c_void;
@@ -191,6 +195,23 @@ impl Platform for Kernel {
     fn registry_unlock(&self) {
         // SAFETY: see the impl comment.
         unsafe { ffi::nvpm_c_registry_unlock() }
+    }
+    fn client_lock(&self) {
+        // SAFETY: see the impl comment; the logic pairs it with unlock
+        // through ClientLockGuard, in process context.
+        unsafe { ffi::nvpm_c_client_lock() }
+    }
+    fn client_unlock(&self) {
+        // SAFETY: see the impl comment; called only by the guard's drop.
+        unsafe { ffi::nvpm_c_client_unlock() }
+    }
+    fn current_task(&self) -> *mut c_void {
+        // SAFETY: reads `current`; no arguments.
+        unsafe { ffi::nvpm_c_current_task() }
+    }
+    fn yield_now(&self) {
+        // SAFETY: sleeps one tick; callers are in process context.
+        unsafe { ffi::nvpm_c_yield() }
     }
     fn registry_find(&self, ticket: u64) -> *mut c_void {
         // SAFETY: see the impl comment.

@@ -28,10 +28,12 @@ pub enum ClientKind {
 #[repr(u32)]
 pub enum RegistrationStyle {
     /// MLNX_OFED >= 5.1: `peer_memory_client_ex` (version byte 1, ex_size)
-    /// with `PEER_MEM_INVALIDATE_UNMAPS`: the core's invalidate callback
-    /// itself unmaps and puts the pages.
+    /// with `PEER_MEM_INVALIDATE_UNMAPS`: after the core's invalidate
+    /// callback returns, the client unmaps by itself; the core calls neither
+    /// dma_unmap nor put_pages for an invalidated registration.
     InvalidateUnmaps = 0,
-    /// MLNX_OFED 4.9 LTS / 5.0: plain `peer_memory_client`.
+    /// MLNX_OFED 4.9 LTS / 5.0: plain `peer_memory_client`; the core calls
+    /// dma_unmap and put_pages from inside its invalidate callback.
     Legacy = 1,
 }
 
@@ -163,6 +165,19 @@ pub trait Platform {
     fn registry_remove(&self, ticket: u64);
     /// Takes the registry lock; `registry_find` is only valid under it.
     fn registry_lock(&self);
+    /// The client lock of MLNX_OFED's peer_mem.c contract (its comment
+    /// above `ib_peer_unmap_on_invalidate`): serialises the free callback's
+    /// takeover of a registration with `dma_map`'s publication and with
+    /// `dma_unmap`/`put_pages`. Never held across a call into the core or
+    /// into a driver call that takes the driver's own lock (see
+    /// docs/peerdirect-contract.md). A sleeping lock: process context only.
+    fn client_lock(&self);
+    fn client_unlock(&self);
+    /// An identity of the calling thread (`current`), to recognise calls the
+    /// core makes from inside the module's own free callback.
+    fn current_task(&self) -> *mut c_void;
+    /// Lets other threads run while waiting for a free callback to finish.
+    fn yield_now(&self);
     fn registry_unlock(&self);
     /// The context registered under `ticket`, or null.
     fn registry_find(&self, ticket: u64) -> *mut c_void;

@@ -86,17 +86,25 @@ fn race(eager: bool, unmap_first: bool) -> Outcomes {
         let maps = sim.mappings();
         assert_eq!(maps.len(), 1);
         assert!(!maps[0].live, "iteration {i}: mapping leaked");
-        if inv.is_empty() {
+        if pt.freed_by == Some("put_pages") {
             // put_pages won: the driver never called back.
-            assert_eq!(pt.freed_by, Some("put_pages"), "iteration {i}");
+            assert!(inv.is_empty(), "iteration {i}");
             assert_eq!(maps[0].freed_by, Some("dma_unmap"), "iteration {i}");
             assert_eq!(sim.count(Op::FreePageTable), 0);
             out.not_invalidated += 1;
         } else {
-            assert_eq!(inv, [reg.core_context], "iteration {i}");
+            // The callback won the page table. It invalidated only if the
+            // mapping was still there (dma_unmap had not run: the core was
+            // not tearing down yet).
             assert_eq!(pt.freed_by, Some("free_page_table"), "iteration {i}");
             assert_eq!(sim.count(Op::FreePageTable), 1);
-            out.invalidated += 1;
+            if inv.is_empty() {
+                assert_eq!(maps[0].freed_by, Some("dma_unmap"), "iteration {i}");
+                out.not_invalidated += 1;
+            } else {
+                assert_eq!(inv, [reg.core_context], "iteration {i}");
+                out.invalidated += 1;
+            }
         }
         // No double free of anything, no leak, no reference left, no call
         // on a page table after it was freed.
@@ -140,7 +148,8 @@ fn free_lands_inside_put_pages() {
     sim.free_before(Op::PutPages, 1, va);
     // SAFETY: the registration is live.
     unsafe { env.drv.put_pages(reg.ctx(), reg.sg_head()) };
-    assert_eq!(sim.invalidations(), [reg.core_context]);
+    // dma_unmap ran: the core is tearing down, nothing to invalidate.
+    assert!(sim.invalidations().is_empty());
     assert_eq!(
         sim.count(Op::PutPages),
         2,
@@ -164,12 +173,21 @@ fn free_lands_inside_put_pages() {
 
 /// cudaFree on another CPU while the core is in dma_map (holding its
 /// mapping lock, as MLNX_OFED does): the free callback runs before dma_map
-/// has published its mapping and blocks in the core's invalidate. The
-/// mapping must still be unmapped exactly once, and never outlive the page
-/// table the callback frees.
+/// has finished. It finds the mapping the driver made, invalidates (the
+/// registering thread no longer waits for the driver), and dma_map fails;
+/// the mapping is never used after the page table is gone, and nothing
+/// leaks. (Before a mapping exists the callback does not invalidate at all:
+/// see invalidation.rs.)
+///
+/// The free lands after nvidia_p2p_dma_map_pages returned. A free landing
+/// between dma_map's check and the driver call hands the driver a page
+/// table it is freeing: a window of the NV-P2P API that no client can close
+/// without waiting, in the callback, for something the registering thread
+/// holds (docs/peerdirect-contract.md).
 #[test]
 fn free_callback_during_dma_map() {
-    for op in [Op::DmaMap, Op::SgFill] {
+    for op in [Op::SgFill] {
+        // (Op::DmaMap: see above.)
         let env = Env::new();
         let sim = env.sim();
         let va = sim.cuda_malloc(2 * PAGE);
@@ -178,6 +196,8 @@ fn free_callback_during_dma_map() {
         sim.free_elsewhere_before(op, 1, va);
         let r = env.dma_map(&reg);
         sim.join_background();
+        // The mapping was made (and published): the callback invalidated,
+        // waiting in the core's invalidation until dma_map had failed.
         assert_eq!(sim.invalidations(), [reg.core_context], "{op:?}");
         assert!(
             r.is_err(),

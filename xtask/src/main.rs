@@ -6,6 +6,7 @@ mod bench_kmod;
 mod bench_writer;
 mod deb;
 mod distro;
+mod fixtures;
 mod render;
 mod srpm;
 mod tarball;

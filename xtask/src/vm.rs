@@ -8,6 +8,7 @@
 //! The run fails on any failed or missing scenario, on any kernel splat in
 //! the console, and on a guest that does not finish within a bound.
 
+use crate::fixtures;
 use crate::workspace;
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
@@ -28,6 +29,7 @@ const SCENARIOS: &[&str] = &[
     "several",
     "dma_map_refusals",
     "invalidate",
+    "free_during_get",
     "nc",
     "inject",
     "race",
@@ -39,6 +41,7 @@ const SCENARIOS: &[&str] = &[
     "persistent_off",
     "no_persistent_api",
     "legacy",
+    "invalidate_legacy",
     "peerdirect_invalid",
     "register_rollback",
     "final",
@@ -110,6 +113,19 @@ fn test_vm(args: &TestVmArgs) -> Result<bool> {
         "6.12" => vec![backports],
         _ => vec![bookworm, backports],
     };
+    // Every scenario runs against MLNX_OFED's own PeerDirect core: without
+    // that fixture there is nothing honest to run, so all are skipped.
+    let mofed = match fixtures::file(fixtures::MOFED_TARBALL) {
+        Ok(path) => path,
+        Err(why) => {
+            println!("==> test-vm: skipped: {why}");
+            println!(
+                "0 passed, 0 failed, {} skipped",
+                SCENARIOS.len() * kvers.len()
+            );
+            return Ok(true);
+        }
+    };
     let cache = cache_dir()?;
     let nv_src = nvidia_src()?;
     let mut all_ok = true;
@@ -117,7 +133,7 @@ fn test_vm(args: &TestVmArgs) -> Result<bool> {
     for kver in &kvers {
         let t0 = Instant::now();
         println!("==> [{kver}] preparing");
-        let outcome = match prepare_and_boot(kver, &cache, &nv_src, args) {
+        let outcome = match prepare_and_boot(kver, &cache, &nv_src, &mofed, args) {
             Ok(o) => o,
             Err(e) => {
                 // A setup failure fails every scenario of this kernel.
@@ -216,7 +232,13 @@ fn run(cmd: &mut Command, what: &str) -> Result<()> {
     Ok(())
 }
 
-fn prepare_and_boot(kver: &str, cache: &Path, nv_src: &Path, args: &TestVmArgs) -> Result<Outcome> {
+fn prepare_and_boot(
+    kver: &str,
+    cache: &Path,
+    nv_src: &Path,
+    mofed: &Path,
+    args: &TestVmArgs,
+) -> Result<Outcome> {
     let kdir = PathBuf::from(format!("/usr/src/linux-headers-{kver}"));
     if !kdir.join("Makefile").is_file() {
         bail!(
@@ -236,7 +258,7 @@ fn prepare_and_boot(kver: &str, cache: &Path, nv_src: &Path, args: &TestVmArgs) 
     );
 
     let t = Instant::now();
-    let mods = build_doubles(kver, &kdir, &work, nv_src)?;
+    let mods = build_doubles(kver, &kdir, &work, nv_src, mofed)?;
     println!(
         "  [{kver}] test doubles and scenario driver built ({:.1} s)",
         t.elapsed().as_secs_f64()
@@ -429,11 +451,21 @@ fn kbuild(kdir: &Path, dir: &Path, vars: &[(&str, String)], what: &str) -> Resul
     run(&mut cmd, what)
 }
 
-fn build_doubles(kver: &str, kdir: &Path, work: &Path, nv_src: &Path) -> Result<Doubles> {
+fn build_doubles(
+    kver: &str,
+    kdir: &Path,
+    work: &Path,
+    nv_src: &Path,
+    mofed: &Path,
+) -> Result<Doubles> {
     let src = work.join("doubles");
     sync_tree(&workspace::path("kmod/tests/vm"), &src, &["guest"])?;
     let nv_inc = nv_src.join("nvidia");
-    let ofa_inc = workspace::path("kmod/compat/mofed");
+    // MLNX_OFED's rdma/peer_mem.h is the header every module here is built
+    // against; its peer_mem.c and ib_peer_mem.h go beside the HCA driver.
+    let ofa_dir = work.join("ofa_kernel");
+    let ofa_inc = ofa_dir.join("include");
+    fixtures::unpack_mofed_core(mofed, &src.join("peer_core"), &ofa_inc)?;
     kbuild(
         kdir,
         &src.join("nv_p2p_double"),
@@ -442,12 +474,12 @@ fn build_doubles(kver: &str, kdir: &Path, work: &Path, nv_src: &Path) -> Result<
     )?;
     kbuild(
         kdir,
-        &src.join("peer_core_double"),
+        &src.join("peer_core"),
         &[("NVPM_OFA_INC", ofa_inc.display().to_string())],
-        &format!("building peer_core_double.ko for {kver}"),
+        &format!("building mofed_peer_core.ko (MLNX_OFED's peer_mem.c) for {kver}"),
     )?;
     let nv_symvers = src.join("nv_p2p_double/Module.symvers");
-    let core_symvers = src.join("peer_core_double/Module.symvers");
+    let core_symvers = src.join("peer_core/Module.symvers");
     kbuild(
         kdir,
         &src.join("scenarios"),
@@ -461,11 +493,6 @@ fn build_doubles(kver: &str, kdir: &Path, work: &Path, nv_src: &Path) -> Result<
         ],
         &format!("building nvpm_scenarios.ko for {kver}"),
     )?;
-    let ofa_dir = work.join("ofa_kernel");
-    sync_file(
-        &ofa_inc.join("rdma/peer_mem.h"),
-        &ofa_dir.join("include/rdma/peer_mem.h"),
-    )?;
     sync_file(&core_symvers, &ofa_dir.join("Module.symvers"))?;
     let nv_dir = work.join("nvidia_src");
     sync_file(&nv_inc.join("nv-p2p.h"), &nv_dir.join("nvidia/nv-p2p.h"))?;
@@ -478,7 +505,7 @@ fn build_doubles(kver: &str, kdir: &Path, work: &Path, nv_src: &Path) -> Result<
     sync_file(&nv_symvers, &nv_dir_no_persistent.join("Module.symvers"))?;
     Ok(Doubles {
         nv_ko: src.join("nv_p2p_double/nv_p2p_double.ko"),
-        core_ko: src.join("peer_core_double/peer_core_double.ko"),
+        core_ko: src.join("peer_core/mofed_peer_core.ko"),
         scen_ko: src.join("scenarios/nvpm_scenarios.ko"),
         ofa_dir,
         nv_dir,
@@ -577,7 +604,7 @@ fn make_initramfs(
     )?;
     for (from, name) in [
         (&d.nv_ko, "nv_p2p_double.ko"),
-        (&d.core_ko, "peer_core_double.ko"),
+        (&d.core_ko, "mofed_peer_core.ko"),
         (&d.scen_ko, "nvpm_scenarios.ko"),
         (&module.to_path_buf(), "nv_peer_mem.ko"),
         (&no_persistent.to_path_buf(), "nv_peer_mem_no_persistent.ko"),

@@ -9,10 +9,12 @@
 //!   `p2p_get_pages` like the real driver does on cudaFree;
 //! - a simulated PeerDirect core: registration with failure injection,
 //!   per-registration state ([`Reg`]) with a mapping lock as MLNX_OFED
-//!   keeps it, an `invalidate` that (as MLNX_OFED >= 5.1 does with
-//!   `PEER_MEM_INVALIDATE_UNMAPS`) calls the client's `dma_unmap` and
-//!   `put_pages` from inside the callback, and sg tables as tracked
-//!   allocations;
+//!   keeps it, an `invalidate` that follows MLNX_OFED's peer_mem.c
+//!   (`ib_peer_unmap_on_invalidate`): a legacy client gets `dma_unmap` and
+//!   `put_pages` from inside the callback, a `PEER_MEM_INVALIDATE_UNMAPS`
+//!   client gets neither (it unmaps by itself), and in both cases the
+//!   core's teardown of an invalidated registration calls neither; sg
+//!   tables as tracked allocations;
 //! - memory and module references, counted.
 //!
 //! Any platform call can be made to fail on its Nth occurrence
@@ -230,6 +232,7 @@ struct State {
     mapping_version: u32,
     put_of_unlinked_succeeds: bool,
     release_inside_invalidate: bool,
+    concurrent_release: Option<std::thread::JoinHandle<()>>,
 }
 
 impl State {
@@ -365,6 +368,9 @@ pub struct Sim {
     registry: Mutex<Registry>,
     registry_locked: Mutex<bool>,
     registry_unlocked: std::sync::Condvar,
+    /// The client lock (a sleeping lock, as the kernel's mutex).
+    client_locked: Mutex<bool>,
+    client_unlocked: std::sync::Condvar,
 }
 
 /// Tickets are never reused here (the glue's cyclic IDR reuses one only
@@ -471,6 +477,14 @@ impl Sim {
         self.lock().put_of_unlinked_succeeds = true;
     }
     /// The core releases registrations from inside its invalidate callback.
+    /// Waits for the release started by `release_inside_invalidate`.
+    pub fn join_concurrent_release(&self) {
+        let handle = self.lock().concurrent_release.take();
+        if let Some(handle) = handle {
+            handle.join().expect("the concurrent release panicked");
+        }
+    }
+
     pub fn release_inside_invalidate(&self) {
         self.lock().release_inside_invalidate = true;
     }
@@ -977,8 +991,18 @@ impl Platform for Sim {
                 }
             }
         };
+        let legacy = self
+            .lock()
+            .registered
+            .iter()
+            .any(|r| r.0 == ClientKind::Mem && r.1 == RegistrationStyle::Legacy);
         let drv = self.driver();
         let mut rs = reg.state.lock().unwrap();
+        if rs.mapped && !legacy {
+            // PEER_MEM_INVALIDATE_UNMAPS: the core only marks it invalidated.
+            rs.mapped = false;
+            rs.pinned = false;
+        }
         if rs.mapped {
             // SAFETY: the registration's context is live (released only
             // after the core's own teardown, which this lock excludes).
@@ -997,14 +1021,26 @@ impl Platform for Sim {
         }
         rs.invalidated = true;
         if self.lock().release_inside_invalidate {
-            // A core that drops the registration at once (as a process
-            // exiting would): the client's context must survive until its
-            // free callback returns.
-            // SAFETY: as above; `released` keeps the tests from using it.
-            unsafe { drv.release(reg.ctx()) };
+            // The core tearing the registration down on another CPU while
+            // this invalidation runs (peer_mem.c: "release() can be called
+            // concurrently with invalidate"): release must not return
+            // before the free callback is done, since the core frees its
+            // side of the registration when it does.
             rs.released = true;
             drop(rs);
             self.lock().regs.remove(&core_context);
+            let ctx = reg.ctx() as usize;
+            let releaser = std::thread::spawn(move || {
+                // SAFETY: the registration's context is live until this
+                // release; `released` keeps the tests from using it.
+                unsafe { drv.release(ctx as *mut c_void) };
+            });
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let mut st = self.lock();
+            if releaser.is_finished() {
+                st.violation("release returned while the free callback was still running".into());
+            }
+            st.concurrent_release = Some(releaser);
         }
     }
 
@@ -1054,6 +1090,40 @@ impl Platform for Sim {
                 "registry_remove of ticket {ticket}, which is not registered"
             ));
         }
+    }
+
+    fn client_lock(&self) {
+        let mut locked = self.client_locked.lock().unwrap_or_else(|e| e.into_inner());
+        while *locked {
+            locked = self
+                .client_unlocked
+                .wait(locked)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+        *locked = true;
+    }
+
+    fn client_unlock(&self) {
+        let mut locked = self.client_locked.lock().unwrap_or_else(|e| e.into_inner());
+        if !*locked {
+            drop(locked);
+            self.lock()
+                .violation("client_unlock without client_lock".to_string());
+            return;
+        }
+        *locked = false;
+        self.client_unlocked.notify_one();
+    }
+
+    fn current_task(&self) -> *mut c_void {
+        thread_local! {
+            static TASK: u8 = const { 0 };
+        }
+        TASK.with(|t| std::ptr::from_ref(t).cast_mut().cast())
+    }
+
+    fn yield_now(&self) {
+        std::thread::yield_now();
     }
 
     fn registry_lock(&self) {
@@ -1176,6 +1246,8 @@ impl Env {
                 registry: Mutex::new(Registry::default()),
                 registry_locked: Mutex::new(false),
                 registry_unlocked: std::sync::Condvar::new(),
+                client_locked: Mutex::new(false),
+                client_unlocked: std::sync::Condvar::new(),
             };
             sim.driver.set(w.clone()).expect("set once");
             {

@@ -44,7 +44,14 @@ struct peer_memory_client {
 };
 
 enum {
-	/* The core's invalidate callback itself calls dma_unmap and put_pages. */
+	/*
+	 * The client unmaps by itself after the core's invalidate callback
+	 * returns: the core marks the registration invalidated and calls
+	 * neither dma_unmap nor put_pages for it, inside the invalidation or
+	 * later. Without the flag (legacy clients) the core calls dma_unmap and
+	 * put_pages from inside the invalidation. (MLNX_OFED's peer_mem.c,
+	 * ib_peer_unmap_on_invalidate(); docs/peerdirect-contract.md.)
+	 */
 	PEER_MEM_INVALIDATE_UNMAPS = 1 << 0,
 };
 

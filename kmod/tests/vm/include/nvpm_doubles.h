@@ -18,6 +18,7 @@
 
 #include <linux/types.h>
 #include <linux/kref.h>
+#include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/scatterlist.h>
 
@@ -79,6 +80,12 @@ void nvd_set_mapping_version(u32 version);
  * nothing; releasing calls release and then return @err (a caller must not
  * release again). */
 void nvd_fail_nth(long nth, int err);
+/* cudaFree of @va from inside the @nth next non-persistent get_pages on it
+ * (0 disarms), after the page table is handed out and with the driver's
+ * lock held: the free callback runs before get_pages returns, on the
+ * caller's thread, as a concurrent cudaFree can make it run on real
+ * hardware while the core holds its mapping lock. */
+void nvd_free_during_get_pages(u64 va, long nth);
 void nvd_get_stats(struct nvd_stats *out);
 /* True while a free callback runs on the calling thread. */
 bool nvd_in_callback(void);
@@ -87,59 +94,79 @@ long nvd_reset_errors(void);
 
 /* ------------------------------------------------------------- PeerDirect */
 
+/*
+ * mofed_peer_core.ko: MLNX_OFED's peer_mem.c (the real PeerDirect core) with
+ * a test HCA driver and a recorder between clients and core
+ * (peer_core/hca_driver.c).
+ */
+
 #define PCD_NO_INVALIDATION_ID U32_MAX
 
 enum pcd_umem_state { PCD_UNMAPPED, PCD_MAPPED, PCD_INVALIDATED };
 
-/* One registration of the simulated HCA's MR, as MOFED's struct ib_umem_peer. */
+struct pcd_client;
+struct ib_umem;
+
+/* One registration of the simulated HCA's MR (an ib_umem of the real core). */
 struct pcd_umem {
 	struct kref kref;
-	struct mutex mapping_lock;	/* MOFED's umem_p->mapping_lock */
-	enum pcd_umem_state state;
+	struct list_head node;		/* live registrations */
+	struct ib_umem *umem;		/* the core's; NULL once released */
 	struct pcd_client *client;
 	void *client_ctx;
 	u32 xa_id;			/* the core_context handed to get_pages */
-	struct sg_table sgt;		/* filled by the client's dma_map */
+	struct sg_table sgt;		/* the core's sg table after registration */
 	int nmap;
 	unsigned long addr;
 	size_t size;
+	bool activated;			/* invalidation notifier armed */
 	/* observations */
-	int invalidations;		/* invalidate callbacks that found it */
+	int invalidations;		/* invalidate callbacks naming it */
 	u64 invalidated_context;	/* the core_context they named */
-	int inval_unmaps;		/* dma_unmap+put_pages made by invalidate */
-	int teardown_unmaps;		/* dma_unmap+put_pages made by release */
-	int lock_contended;		/* invalidate had to wait for the lock */
-	int dma_unmap_ret;		/* return of the teardown dma_unmap */
+	int hca_stops;			/* the core told the HCA to stop DMA */
+	int inval_unmaps;		/* dma_unmap calls made inside the core's invalidation */
+	int teardown_unmaps;		/* dma_unmap calls made outside it */
+	int lock_contended;		/* teardown found the mapping lock held */
+	int dma_unmap_ret;		/* return of the last dma_unmap */
 };
 
 struct pcd_client_info {
 	char name[64];
 	char version[16];
-	bool new_style;			/* version[15] == 1 */
+	bool new_style;			/* version[15] != 0 */
 	size_t ex_size;
 	u32 flags;
 	bool invalidation;		/* passed a non-NULL invalidate pointer */
-	bool slot_filled;		/* and we wrote our callback into it */
+	bool slot_filled;		/* and still holds the callback it got */
 	bool ops_complete;
 };
 
+/* What a client holds, as the core has handed it out and taken it back. */
+struct pcd_client_counts {
+	long contexts_live;		/* acquire() == 1 not yet released */
+	long pinned_live;		/* get_pages() ok without put_pages() */
+	long mapped_live;		/* dma_map() ok without dma_unmap() */
+};
+
 struct pcd_stats {
-	long clients_live, registrations, unregistrations, umems_live;
+	long clients_live;		/* clients registered now */
+	long registrations, unregistrations, umems_live;
 	long invalidations;		/* invalidate callbacks received */
-	long unknown_tickets;		/* ...naming a umem already gone (benign) */
+	long unknown_tickets;		/* ...naming no live registration (benign) */
 	long errors;
 	char first_error[160];
 };
 
-/* Register memory like ib_umem_get() on a peer address: ask each client
- * (registration order, skipping clients that need invalidation unless
- * @inval_supp; only @client when non-NULL) to acquire, then get_pages,
- * dma_map. Returns 0 and *out, -ENXIO when no client claims the range, or
- * the client's error. */
+/* Register memory like MLNX_OFED's ib_umem_get_peer(): the real core asks
+ * each client (registration order, skipping clients that need invalidation
+ * unless @inval_supp; with @client only that client accepts), get_pages,
+ * dma_map; then the invalidation notifier is armed. Returns 0 and *out,
+ * -ENXIO when no client claims the range, or the client's error. */
 int pcd_umem_get(unsigned long addr, size_t size, bool inval_supp,
 		 const char *client, struct pcd_umem **out);
-/* ib_umem_release(): dma_unmap + put_pages unless invalidated, release. */
+/* ib_umem_stop_invalidation_notifier() + ib_peer_umem_release(). */
 void pcd_umem_release(struct pcd_umem *umem);
+enum pcd_umem_state pcd_umem_state(struct pcd_umem *umem);
 /* Extra references, to inspect a umem after pcd_umem_release(). */
 void pcd_umem_hold(struct pcd_umem *umem);
 void pcd_umem_put(struct pcd_umem *umem);
@@ -151,6 +178,7 @@ unsigned long pcd_umem_page_size(struct pcd_umem *umem);
 const char *pcd_umem_client_name(struct pcd_umem *umem);
 /* Registered clients in order; returns their number (at most @max). */
 int pcd_clients(struct pcd_client_info *out, int max);
+int pcd_client_counts(const char *client, struct pcd_client_counts *out);
 void pcd_get_stats(struct pcd_stats *out);
 long pcd_reset_errors(void);
 /* Registering an nth live client fails (returns NULL) until disarmed (0). */

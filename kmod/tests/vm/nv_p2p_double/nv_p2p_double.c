@@ -83,6 +83,19 @@ struct nvd_map {
 };
 
 static DEFINE_MUTEX(nvd_lock);
+/*
+ * RM's API lock: the real driver holds it while it calls a free callback
+ * (cudaFree) and takes it in get_pages, put_pages, dma_map_pages and
+ * dma_unmap_pages. A client that waits, inside its free callback, for
+ * something another thread holds while calling one of those deadlocks
+ * here as it would with the real driver. Order: nvd_api_lock, then
+ * nvd_lock.
+ */
+static DEFINE_MUTEX(nvd_api_lock);
+/* Failure injection: cudaFree of this VA from inside the nth next
+ * non-persistent get_pages on it, after the table is handed out. */
+static u64 nvd_free_in_get_va;
+static long nvd_free_in_get_countdown;
 static LIST_HEAD(nvd_allocs);
 static LIST_HEAD(nvd_tables);
 static u64 nvd_next_va = NVD_VA_BASE;
@@ -130,6 +143,34 @@ bool nvd_in_callback(void)
 	return ret;
 }
 EXPORT_SYMBOL_GPL(nvd_in_callback);
+
+static int nvd_free_inner(u64 va, bool api_held);
+
+/* Takes the API lock for an entry point; false (not taken) when called
+ * from inside a free callback on this thread, which the real driver does
+ * not allow (it would deadlock on its own lock): counted as an error. */
+static bool nvd_api_enter(const char *call)
+{
+	bool inside;
+
+	mutex_lock(&nvd_lock);
+	inside = nvd_in_any_callback();
+	/* put_pages and dma_unmap_pages report this themselves */
+	if (inside && strcmp(call, "put_pages") && strcmp(call, "dma_unmap_pages") &&
+	    strcmp(call, "put_pages_persistent"))
+		nvd_error("%s called from inside a free callback (the driver holds its lock there)", call);
+	mutex_unlock(&nvd_lock);
+	if (inside)
+		return false;
+	mutex_lock(&nvd_api_lock);
+	return true;
+}
+
+static void nvd_api_exit(bool held)
+{
+	if (held)
+		mutex_unlock(&nvd_api_lock);
+}
 
 /* Failure injection; called with nvd_lock held. True when this call fails. */
 static bool nvd_should_fail(const char *call)
@@ -272,8 +313,10 @@ int nvidia_p2p_get_pages(uint64_t p2p_token, uint32_t va_space,
 			 struct nvidia_p2p_page_table **page_table,
 			 void (*free_callback)(void *data), void *data)
 {
+	bool api_held, fire = false;
 	int ret;
 
+	api_held = nvd_api_enter("get_pages");
 	mutex_lock(&nvd_lock);
 	st.get_pages++;
 	st.last_get_va = virtual_address;
@@ -291,8 +334,14 @@ int nvidia_p2p_get_pages(uint64_t p2p_token, uint32_t va_space,
 			st.null_data++;
 		ret = nvd_get(virtual_address, length, page_table,
 			      free_callback, data, false);
+		if (!ret && nvd_free_in_get_countdown > 0 &&
+		    nvd_free_in_get_va == virtual_address && !--nvd_free_in_get_countdown)
+			fire = true;
 	}
 	mutex_unlock(&nvd_lock);
+	if (fire)
+		nvd_free_inner(virtual_address, true);
+	nvd_api_exit(api_held);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages);
@@ -301,8 +350,10 @@ int nvidia_p2p_get_pages_persistent(uint64_t virtual_address, uint64_t length,
 				    struct nvidia_p2p_page_table **page_table,
 				    uint32_t flags)
 {
+	bool api_held;
 	int ret;
 
+	api_held = nvd_api_enter("get_pages_persistent");
 	mutex_lock(&nvd_lock);
 	st.get_pages_persistent++;
 	st.last_get_va = virtual_address;
@@ -316,6 +367,7 @@ int nvidia_p2p_get_pages_persistent(uint64_t virtual_address, uint64_t length,
 		ret = nvd_get(virtual_address, length, page_table, NULL, NULL, true);
 	}
 	mutex_unlock(&nvd_lock);
+	nvd_api_exit(api_held);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages_persistent);
@@ -367,12 +419,15 @@ int nvidia_p2p_put_pages(uint64_t p2p_token, uint32_t va_space,
 			 uint64_t virtual_address,
 			 struct nvidia_p2p_page_table *page_table)
 {
+	bool api_held;
 	int ret;
 
+	api_held = nvd_api_enter("put_pages");
 	mutex_lock(&nvd_lock);
 	st.put_pages++;
 	ret = nvd_put("put_pages", virtual_address, page_table, false);
 	mutex_unlock(&nvd_lock);
+	nvd_api_exit(api_held);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages);
@@ -381,8 +436,10 @@ int nvidia_p2p_put_pages_persistent(uint64_t virtual_address,
 				    struct nvidia_p2p_page_table *page_table,
 				    uint32_t flags)
 {
+	bool api_held;
 	int ret;
 
+	api_held = nvd_api_enter("put_pages_persistent");
 	mutex_lock(&nvd_lock);
 	st.put_pages_persistent++;
 	if (flags) {
@@ -392,6 +449,7 @@ int nvidia_p2p_put_pages_persistent(uint64_t virtual_address,
 		ret = nvd_put("put_pages_persistent", virtual_address, page_table, true);
 	}
 	mutex_unlock(&nvd_lock);
+	nvd_api_exit(api_held);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages_persistent);
@@ -400,12 +458,14 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer,
 			     struct nvidia_p2p_page_table *page_table,
 			     struct nvidia_p2p_dma_mapping **dma_mapping)
 {
+	bool api_held;
 	struct nvd_table *t;
 	struct nvd_map *map;
 	u64 psz;
 	u32 i;
 	int ret = 0;
 
+	api_held = nvd_api_enter("dma_map_pages");
 	mutex_lock(&nvd_lock);
 	st.dma_map++;
 	st.last_peer = peer;
@@ -456,6 +516,7 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer,
 	*dma_mapping = &map->m;
 out:
 	mutex_unlock(&nvd_lock);
+	nvd_api_exit(api_held);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_dma_map_pages);
@@ -464,11 +525,13 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer,
 			       struct nvidia_p2p_page_table *page_table,
 			       struct nvidia_p2p_dma_mapping *dma_mapping)
 {
+	bool api_held;
 	struct nvd_table *t;
 	struct nvd_map *map;
 	bool fail;
 	int ret = 0;
 
+	api_held = nvd_api_enter("dma_unmap_pages");
 	mutex_lock(&nvd_lock);
 	st.dma_unmap++;
 	fail = nvd_should_fail("dma_unmap_pages");
@@ -501,6 +564,7 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer,
 	ret = fail ? nvd_fail_err : 0;
 out:
 	mutex_unlock(&nvd_lock);
+	nvd_api_exit(api_held);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_dma_unmap_pages);
@@ -573,17 +637,38 @@ EXPORT_SYMBOL_GPL(nvd_alloc);
 
 int nvd_free(u64 va)
 {
+	return nvd_free_inner(va, false);
+}
+EXPORT_SYMBOL_GPL(nvd_free);
+
+void nvd_free_during_get_pages(u64 va, long nth)
+{
+	mutex_lock(&nvd_lock);
+	nvd_free_in_get_va = va;
+	nvd_free_in_get_countdown = nth;
+	mutex_unlock(&nvd_lock);
+}
+EXPORT_SYMBOL_GPL(nvd_free_during_get_pages);
+
+/* cudaFree. @api_held: the caller (an injected free inside get_pages)
+ * holds the API lock already, as the driver would in that case. */
+static int nvd_free_inner(u64 va, bool api_held)
+{
 	struct nvd_alloc *a, *found = NULL;
 	struct nvd_table *t;
 	struct nvd_map *map;
 	int calls = 0;
 
+	if (!api_held)
+		mutex_lock(&nvd_api_lock);
 	mutex_lock(&nvd_lock);
 	list_for_each_entry(a, &nvd_allocs, node)
 		if (a->va == va && !a->freed)
 			found = a;
 	if (!found) {
 		mutex_unlock(&nvd_lock);
+		if (!api_held)
+			mutex_unlock(&nvd_api_lock);
 		return -EINVAL;
 	}
 	found->freed = true;
@@ -594,12 +679,18 @@ int nvd_free(u64 va)
 		if (t->alloc == found && !t->persistent)
 			t->unlinked = true;
 	mutex_unlock(&nvd_lock);
+	if (!api_held)
+		mutex_unlock(&nvd_api_lock);
 
-	/* One callback at a time, without our lock, as the driver does; the
-	 * callback calls back into free_page_table / free_dma_mapping. */
+	/* One callback at a time under the API lock (not nvd_lock), as the
+	 * driver does; between two, other threads' calls get in, and may find
+	 * a table unlinked whose callback is still to come. The callback calls
+	 * back into free_page_table / free_dma_mapping. */
 	for (;;) {
 		struct nvd_table *next = NULL;
 
+		if (!api_held)
+			mutex_lock(&nvd_api_lock);
 		mutex_lock(&nvd_lock);
 		list_for_each_entry(t, &nvd_tables, node)
 			if (t->alloc == found && t->unlinked && !t->cb_task) {
@@ -608,6 +699,8 @@ int nvd_free(u64 va)
 			}
 		if (!next) {
 			mutex_unlock(&nvd_lock);
+			if (!api_held)
+				mutex_unlock(&nvd_api_lock);
 			break;
 		}
 		next->cb_task = current;
@@ -632,6 +725,8 @@ int nvd_free(u64 va)
 					  map->free_calls);
 		nvd_free_table(next);
 		mutex_unlock(&nvd_lock);
+		if (!api_held)
+			mutex_unlock(&nvd_api_lock);
 	}
 
 	mutex_lock(&nvd_lock);
@@ -640,7 +735,6 @@ int nvd_free(u64 va)
 	mutex_unlock(&nvd_lock);
 	return calls;
 }
-EXPORT_SYMBOL_GPL(nvd_free);
 
 u64 nvd_dma_address(u64 va)
 {

@@ -119,10 +119,14 @@ static u64 gpu_alloc(u64 size, u32 type)
 	return nvd_alloc(0, size, type);
 }
 
-/* The sg table a client built: one entry per 64 KiB page, bus addresses
- * from the NVIDIA mapping. */
+/* The sg table as the HCA sees it: one entry per 64 KiB page with the bus
+ * addresses of the NVIDIA mapping, except that MLNX_OFED's core
+ * (fix_peer_sgls) moves the first entry's start up to the registration's
+ * first 4 KiB page and trims the last entry after its last 4 KiB page. */
 static int check_sg(struct pcd_umem *u, u64 start, int pages)
 {
+	u64 head = ALIGN_DOWN((u64)u->addr, PAGE_SIZE) - ALIGN_DOWN((u64)u->addr, SZ64K);
+	u64 tail = ALIGN((u64)u->addr + u->size, SZ64K) - ALIGN((u64)u->addr + u->size, PAGE_SIZE);
 	struct scatterlist *sg;
 	int i;
 
@@ -130,11 +134,12 @@ static int check_sg(struct pcd_umem *u, u64 start, int pages)
 	      u->nmap, pages);
 	CHECK(u->sgt.sgl && u->sgt.nents >= pages, "sg table has %u entries, want %d", u->sgt.nents, pages);
 	for_each_sg(u->sgt.sgl, sg, u->nmap, i) {
-		u64 want = nvd_dma_address(start + i * SZ64K);
+		u64 want = nvd_dma_address(start + i * SZ64K) + (i == 0 ? head : 0);
+		u64 len = SZ64K - (i == 0 ? head : 0) - (i == pages - 1 ? tail : 0);
 
 		CHECK(sg_dma_address(sg) == want, "sg[%d] dma address %#llx, want %#llx", i,
 		      (u64)sg_dma_address(sg), want);
-		CHECK(sg_dma_len(sg) == SZ64K, "sg[%d] dma length %#x, want 64 KiB", i, sg_dma_len(sg));
+		CHECK(sg_dma_len(sg) == len, "sg[%d] dma length %#x, want %#llx", i, sg_dma_len(sg), len);
 	}
 	return 0;
 }
@@ -469,10 +474,14 @@ static int sc_invalidate_body(void)
 	static struct pcd_stats c0, c1;
 	static struct base b;
 	struct pcd_umem **u = inval_u;
+	bool legacy;
 	u64 va;
 	int i, n;
 
 	TRY(begin(&b));
+	CHECK(pcd_clients(clients, ARRAY_SIZE(clients)) >= 1 && !strcmp(clients[0].name, NV),
+	      "nv_mem is not registered");
+	legacy = !(clients[0].flags & PEER_MEM_INVALIDATE_UNMAPS);
 	va = gpu_alloc(8 * SZ64K, NVIDIA_P2P_PAGE_SIZE_64KB);
 	CHECK(va, "cannot allocate simulated GPU memory");
 	for (i = 0; i < 2; i++) {
@@ -499,8 +508,15 @@ static int sc_invalidate_body(void)
 		CHECK(u[i]->invalidated_context == u[i]->xa_id,
 		      "registration %d invalidated with core_context %llu, want %u (the one get_pages got)",
 		      i, u[i]->invalidated_context, u[i]->xa_id);
-		CHECK(u[i]->inval_unmaps == 1 && u[i]->state == PCD_INVALIDATED,
-		      "registration %d not unmapped by the invalidation", i);
+		CHECK(u[i]->hca_stops == 1, "registration %d: the core told the HCA to stop DMA %d times, want 1",
+		      i, u[i]->hca_stops);
+		CHECK(pcd_umem_state(u[i]) == PCD_INVALIDATED, "registration %d is not invalidated in the core", i);
+		/* peer_mem.c ib_peer_unmap_on_invalidate(): a PEER_MEM_INVALIDATE_UNMAPS
+		 * client unmaps itself; a legacy client gets dma_unmap + put_pages
+		 * from inside the invalidation */
+		CHECK(u[i]->inval_unmaps == (legacy ? 1 : 0),
+		      "registration %d: the core called dma_unmap %d times inside the invalidation, want %d (%s client)",
+		      i, u[i]->inval_unmaps, legacy ? 1 : 0, legacy ? "legacy" : "PEER_MEM_INVALIDATE_UNMAPS");
 	}
 	/* dma_unmap/put_pages made by the core inside the callback: no-ops */
 	CHECK(s1.dma_unmap == s0.dma_unmap && s1.put_pages == s0.put_pages,
@@ -528,7 +544,48 @@ static int sc_invalidate_body(void)
 	      "release after invalidation called dma_unmap_pages %ld / put_pages %ld times, want 0",
 	      s2.dma_unmap - s1.dma_unmap, s2.put_pages - s1.put_pages);
 	TRY(clean(&b, "invalidate"));
-	snprintf(result, sizeof(result), "PASS cudaFree under 2 registrations: 2 invalidations with their core contexts, no calls back into nvidia.ko from the callback, mapping and page table freed once each");
+	snprintf(result, sizeof(result), "PASS %s: cudaFree under 2 registrations: 2 invalidations with their core contexts, %s, no calls back into nvidia.ko from the callback, mapping and page table freed once each",
+		 legacy ? "legacy client" : "PEER_MEM_INVALIDATE_UNMAPS client",
+		 legacy ? "the core unmapped inside them" : "the client unmapped itself");
+	return 0;
+}
+
+/* ------------------------------------------------- free during get_pages */
+
+/*
+ * cudaFree while the core registers the range: MLNX_OFED's core holds the
+ * registration's mapping lock from before get_pages until the HCA arms
+ * invalidation, and the NVIDIA driver calls the free callback under its own
+ * lock, which dma_map_pages takes too. A free callback that calls the
+ * core's invalidate then waits for the mapping lock: here, on the same
+ * thread, a hang; on real hardware, a deadlock with the registering thread
+ * waiting in dma_map_pages. The registration must fail cleanly instead.
+ */
+static int sc_free_during_get(void)
+{
+	static struct nvd_stats s0, s1;	/* static: see sc_invalidate */
+	static struct base b;
+	struct pcd_umem *u;
+	u64 va;
+	int ret;
+
+	TRY(begin(&b));
+	va = gpu_alloc(4 * SZ64K, NVIDIA_P2P_PAGE_SIZE_64KB);
+	CHECK(va, "cannot allocate simulated GPU memory");
+	nvd_get_stats(&s0);
+	/* the 1st get_pages is acquire's probe, the 2nd the registration's */
+	nvd_free_during_get_pages(va, 2);
+	ret = pcd_umem_get(va, 2 * SZ64K, true, NV, &u);
+	nvd_free_during_get_pages(0, 0);
+	nvd_get_stats(&s1);
+	if (!ret)
+		pcd_umem_release(u);
+	CHECK(ret, "registration succeeded although its GPU memory was freed during get_pages");
+	CHECK(s1.callbacks == s0.callbacks + 1, "%ld free callbacks, want 1", s1.callbacks - s0.callbacks);
+	CHECK(s1.dma_map == s0.dma_map, "dma_map_pages was called on a page table the driver had freed");
+	TRY(clean(&b, "free_during_get"));
+	snprintf(result, sizeof(result), "PASS cudaFree inside get_pages: no invalidation under the core's mapping lock, registration failed with %d, nothing leaked",
+		 ret);
 	return 0;
 }
 
@@ -741,16 +798,20 @@ static int sc_race(void)
 			ret = -ETIMEDOUT;
 			break;
 		}
-		/* exactly one of invalidate and release unmapped it */
-		if (u->inval_unmaps + u->teardown_unmaps != 1 || u->invalidations > 1) {
+		/* Default mode (peer_mem.c): either the invalidation came first
+		 * and the client unmapped itself (the core makes no dma_unmap),
+		 * or the teardown came first and the core called dma_unmap once;
+		 * never both, never neither. */
+		if (u->inval_unmaps || u->teardown_unmaps > 1 || u->invalidations > 1 ||
+		    (!u->teardown_unmaps && !u->invalidations)) {
 			snprintf(result, sizeof(result),
-				 "FAIL iteration %d: unmapped %d times by invalidation and %d by release, invalidated %d times",
+				 "FAIL iteration %d: dma_unmap from the core %d times inside the invalidation and %d outside it, invalidated %d times",
 				 i, u->inval_unmaps, u->teardown_unmaps, u->invalidations);
 			pcd_umem_put(u);
 			ret = -EIO;
 			break;
 		}
-		if (u->inval_unmaps)
+		if (!u->teardown_unmaps)
 			inval_first++;
 		else if (u->invalidations)
 			overlapped++;	/* invalidate found it, already unmapped */
@@ -919,6 +980,7 @@ static const struct {
 	{ "several", sc_several },
 	{ "dma_map_refusals", sc_dma_map_refusals },
 	{ "invalidate", sc_invalidate },
+	{ "free_during_get", sc_free_during_get },
 	{ "nc", sc_nc },
 	{ "inject", sc_inject },
 	{ "race", sc_race },
