@@ -43,6 +43,17 @@ pub enum Family {
     Rpm,
 }
 
+impl Family {
+    /// The subcommand that builds this family's source package (named in
+    /// messages that send a user to the other route).
+    pub fn source_package_command(self) -> &'static str {
+        match self {
+            Family::Deb => "build-deb",
+            Family::Rpm => "build-srpm",
+        }
+    }
+}
+
 impl fmt::Display for Family {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -211,6 +222,48 @@ impl Packaging {
         })
     }
 
+    /// The entry a route builds for: @requested (`--distro`), which must be
+    /// of @family; else the entry /etc/os-release names, if it is of
+    /// @family; else @fallback. @command names the route in messages.
+    pub fn choose(
+        &self,
+        family: Family,
+        command: &str,
+        requested: Option<&str>,
+        fallback: &str,
+    ) -> Result<&Distro> {
+        let known = self.ids(Some(family)).join(", ");
+        let Some(id) = requested else {
+            let os_release = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
+            let id = host_distro_id(&os_release)
+                .filter(|id| self.family(family).any(|d| d.id == *id))
+                .unwrap_or_else(|| fallback.to_owned());
+            return self.find(&id).with_context(|| {
+                format!(
+                    "{DATA_FILE} lacks {command}'s default distro `{id}`; pass --distro (one of: {known})"
+                )
+            });
+        };
+        let Some(distro) = self.distros.iter().find(|d| d.id == id) else {
+            bail!(
+                "unknown distro `{id}`; {command} knows: {known} (or add an entry to {DATA_FILE})"
+            );
+        };
+        if distro.family != family {
+            bail!(
+                "distro `{id}` is a{} {} distribution; {command} knows: {known} (use `cargo xtask {}` for {id})",
+                if distro.family == Family::Rpm {
+                    "n"
+                } else {
+                    ""
+                },
+                distro.family,
+                distro.family.source_package_command()
+            );
+        }
+        Ok(distro)
+    }
+
     /// Ids of all entries, or of one family's entries.
     pub fn ids(&self, family: Option<Family>) -> Vec<&str> {
         self.distros
@@ -224,6 +277,36 @@ impl Packaging {
     pub fn family(&self, family: Family) -> impl Iterator<Item = &Distro> {
         self.distros.iter().filter(move |d| d.family == family)
     }
+}
+
+/// The distros.yaml id an os-release file describes, whether or not the
+/// data file has it: `debian` 12 -> debian12, `ubuntu` 22.04 -> ubuntu2204,
+/// RHEL/CentOS 9.4 -> rhel9, Rocky -> rocky9, AlmaLinux -> alma9, Fedora ->
+/// fedora, SLES/SLED/Leap 15.6 -> sles15. Ubuntu's ids carry the whole
+/// version (its releases are YY.MM), the others the major version. None
+/// without an ID, or without a VERSION_ID (Debian testing/sid) except for
+/// Fedora, whose id has no version.
+pub fn host_distro_id(os_release: &str) -> Option<String> {
+    let field = |key: &str| {
+        os_release.lines().find_map(|line| {
+            line.strip_prefix(key)?
+                .strip_prefix('=')
+                .map(|value| value.trim().trim_matches('"').to_owned())
+        })
+    };
+    let id = field("ID")?;
+    if id == "fedora" {
+        return Some(id);
+    }
+    let version = field("VERSION_ID").filter(|v| !v.is_empty())?;
+    let major = version.split('.').next().unwrap_or_default();
+    Some(match id.as_str() {
+        "ubuntu" => format!("ubuntu{}", version.replace('.', "")),
+        "rhel" | "centos" => format!("rhel{major}"),
+        "almalinux" => format!("alma{major}"),
+        "sles" | "sled" | "opensuse-leap" => format!("sles{major}"),
+        other => format!("{other}{major}"),
+    })
 }
 
 fn is_distro_id(id: &str) -> bool {
@@ -281,6 +364,62 @@ mod tests {
         assert_eq!(rhel.family, Family::Rpm);
         assert!(rhel.codename.is_none());
         assert_eq!(packaging.ids(Some(Family::Deb)), ["debian12"]);
+    }
+
+    #[test]
+    fn os_release_maps_to_distro_ids() {
+        let cases = [
+            ("ID=\"rhel\"\nVERSION_ID=\"9.4\"\n", "rhel9"),
+            ("ID=\"centos\"\nVERSION_ID=\"8\"\n", "rhel8"),
+            ("ID=\"rocky\"\nVERSION_ID=\"9.3\"\n", "rocky9"),
+            ("ID=\"almalinux\"\nVERSION_ID=\"9.4\"\n", "alma9"),
+            ("ID=fedora\nVERSION_ID=41\n", "fedora"),
+            ("ID=\"sles\"\nVERSION_ID=\"15.6\"\n", "sles15"),
+            ("ID=debian\nVERSION_ID=\"12\"\n", "debian12"),
+            ("NAME=x\nID=ubuntu\nVERSION_ID=\"22.04\"\n", "ubuntu2204"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(host_distro_id(text).as_deref(), Some(want), "{text}");
+        }
+        assert_eq!(host_distro_id(""), None);
+        assert_eq!(
+            host_distro_id("ID=debian\n"),
+            None,
+            "testing/sid have no VERSION_ID"
+        );
+    }
+
+    #[test]
+    fn choosing_a_distro_names_the_route_and_its_family() {
+        let packaging = Packaging::parse(MINIMAL).unwrap();
+        let rpm = packaging
+            .choose(Family::Rpm, "build-srpm", None, "rhel9")
+            .unwrap();
+        assert_eq!(rpm.family, Family::Rpm);
+        let error = packaging
+            .choose(Family::Rpm, "build-srpm", Some("plan9"), "rhel9")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("build-srpm knows: rhel9") && !error.contains("debian12"),
+            "{error}"
+        );
+        let error = packaging
+            .choose(Family::Rpm, "build-srpm", Some("debian12"), "rhel9")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("is a deb distribution") && error.contains("build-deb"),
+            "{error}"
+        );
+        let error = packaging
+            .choose(Family::Deb, "build-deb", Some("rhel9"), "debian12")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("is an rpm distribution") && error.contains("build-srpm"),
+            "{error}"
+        );
     }
 
     #[test]

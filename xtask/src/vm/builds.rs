@@ -128,7 +128,7 @@ pub fn build_module(
     // trees, from kmod/VERSION: this copy is such a tree.
     sync_bytes(
         &copy.join("VERSION"),
-        format!("{}\n", workspace::VERSION).as_bytes(),
+        format!("{}\n", workspace::version()).as_bytes(),
     )?;
     let mut cmd = Command::new("make");
     cmd.arg("-C")

@@ -1,0 +1,63 @@
+//! The one packaging pipeline every route runs:
+//!
+//! choose the distro -> plan (version, release, timestamp, names) -> one
+//! source tree (the files every route ships) -> render the family's
+//! templates -> write the artifact atomically.
+//!
+//! A route (deb.rs, srpm/) is a [`Route`]: its names, its family's
+//! templates, and how its artifact wraps the source tree. Every input is
+//! checked before anything is written; a failure up to the write is bad
+//! input (exit 2, see error.rs), the same on every route.
+
+mod plan;
+mod release;
+mod route;
+mod source_tree;
+
+pub use plan::{Plan, Request};
+pub use release::Release;
+pub use route::Route;
+#[cfg(test)]
+pub use source_tree::dkms_conf;
+pub use source_tree::{HELPER_NAME, SourceTree};
+
+use source_tree::ModuleSources;
+
+use crate::error::{BadInput, print_report};
+use crate::tarball::write_atomically;
+use anyhow::Result;
+use std::path::PathBuf;
+
+/// A written artifact and the plan it was built from.
+pub struct Built {
+    pub plan: Plan,
+    pub path: PathBuf,
+}
+
+/// Runs the pipeline for route @R.
+pub fn build<R: Route>(request: &Request) -> Result<Built> {
+    let lister = ModuleSources::spawn().map_err(BadInput::wrap)?;
+    let plan = Plan::new::<R>(request).map_err(BadInput::wrap)?;
+    let module_sources = lister.wait().map_err(BadInput::wrap)?;
+    let (tree, rendered) = render::<R>(&plan, &module_sources).map_err(BadInput::wrap)?;
+    let bytes = R::assemble(&plan, tree.to_tar_gz()?, rendered)?;
+    let path = plan.out.join(R::artifact_name(&plan));
+    write_atomically(&path, &bytes)?;
+    Ok(Built { plan, path })
+}
+
+/// The source tree with the route's rendered files in it, and what else
+/// the route rendered.
+fn render<R: Route>(plan: &Plan, module_sources: &[String]) -> Result<(SourceTree, R::Rendered)> {
+    let mut context = plan.base_context();
+    R::add_context(plan, &mut context);
+    let mut tree = SourceTree::new(plan, &plan.tree_prefix::<R>(), module_sources, &context)?;
+    let rendered = R::render(plan, &context, &mut tree)?;
+    Ok((tree, rendered))
+}
+
+/// A route's subcommand: build, then print the route's report.
+pub fn build_command<R: Route>(request: &Request) -> Result<()> {
+    let built = build::<R>(request)?;
+    print_report(&R::report(&built.plan, &built.path))
+}
