@@ -167,18 +167,17 @@ impl Packaging {
         Packaging::parse(&text).with_context(|| format!("in {}", path.display()))
     }
 
-    /// Parses and validates the data file's text.
+    /// Parses and validates the data file's text. YAML and type errors are
+    /// reported in the data file's terms (line, field, what it must be),
+    /// not the YAML library's.
     pub fn parse(text: &str) -> Result<Packaging> {
-        let packaging: Packaging = serde_saphyr::from_str(text).map_err(|e| {
-            anyhow::anyhow!(
-                "malformed packaging data: {e}\nfix the YAML (schema at the top of {DATA_FILE})"
-            )
-        })?;
-        packaging.validate()?;
+        let packaging: Packaging =
+            serde_saphyr::from_str(text).map_err(|error| data_error(text, &error))?;
+        packaging.validate(text)?;
         Ok(packaging)
     }
 
-    fn validate(&self) -> Result<()> {
+    fn validate(&self, text: &str) -> Result<()> {
         let looks_like_address = self.maintainer.trim().ends_with('>')
             && self.maintainer.contains(" <")
             && self.maintainer.contains('@');
@@ -203,7 +202,14 @@ impl Packaging {
                 );
             }
             if !seen.insert(distro.id.as_str()) {
-                bail!("distro id `{}` appears twice; keep one entry", distro.id);
+                let line = id_lines(text, &distro.id)
+                    .get(1)
+                    .map(|line| format!("line {line}: "))
+                    .unwrap_or_default();
+                bail!(
+                    "{line}distro id `{}` appears twice; keep one entry (ids are what --distro takes)",
+                    distro.id
+                );
             }
             if distro.name.trim().is_empty() {
                 bail!("distro `{}` has an empty `name`; give it one", distro.id);
@@ -307,6 +313,108 @@ pub fn host_distro_id(os_release: &str) -> Option<String> {
         "sles" | "sled" | "opensuse-leap" => format!("sles{major}"),
         other => format!("{other}{major}"),
     })
+}
+
+/// What each field of the data file must be, for messages about a value of
+/// the wrong type.
+fn field_expectation(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "maintainer" => "text such as `Name <email@example.org>`",
+        "release" => "a whole number, 1 or more",
+        "distros" => "a list of distro entries (`- id: ...`)",
+        "id" => "an id of lowercase letters and digits, such as debian12",
+        "family" => "`deb` or `rpm`",
+        "name" | "codename" | "standards_version" | "dkms_addon_build_depends" | "rpm_group" => {
+            "text"
+        }
+        "rust_packages" | "build_requires" | "dkms_requires" => {
+            "a list of package names, such as [rustc, rust-src]"
+        }
+        "dh_with_dkms" => "true or false",
+        _ => return None,
+    })
+}
+
+/// A YAML or type error of the data file, in the data file's terms.
+fn data_error(text: &str, error: &serde_saphyr::Error) -> anyhow::Error {
+    let inner = error.without_snippet();
+    let line = error
+        .location()
+        .map(|location| location.line())
+        .unwrap_or(0);
+    let at = if line > 0 {
+        format!("line {line}: ")
+    } else {
+        String::new()
+    };
+    let line_text = usize::try_from(line)
+        .ok()
+        .and_then(|line| text.lines().nth(line.checked_sub(1)?))
+        .unwrap_or_default();
+    // `key: value` on the error's line (also as a list item `- key: value`);
+    // not when the value opens a flow collection, whose error may be a
+    // syntax error anywhere inside it.
+    let entry = line_text
+        .trim_start()
+        .trim_start_matches("- ")
+        .split_once(':')
+        .map(|(key, value)| (key.trim(), value.trim()))
+        .filter(|(_, value)| !value.starts_with(['[', '{']));
+    match inner {
+        serde_saphyr::Error::DuplicateMappingKey { key, .. } => {
+            let key = key.as_deref().unwrap_or("a key");
+            anyhow::anyhow!(
+                "{at}`{key}` is given twice at the same level; keep one (schema at the top of {DATA_FILE})"
+            )
+        }
+        // Not a value of the wrong type: the library's words, our line.
+        serde_saphyr::Error::SerdeUnknownField { .. }
+        | serde_saphyr::Error::SerdeMissingField { .. }
+        | serde_saphyr::Error::Eof { .. } => {
+            anyhow::anyhow!(
+                "{at}{}; fix the entry (schema at the top of {DATA_FILE})",
+                library_message(inner)
+            )
+        }
+        _ => match entry.and_then(|(key, value)| Some((key, value, field_expectation(key)?))) {
+            Some((field, value, expected)) => anyhow::anyhow!(
+                "{at}`{field}` must be {expected}, not `{value}` (schema at the top of {DATA_FILE})"
+            ),
+            None => anyhow::anyhow!(
+                "{at}malformed packaging data: {}; fix the YAML (schema at the top of {DATA_FILE})",
+                library_message(inner)
+            ),
+        },
+    }
+}
+
+/// The library's one-line message, without its "error: line L column C: "
+/// prefix (the caller gives the line).
+fn library_message(error: &serde_saphyr::Error) -> String {
+    let text = error.to_string();
+    let first = text.lines().next().unwrap_or_default();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    match first.split_once(": ") {
+        Some((place, rest)) if place.starts_with("line ") => rest.to_owned(),
+        _ => first.to_owned(),
+    }
+}
+
+/// Line numbers (1-based) of the `id: @id` lines, block (`- id: x`) or
+/// flow (`{id: x, ...}`) style.
+fn id_lines(text: &str, id: &str) -> Vec<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            let line = line.trim_start().trim_start_matches('-').trim_start();
+            let line = line.trim_start_matches('{').trim_start();
+            line.strip_prefix("id:").is_some_and(|rest| {
+                let value = rest.split([',', '}', '#']).next().unwrap_or_default();
+                value.trim().trim_matches(['"', '\'']) == id
+            })
+        })
+        .map(|(index, _)| index + 1)
+        .collect()
 }
 
 fn is_distro_id(id: &str) -> bool {
@@ -436,7 +544,7 @@ mod tests {
             ("distros: [".to_owned(), "malformed"),
             (
                 "distros:\n  - {id: a, name: A, family: deb}\n".to_owned(),
-                "malformed",
+                "missing field `maintainer`",
             ),
             (
                 "maintainer: nobody\ndistros:\n  - {id: a, name: A, family: deb}\n".to_owned(),
@@ -444,11 +552,11 @@ mod tests {
             ),
             (
                 format!("{M}distros:\n  - id: x\n    name: y\n    family: nix\n"),
-                "malformed",
+                "`family` must be",
             ),
             (
                 format!("{M}distros:\n  - id: a1\n    name: A\n    family: deb\n    codenmae: x\n"),
-                "malformed",
+                "codenmae",
             ),
             (
                 format!("{M}release: 0\ndistros:\n  - {{id: a, name: A, family: deb}}\n"),
@@ -468,6 +576,51 @@ mod tests {
         ] {
             let error = format!("{:#}", Packaging::parse(&text).unwrap_err());
             assert!(error.contains(expected), "{text:?} gave {error}");
+        }
+    }
+
+    #[test]
+    fn data_errors_name_the_line_and_the_field_in_our_words() {
+        const M: &str = "maintainer: A B <a@b.example>\n";
+        for (text, expected) in [
+            (
+                format!(
+                    "{M}distros:\n  - id: a1\n    name: A\n    family: deb\n  - id: a1\n    name: B\n    family: rpm\n"
+                ),
+                "line 6: distro id `a1` appears twice",
+            ),
+            (
+                format!("{M}distros:\n  - id: a1\n    name: A\n    name: B\n    family: deb\n"),
+                "line 5: `name` is given twice at the same level",
+            ),
+            (
+                format!("{M}release: 1\nrelease: 2\ndistros: []\n"),
+                "line 3: `release` is given twice",
+            ),
+            (
+                format!(
+                    "{M}distros:\n  - id: a1\n    name: A\n    family: deb\n    dh_with_dkms: maybe\n"
+                ),
+                "line 6: `dh_with_dkms` must be true or false, not `maybe`",
+            ),
+            (
+                format!(
+                    "{M}distros:\n  - id: a1\n    name: A\n    family: deb\n    rust_packages: rustc\n"
+                ),
+                "line 6: `rust_packages` must be a list of package names",
+            ),
+            (
+                format!("{M}release: x\ndistros: []\n"),
+                "line 2: `release` must be a whole number",
+            ),
+            (
+                format!("{M}distros:\n  - id: a1\n    name: A\n    family: nix\n"),
+                "line 5: `family` must be `deb` or `rpm`, not `nix`",
+            ),
+        ] {
+            let error = format!("{:#}", Packaging::parse(&text).unwrap_err());
+            assert!(error.contains(expected), "{text:?} gave {error}");
+            assert!(!error.contains("DuplicateKeyPolicy"), "{error}");
         }
     }
 
