@@ -4,6 +4,8 @@
 
 mod bench_kmod;
 mod bench_writer;
+#[cfg(test)]
+mod contract;
 mod deb;
 mod distro;
 mod error;
