@@ -107,7 +107,7 @@ impl Route for Deb {
             "Built: {path}\n\nTo install on {name}:\n    cd {dir}\n    tar xzf {file}\n    cd {prefix}\n    dpkg-buildpackage -us -uc\n    dpkg -i ../{SOURCE_PACKAGE}_{v}-{r}_all.deb ../{SOURCE_PACKAGE}-dkms_{v}-{r}_all.deb\n",
             path = artifact.display(),
             name = plan.distro.name,
-            prefix = plan.tree_prefix::<Deb>(),
+            prefix = plan.tree_prefix(Deb::SOURCE_NAME),
             v = plan.package_version,
             r = plan.release,
         )

@@ -13,6 +13,8 @@ mod pipeline;
 mod render;
 mod srpm;
 mod tarball;
+#[cfg(test)]
+mod tidy;
 mod vm;
 mod workspace;
 

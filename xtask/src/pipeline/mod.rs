@@ -21,11 +21,13 @@ pub use route::Route;
 pub use source_tree::dkms_conf;
 pub use source_tree::{HELPER_NAME, SourceTree};
 
-use source_tree::ModuleSources;
-
+use crate::distro::Packaging;
 use crate::error::{BadInput, print_report};
 use crate::tarball::write_atomically;
+use crate::workspace;
 use anyhow::Result;
+use plan::check_out_dir;
+use source_tree::ModuleSources;
 use std::path::PathBuf;
 
 /// A written artifact and the plan it was built from.
@@ -37,7 +39,7 @@ pub struct Built {
 /// Runs the pipeline for route @R.
 pub fn build<R: Route>(request: &Request) -> Result<Built> {
     let lister = ModuleSources::spawn().map_err(BadInput::wrap)?;
-    let plan = Plan::new::<R>(request).map_err(BadInput::wrap)?;
+    let plan = plan::<R>(request).map_err(BadInput::wrap)?;
     let module_sources = lister.wait().map_err(BadInput::wrap)?;
     let (tree, rendered) = render::<R>(&plan, &module_sources).map_err(BadInput::wrap)?;
     let bytes = R::assemble(&plan, tree.to_tar_gz()?, rendered)?;
@@ -46,12 +48,45 @@ pub fn build<R: Route>(request: &Request) -> Result<Built> {
     Ok(Built { plan, path })
 }
 
+/// Checks every input of @request for route @R; nothing is written.
+fn plan<R: Route>(request: &Request) -> Result<Plan> {
+    let packaging = Packaging::load()?;
+    let distro = packaging
+        .choose(
+            R::FAMILY,
+            R::COMMAND,
+            request.distro.as_deref(),
+            R::FALLBACK_DISTRO,
+        )?
+        .clone();
+    R::check_distro(&distro)?;
+    let release = request.release.map_or(packaging.release, Release::get);
+    let workspace_version = workspace::version().to_owned();
+    let package_version = R::package_version(&workspace_version)?;
+    check_out_dir(&request.out)?;
+    let source_date_epoch = workspace::source_date_epoch()?;
+    Ok(Plan {
+        packaging,
+        distro,
+        workspace_version,
+        package_version,
+        release,
+        source_date_epoch,
+        out: request.out.clone(),
+    })
+}
+
 /// The source tree with the route's rendered files in it, and what else
 /// the route rendered.
 fn render<R: Route>(plan: &Plan, module_sources: &[String]) -> Result<(SourceTree, R::Rendered)> {
     let mut context = plan.base_context();
     R::add_context(plan, &mut context);
-    let mut tree = SourceTree::new(plan, &plan.tree_prefix::<R>(), module_sources, &context)?;
+    let mut tree = SourceTree::new(
+        plan,
+        &plan.tree_prefix(R::SOURCE_NAME),
+        module_sources,
+        &context,
+    )?;
     let rendered = R::render(plan, &context, &mut tree)?;
     Ok((tree, rendered))
 }

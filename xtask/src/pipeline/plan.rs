@@ -4,9 +4,8 @@
 //! before a plan exists.
 
 use super::release::Release;
-use super::route::Route;
 use crate::distro::{Distro, Packaging};
-use crate::{render, workspace};
+use crate::render;
 use anyhow::{Context, Result, ensure};
 use std::path::{Path, PathBuf};
 
@@ -35,34 +34,6 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Checks every input of @request for route @R; nothing is written.
-    pub fn new<R: Route>(request: &Request) -> Result<Plan> {
-        let packaging = Packaging::load()?;
-        let distro = packaging
-            .choose(
-                R::FAMILY,
-                R::COMMAND,
-                request.distro.as_deref(),
-                R::FALLBACK_DISTRO,
-            )?
-            .clone();
-        R::check_distro(&distro)?;
-        let release = request.release.map_or(packaging.release, Release::get);
-        let workspace_version = workspace::version().to_owned();
-        let package_version = R::package_version(&workspace_version)?;
-        check_out_dir(&request.out)?;
-        let source_date_epoch = workspace::source_date_epoch()?;
-        Ok(Plan {
-            packaging,
-            distro,
-            workspace_version,
-            package_version,
-            release,
-            source_date_epoch,
-            out: request.out.clone(),
-        })
-    }
-
     /// The variables every template sees (see render.rs), plus
     /// `package_version`: DKMS's PACKAGE_VERSION, the
     /// /usr/src/nv_peer_mem-<version> suffix.
@@ -78,9 +49,9 @@ impl Plan {
         context
     }
 
-    /// The source tree's top directory: `<name>-<package version>`.
-    pub fn tree_prefix<R: Route>(&self) -> String {
-        format!("{}-{}", R::SOURCE_NAME, self.package_version)
+    /// The source tree's top directory: `<source name>-<package version>`.
+    pub fn tree_prefix(&self, source_name: &str) -> String {
+        format!("{source_name}-{}", self.package_version)
     }
 }
 

@@ -8,6 +8,7 @@
 //! rpm/nvidia_peer_memory.spec.tera (spec.rs); writer.rs lays the two out
 //! as a source rpm.
 
+mod payload;
 pub mod spec;
 pub mod writer;
 
@@ -138,7 +139,7 @@ impl Route for Srpm {
     /// The spec's Source0 is the source tree.
     fn assemble(plan: &Plan, tree_tar_gz: Vec<u8>, mut package: SourcePackage) -> Result<Vec<u8>> {
         package.sources.push(SourceFile {
-            name: format!("{}.tar.gz", plan.tree_prefix::<Srpm>()),
+            name: format!("{}.tar.gz", plan.tree_prefix(Srpm::SOURCE_NAME)),
             contents: tree_tar_gz,
             permissions: 0o644,
         });
