@@ -60,7 +60,7 @@ upstream=${version/-/\~}
 release=1
 
 echo "== build-deb"
-check "xtask unit and golden tests" cargo test --quiet --release --manifest-path "$root/Cargo.toml" -p xtask -- deb:: distro:: render:: tarball::
+check "xtask unit and golden tests" cargo test --quiet --release --manifest-path "$root/Cargo.toml" -p xtask -- deb:: distro:: render:: tarball:: pipeline:: error::
 check "cargo build of xtask" cargo build --quiet --release --manifest-path "$root/Cargo.toml" -p xtask
 xtask=$root/target/release/xtask
 tarball=nvidia-peer-memory_${upstream}.orig.tar.gz

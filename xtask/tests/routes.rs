@@ -159,7 +159,9 @@ fn bad_data_templates_and_checkouts_exit_2_and_write_nothing_on_every_route() {
     let good_data = std::fs::read_to_string(&data).unwrap();
     let dkms = copy.join("dkms/dkms.conf.tera");
     let good_dkms = std::fs::read_to_string(&dkms).unwrap();
-    let faults: Vec<(&str, Box<dyn Fn()>, &str)> = vec![
+    /// What is broken, how, and what the message must say.
+    type Fault<'a> = (&'a str, Box<dyn Fn() + 'a>, &'a str);
+    let faults: Vec<Fault> = vec![
         (
             "duplicate distro id",
             Box::new(|| {

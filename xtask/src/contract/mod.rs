@@ -42,14 +42,14 @@ pub fn check(header: &str, platform: &str, kernel: &str) -> Result<Vec<String>> 
         let mut found: Vec<(String, u64)> = Vec::new();
         for (enum_name, variants) in &rust.enums {
             for (variant, rust_value) in variants {
-                if let Some(prefix) = name.strip_suffix(variant.as_str()) {
-                    if let Some(prefix) = prefix.strip_suffix('_').filter(|p| !p.is_empty()) {
-                        prefixes
-                            .entry(enum_name)
-                            .or_default()
-                            .push(prefix.to_owned());
-                        found.push((format!("{enum_name}::{variant}"), *rust_value));
-                    }
+                if let Some(prefix) = name.strip_suffix(variant.as_str())
+                    && let Some(prefix) = prefix.strip_suffix('_').filter(|p| !p.is_empty())
+                {
+                    prefixes
+                        .entry(enum_name)
+                        .or_default()
+                        .push(prefix.to_owned());
+                    found.push((format!("{enum_name}::{variant}"), *rust_value));
                 }
             }
         }

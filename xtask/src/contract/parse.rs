@@ -218,21 +218,19 @@ pub fn parse_rust(text: &str) -> Result<RustItems> {
             items.enums.insert(name, variants);
         } else if let Some(rest) = line.split_once("struct ").map(|(_, rest)| rest) {
             // `pub struct Name(pub [u64; 4]);`
-            if let Some((name, body)) = rest.split_once('(') {
-                if let Some(size) = array_size(body) {
-                    items
-                        .struct_sizes
-                        .insert(screaming_snake(name.trim()), size);
-                }
-            }
-        } else if let Some(rest) = line.split_once("const ").map(|(_, rest)| rest) {
-            if let (Some((name, _)), Some((_, value))) =
-                (rest.split_once(':'), rest.split_once('='))
+            if let Some((name, body)) = rest.split_once('(')
+                && let Some(size) = array_size(body)
             {
-                if let Some(value) = rust_number(value.trim_end_matches(';')) {
-                    items.consts.insert(name.trim().to_owned(), value);
-                }
+                items
+                    .struct_sizes
+                    .insert(screaming_snake(name.trim()), size);
             }
+        } else if let Some(rest) = line.split_once("const ").map(|(_, rest)| rest)
+            && let (Some((name, _)), Some((_, value))) =
+                (rest.split_once(':'), rest.split_once('='))
+            && let Some(value) = rust_number(value.trim_end_matches(';'))
+        {
+            items.consts.insert(name.trim().to_owned(), value);
         }
         repr_u32 = false;
     }
