@@ -6,7 +6,7 @@
 #   - bookworm-backports main: the 6.12 kernels. Backports is NotAutomatic in
 #     its Release file (priority 100), so it is only used when a package is
 #     explicitly selected as <pkg>/bookworm-backports.
-# Never adds trixie: see shared/design/KMOD-BUILD.md on what that did once.
+# Never adds trixie: see docs/testing.md on what that did once.
 set -euo pipefail
 list=/etc/apt/sources.list.d/nv-peer-mem-ci.sources
 want='Types: deb

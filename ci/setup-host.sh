@@ -2,7 +2,7 @@
 # Installs everything this project's build and test suite needs on a fresh
 # Debian 12 (bookworm) machine, as root. Safe to run again.
 #
-# Suites are selected per package (KMOD-BUILD.md): bookworm-backports only
+# Suites are selected per package (docs/testing.md): bookworm-backports only
 # for the 6.12 headers and the QEMU it needs, bookworm-security's rustc-web
 # (it is the candidate anyway), never trixie.
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end test of `cargo xtask build-deb` (issue 5 §5), for real, as root
+# End-to-end test of `cargo xtask build-deb` (docs/packaging.md), for real, as root
 # on a Debian 12 machine prepared by ci/setup-host.sh:
 #   build-deb twice gives the same bytes; the xtask unit and golden tests pass;
 #   dpkg-buildpackage -us -uc builds both debs; lintian: 0 errors and only the
@@ -24,7 +24,7 @@ accepted_warnings=(
     # Not uploaded to Debian, so there is no ITP bug to close.
     initial-upload-closes-no-bugs
     # The orig tarball carries debian/ itself: build_module.sh's documented
-    # layout (unpack, cd, dpkg-buildpackage) that issue 5 keeps.
+    # layout (unpack, cd, dpkg-buildpackage) kept from the original (docs/packaging.md).
     no-debian-changes
 )
 
@@ -60,7 +60,7 @@ upstream=${version/-/\~}
 release=1
 
 echo "== build-deb"
-check "xtask unit and golden tests" cargo test --quiet --release --manifest-path "$root/Cargo.toml" -p xtask -- deb:: distro:: render:: tarball::
+check "xtask unit and golden tests" cargo test --quiet --release --manifest-path "$root/Cargo.toml" -p xtask -- deb:: distro:: render:: tarball:: pipeline:: error::
 check "cargo build of xtask" cargo build --quiet --release --manifest-path "$root/Cargo.toml" -p xtask
 xtask=$root/target/release/xtask
 tarball=nvidia-peer-memory_${upstream}.orig.tar.gz

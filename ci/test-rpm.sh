@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end test of `cargo xtask build-srpm` (issue 4 §6), for real, as root
+# End-to-end test of `cargo xtask build-srpm` (docs/packaging.md), for real, as root
 # on a Debian 12 machine prepared by ci/setup-host.sh (rpm, rpmbuild, rpmlint,
 # Debian kernel headers, rustc-web):
 #   the xtask writer/spec unit and golden tests pass; build-srpm twice gives

@@ -3,11 +3,13 @@
 # documents it: sudo bash ci/test.sh
 #
 # Installs what it needs (ci/setup-host.sh), then runs, in order:
-#   1. cargo test --workspace     host tests of the module logic and xtask
-#   2. ci/test-kmod.sh            module builds on Debian 6.1 / 6.12 kernels
-#   3. ci/test-rpm.sh             build-srpm, rpmbuild --rebuild, rpmlint
-#   4. ci/test-deb.sh             build-deb, dpkg-buildpackage, lintian, DKMS
-#   5. cargo xtask test-vm        the module in booted kernels (QEMU)
+#   1. ci/test-lint.sh            cargo fmt --check, clippy -D warnings,
+#                                 the C/Rust contract, xtask's tidy tests
+#   2. cargo test --workspace     host tests of the module logic and xtask
+#   3. ci/test-kmod.sh            module builds on Debian 6.1 / 6.12 kernels
+#   4. ci/test-rpm.sh             build-srpm, rpmbuild --rebuild, rpmlint
+#   5. ci/test-deb.sh             build-deb, dpkg-buildpackage, lintian, DKMS
+#   6. cargo xtask test-vm        the module in booted kernels (QEMU)
 # Every suite runs even if an earlier one failed; the last line sums them
 # as `N passed, M failed`, and the exit status is non-zero on any failure.
 set -uo pipefail
@@ -44,6 +46,7 @@ suite() {  # suite NAME COMMAND...: runs a suite, adds up its counts
     rm -f "$out"
 }
 
+suite "lint" bash ci/test-lint.sh
 suite "cargo test" cargo test --workspace --locked
 suite "module builds" bash ci/test-kmod.sh
 suite "rpm route" bash ci/test-rpm.sh

@@ -2,7 +2,7 @@
 # Usage: rust-flags.sh <kernel .config> <rustc>
 # Prints the rustc flags that make Rust code fit the target kernel: its
 # architecture's kernel target and the mitigations its .config enables
-# (KMOD-BUILD.md). core, compiler_builtins and the module crate must all be
+# (docs/kmod-build.md). core, compiler_builtins and the module crate must all be
 # built with the same flags, or rustc refuses to link them (ABI mismatch).
 # Config names cover kernels from RHEL 8's 4.18 (CONFIG_RETPOLINE) to 6.12
 # (CONFIG_MITIGATION_RETPOLINE); flag spellings are probed on the rustc.

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Usage: verify-object.sh <kmod dir>
 # Checks what the module loader and the kernel's mitigations require of the
-# Rust object, after every build (KMOD-BUILD.md):
+# Rust object, after every build (docs/kmod-build.md):
 #   - no GOTPCREL relocations: the module loader rejects them;
 #   - no SSE/AVX registers: kernel code must not touch FPU state;
 #   - objtool printed nothing about the module.

@@ -1,6 +1,6 @@
 //! The peer memory client: what each PeerDirect callback does, and module
 //! load/unload. Behaviour follows Mellanox's nv_peer_mem 1.3 and NVIDIA's
-//! nvidia-peermem (FIELD-NOTES §1); where they leak or race, this code
+//! nvidia-peermem (docs/contracts.md); where they leak or race, this code
 //! closes the gap and says so.
 
 use crate::context::Context;

@@ -66,7 +66,7 @@ mod ffi {
         pub fn nvpm_c_module_put();
         pub fn nvpm_c_log(level: u32, what: *const u8, len: usize, value: i64);
         /// The kernel's `panic()`, declared noreturn so objtool sees the
-        /// call ends the function (see KMOD-BUILD.md).
+        /// call ends the function (see docs/kmod-build.md).
         pub fn panic(fmt: *const u8, ...) -> !;
     }
 }

@@ -28,7 +28,7 @@ pub fn bench_kmod_command(args: &BenchKmodArgs) -> Result<()> {
         None => default_kver()?,
     };
     if !Path::new(&format!("/lib/modules/{kver}/build/Makefile")).exists() {
-        return Err(crate::BadInput::error(format!(
+        return Err(crate::error::BadInput::error(format!(
             "no kernel build tree for {kver} in /lib/modules/{kver}/build; install linux-headers-{kver} or pass --kver"
         )));
     }
@@ -108,7 +108,7 @@ fn default_kver() -> Result<String> {
         .unwrap_or_default();
     installed.sort_by_key(|release| version_key(release));
     installed.pop().ok_or_else(|| {
-        crate::BadInput::error("no kernel headers installed under /lib/modules/*/build; install linux-headers-<kver> (sudo bash ci/setup-host.sh) or pass --kver".into())
+        crate::error::BadInput::error("no kernel headers installed under /lib/modules/*/build; install linux-headers-<kver> (sudo bash ci/setup-host.sh) or pass --kver")
     })
 }
 

@@ -4,22 +4,29 @@
 
 mod bench_kmod;
 mod bench_writer;
+#[cfg(test)]
+mod contract;
 mod deb;
 mod distro;
+mod error;
 mod fixtures;
+mod pipeline;
 mod render;
 mod srpm;
 mod tarball;
+#[cfg(test)]
+mod tidy;
 mod vm;
 mod workspace;
 
 use clap::{Parser, Subcommand};
+use error::exit_status;
 use std::process::ExitCode;
 
 /// Builds, packages and tests nv_peer_mem, the GPUDirect RDMA peer memory
 /// client kernel module.
 #[derive(Parser)]
-#[command(name = "cargo xtask", bin_name = "cargo xtask", version = workspace::VERSION, about, long_about = None)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask", version = env!("CARGO_PKG_VERSION"), about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -53,6 +60,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(error) = workspace::locate() {
+        return exit_status(Err(error));
+    }
     match cli.command {
         Command::BuildSrpm(args) => exit_status(srpm::build_srpm_command(&args)),
         Command::BenchSrpm(args) => exit_status(srpm::bench_srpm_command(&args)),
@@ -83,44 +93,4 @@ fn dist(args: &DistArgs) -> anyhow::Result<()> {
         distro: None,
         release: None,
     })
-}
-
-/// Bad input from the user or the packaging data (unknown distro, malformed
-/// data file, unusable --out ...): reported with exit status 2, like clap's
-/// own usage errors. Other failures exit with 1.
-#[derive(Debug)]
-pub struct BadInput(anyhow::Error);
-
-impl BadInput {
-    pub fn error(message: String) -> anyhow::Error {
-        anyhow::Error::new(BadInput(anyhow::anyhow!(message)))
-    }
-
-    /// Marks an error as bad input, keeping its message and causes.
-    pub fn wrap(error: anyhow::Error) -> anyhow::Error {
-        anyhow::Error::new(BadInput(error))
-    }
-}
-
-impl std::fmt::Display for BadInput {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:#}", self.0)
-    }
-}
-
-impl std::error::Error for BadInput {}
-
-/// Prints the error (with its causes) and maps it to an exit status.
-fn exit_status(result: anyhow::Result<()>) -> ExitCode {
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            if error.chain().any(|cause| cause.is::<BadInput>()) {
-                ExitCode::from(2)
-            } else {
-                ExitCode::FAILURE
-            }
-        }
-    }
 }

@@ -30,7 +30,7 @@ pub struct RenderedFile {
 }
 
 /// Variables every template may use. `version` is the workspace version
-/// (pass `workspace::VERSION`; tests pass a fixed one).
+/// (pass `workspace::version()`; tests pass a fixed one).
 pub fn base_context(
     packaging: &Packaging,
     distro: &Distro,

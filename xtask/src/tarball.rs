@@ -146,12 +146,6 @@ impl Tarball {
         let gzip = builder.into_inner().context("finishing the tar stream")?;
         gzip.finish().context("finishing the gzip stream")
     }
-
-    /// Writes the archive to `path` atomically (see the module comment).
-    pub fn write_atomically(&self, path: &Path) -> Result<()> {
-        let bytes = self.to_tar_gz()?;
-        write_atomically(path, &bytes)
-    }
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same directory

@@ -4,6 +4,7 @@
 
 use super::writer::{ChangelogEntry, parse_dependency};
 use crate::distro::{DATA_FILE, Distro, Family, Packaging};
+use crate::pipeline::HELPER_NAME;
 use crate::render;
 use anyhow::{Context, Result, bail, ensure};
 use rpm::Dependency;
@@ -15,10 +16,9 @@ pub const TEMPLATE: &str = "rpm/nvidia_peer_memory.spec.tera";
 /// documentation carry over).
 pub const PACKAGE_NAME: &str = "nvidia_peer_memory";
 
-/// The boot helper the systemd unit runs, as shipped in `packaging/` and
-/// where the binary package installs it.
-/// (The unit names the path; `%{_libexecdir}` is /usr/lib on SUSE.)
-pub const HELPER_NAME: &str = "nv_peer_mem-service";
+/// Where the binary package installs the boot helper (pipeline's
+/// HELPER_NAME). The unit names the path; `%{_libexecdir}` is /usr/lib on
+/// SUSE, so the spec spells it out.
 pub const HELPER_DIR: &str = "/usr/libexec/nv_peer_mem";
 
 /// Checks that an rpm-family entry has everything the spec template uses,

@@ -85,8 +85,9 @@ struct nvd_map {
 static DEFINE_MUTEX(nvd_lock);
 /*
  * RM's API lock: the real driver holds it while it calls a free callback
- * (cudaFree) and takes it in get_pages, put_pages, dma_map_pages and
- * dma_unmap_pages. A client that waits, inside its free callback, for
+ * (cudaFree) and takes it in get_pages, put_pages and dma_map_pages (their
+ * rm_p2p_* calls); not in dma_unmap_pages, which in 535's nv-p2p.c only
+ * takes the page table's mapping-list semaphore. A client that waits, inside its free callback, for
  * something another thread holds while calling one of those deadlocks
  * here as it would with the real driver. Order: nvd_api_lock, then
  * nvd_lock.
@@ -525,13 +526,11 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer,
 			       struct nvidia_p2p_page_table *page_table,
 			       struct nvidia_p2p_dma_mapping *dma_mapping)
 {
-	bool api_held;
 	struct nvd_table *t;
 	struct nvd_map *map;
 	bool fail;
 	int ret = 0;
 
-	api_held = nvd_api_enter("dma_unmap_pages");
 	mutex_lock(&nvd_lock);
 	st.dma_unmap++;
 	fail = nvd_should_fail("dma_unmap_pages");
@@ -564,7 +563,6 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer,
 	ret = fail ? nvd_fail_err : 0;
 out:
 	mutex_unlock(&nvd_lock);
-	nvd_api_exit(api_held);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_dma_unmap_pages);

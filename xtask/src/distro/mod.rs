@@ -9,7 +9,10 @@
 //! Unknown fields are refused, so a typo in the data file is an error rather
 //! than a silently ignored setting.
 
+mod data_errors;
+
 use anyhow::{Context, Result, bail};
+use data_errors::{data_error, id_lines};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::Path;
@@ -41,6 +44,17 @@ fn default_release() -> u32 {
 pub enum Family {
     Deb,
     Rpm,
+}
+
+impl Family {
+    /// The subcommand that builds this family's source package (named in
+    /// messages that send a user to the other route).
+    pub fn source_package_command(self) -> &'static str {
+        match self {
+            Family::Deb => "build-deb",
+            Family::Rpm => "build-srpm",
+        }
+    }
 }
 
 impl fmt::Display for Family {
@@ -156,18 +170,17 @@ impl Packaging {
         Packaging::parse(&text).with_context(|| format!("in {}", path.display()))
     }
 
-    /// Parses and validates the data file's text.
+    /// Parses and validates the data file's text. YAML and type errors are
+    /// reported in the data file's terms (line, field, what it must be),
+    /// not the YAML library's.
     pub fn parse(text: &str) -> Result<Packaging> {
-        let packaging: Packaging = serde_saphyr::from_str(text).map_err(|e| {
-            anyhow::anyhow!(
-                "malformed packaging data: {e}\nfix the YAML (schema at the top of {DATA_FILE})"
-            )
-        })?;
-        packaging.validate()?;
+        let packaging: Packaging =
+            serde_saphyr::from_str(text).map_err(|error| data_error(text, &error, DATA_FILE))?;
+        packaging.validate(text)?;
         Ok(packaging)
     }
 
-    fn validate(&self) -> Result<()> {
+    fn validate(&self, text: &str) -> Result<()> {
         let looks_like_address = self.maintainer.trim().ends_with('>')
             && self.maintainer.contains(" <")
             && self.maintainer.contains('@');
@@ -192,7 +205,14 @@ impl Packaging {
                 );
             }
             if !seen.insert(distro.id.as_str()) {
-                bail!("distro id `{}` appears twice; keep one entry", distro.id);
+                let line = id_lines(text, &distro.id)
+                    .get(1)
+                    .map(|line| format!("line {line}: "))
+                    .unwrap_or_default();
+                bail!(
+                    "{line}distro id `{}` appears twice; keep one entry (ids are what --distro takes)",
+                    distro.id
+                );
             }
             if distro.name.trim().is_empty() {
                 bail!("distro `{}` has an empty `name`; give it one", distro.id);
@@ -211,6 +231,48 @@ impl Packaging {
         })
     }
 
+    /// The entry a route builds for: @requested (`--distro`), which must be
+    /// of @family; else the entry /etc/os-release names, if it is of
+    /// @family; else @fallback. @command names the route in messages.
+    pub fn choose(
+        &self,
+        family: Family,
+        command: &str,
+        requested: Option<&str>,
+        fallback: &str,
+    ) -> Result<&Distro> {
+        let known = self.ids(Some(family)).join(", ");
+        let Some(id) = requested else {
+            let os_release = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
+            let id = host_distro_id(&os_release)
+                .filter(|id| self.family(family).any(|d| d.id == *id))
+                .unwrap_or_else(|| fallback.to_owned());
+            return self.find(&id).with_context(|| {
+                format!(
+                    "{DATA_FILE} lacks {command}'s default distro `{id}`; pass --distro (one of: {known})"
+                )
+            });
+        };
+        let Some(distro) = self.distros.iter().find(|d| d.id == id) else {
+            bail!(
+                "unknown distro `{id}`; {command} knows: {known} (or add an entry to {DATA_FILE})"
+            );
+        };
+        if distro.family != family {
+            bail!(
+                "distro `{id}` is a{} {} distribution; {command} knows: {known} (use `cargo xtask {}` for {id})",
+                if distro.family == Family::Rpm {
+                    "n"
+                } else {
+                    ""
+                },
+                distro.family,
+                distro.family.source_package_command()
+            );
+        }
+        Ok(distro)
+    }
+
     /// Ids of all entries, or of one family's entries.
     pub fn ids(&self, family: Option<Family>) -> Vec<&str> {
         self.distros
@@ -224,6 +286,36 @@ impl Packaging {
     pub fn family(&self, family: Family) -> impl Iterator<Item = &Distro> {
         self.distros.iter().filter(move |d| d.family == family)
     }
+}
+
+/// The distros.yaml id an os-release file describes, whether or not the
+/// data file has it: `debian` 12 -> debian12, `ubuntu` 22.04 -> ubuntu2204,
+/// RHEL/CentOS 9.4 -> rhel9, Rocky -> rocky9, AlmaLinux -> alma9, Fedora ->
+/// fedora, SLES/SLED/Leap 15.6 -> sles15. Ubuntu's ids carry the whole
+/// version (its releases are YY.MM), the others the major version. None
+/// without an ID, or without a VERSION_ID (Debian testing/sid) except for
+/// Fedora, whose id has no version.
+pub fn host_distro_id(os_release: &str) -> Option<String> {
+    let field = |key: &str| {
+        os_release.lines().find_map(|line| {
+            line.strip_prefix(key)?
+                .strip_prefix('=')
+                .map(|value| value.trim().trim_matches('"').to_owned())
+        })
+    };
+    let id = field("ID")?;
+    if id == "fedora" {
+        return Some(id);
+    }
+    let version = field("VERSION_ID").filter(|v| !v.is_empty())?;
+    let major = version.split('.').next().unwrap_or_default();
+    Some(match id.as_str() {
+        "ubuntu" => format!("ubuntu{}", version.replace('.', "")),
+        "rhel" | "centos" => format!("rhel{major}"),
+        "almalinux" => format!("alma{major}"),
+        "sles" | "sled" | "opensuse-leap" => format!("sles{major}"),
+        other => format!("{other}{major}"),
+    })
 }
 
 fn is_distro_id(id: &str) -> bool {
@@ -251,114 +343,4 @@ fn is_debian_package_name(name: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MINIMAL: &str = "maintainer: A B <a@b.example>\ndistros:\n  - id: debian12\n    name: Debian 12\n    family: deb\n    codename: bookworm\n    standards_version: 4.6.2\n    rust_packages: [rustc-web, rust-web-src]\n    dkms_addon_build_depends: dh-sequence-dkms\n  - id: rhel9\n    name: RHEL 9\n    family: rpm\n";
-
-    #[test]
-    fn the_workspace_data_file_loads_and_every_deb_entry_is_complete() {
-        let packaging = Packaging::load().unwrap();
-        let debs: Vec<_> = packaging.family(Family::Deb).collect();
-        assert!(
-            debs.len() >= 4,
-            "debian12, debian13, ubuntu2204, ubuntu2404 expected"
-        );
-        for distro in debs {
-            distro.validate_deb().unwrap();
-        }
-        assert_eq!(
-            packaging.find("debian12").unwrap().rust_packages,
-            ["rustc-web", "rust-web-src"]
-        );
-    }
-
-    #[test]
-    fn release_defaults_to_one_and_family_fields_are_optional() {
-        let packaging = Packaging::parse(MINIMAL).unwrap();
-        assert_eq!(packaging.release, 1);
-        let rhel = packaging.find("rhel9").unwrap();
-        assert_eq!(rhel.family, Family::Rpm);
-        assert!(rhel.codename.is_none());
-        assert_eq!(packaging.ids(Some(Family::Deb)), ["debian12"]);
-    }
-
-    #[test]
-    fn unknown_distro_lists_the_known_ones() {
-        let packaging = Packaging::parse(MINIMAL).unwrap();
-        let error = packaging.find("plan9").unwrap_err().to_string();
-        assert!(error.contains("debian12, rhel9"), "{error}");
-    }
-
-    #[test]
-    fn malformed_data_is_refused() {
-        const M: &str = "maintainer: A B <a@b.example>\n";
-        for (text, expected) in [
-            ("distros: [".to_owned(), "malformed"),
-            (
-                "distros:\n  - {id: a, name: A, family: deb}\n".to_owned(),
-                "malformed",
-            ),
-            (
-                "maintainer: nobody\ndistros:\n  - {id: a, name: A, family: deb}\n".to_owned(),
-                "Name <email",
-            ),
-            (
-                format!("{M}distros:\n  - id: x\n    name: y\n    family: nix\n"),
-                "malformed",
-            ),
-            (
-                format!("{M}distros:\n  - id: a1\n    name: A\n    family: deb\n    codenmae: x\n"),
-                "malformed",
-            ),
-            (
-                format!("{M}release: 0\ndistros:\n  - {{id: a, name: A, family: deb}}\n"),
-                "release: 0",
-            ),
-            (format!("{M}distros: []\n"), "no distros"),
-            (
-                format!("{M}distros:\n  - {{id: Debian12, name: A, family: deb}}\n"),
-                "lowercase",
-            ),
-            (
-                format!(
-                    "{M}distros:\n  - {{id: a, name: A, family: deb}}\n  - {{id: a, name: B, family: rpm}}\n"
-                ),
-                "twice",
-            ),
-        ] {
-            let error = format!("{:#}", Packaging::parse(&text).unwrap_err());
-            assert!(error.contains(expected), "{text:?} gave {error}");
-        }
-    }
-
-    #[test]
-    fn a_deb_entry_missing_a_field_is_named() {
-        let packaging = Packaging::parse(
-            "maintainer: A B <a@b.example>\ndistros:\n  - {id: deb1, name: A, family: deb, codename: x, rust_packages: [rustc], dkms_addon_build_depends: dh-sequence-dkms}\n",
-        )
-        .unwrap();
-        let error = packaging
-            .find("deb1")
-            .unwrap()
-            .validate_deb()
-            .unwrap_err()
-            .to_string();
-        assert!(
-            error.contains("deb1") && error.contains("standards_version"),
-            "{error}"
-        );
-    }
-
-    #[test]
-    fn an_rpm_entry_is_refused_for_deb() {
-        let packaging = Packaging::parse(MINIMAL).unwrap();
-        let error = packaging
-            .find("rhel9")
-            .unwrap()
-            .validate_deb()
-            .unwrap_err()
-            .to_string();
-        assert!(error.contains("rpm distribution"), "{error}");
-    }
-}
+mod tests;

@@ -1,0 +1,98 @@
+//! The one packaging pipeline every route runs:
+//!
+//! choose the distro -> plan (version, release, timestamp, names) -> one
+//! source tree (the files every route ships) -> render the family's
+//! templates -> write the artifact atomically.
+//!
+//! A route (deb.rs, srpm/) is a [`Route`]: its names, its family's
+//! templates, and how its artifact wraps the source tree. Every input is
+//! checked before anything is written; a failure up to the write is bad
+//! input (exit 2, see error.rs), the same on every route.
+
+mod plan;
+mod release;
+mod route;
+mod source_tree;
+
+pub use plan::{Plan, Request};
+pub use release::Release;
+pub use route::Route;
+#[cfg(test)]
+pub use source_tree::dkms_conf;
+pub use source_tree::{HELPER_NAME, SourceTree};
+
+use crate::distro::Packaging;
+use crate::error::{BadInput, print_report};
+use crate::tarball::write_atomically;
+use crate::workspace;
+use anyhow::Result;
+use plan::check_out_dir;
+use source_tree::ModuleSources;
+use std::path::PathBuf;
+
+/// A written artifact and the plan it was built from.
+pub struct Built {
+    pub plan: Plan,
+    pub path: PathBuf,
+}
+
+/// Runs the pipeline for route @R.
+pub fn build<R: Route>(request: &Request) -> Result<Built> {
+    let lister = ModuleSources::spawn().map_err(BadInput::wrap)?;
+    let plan = plan::<R>(request).map_err(BadInput::wrap)?;
+    let module_sources = lister.wait().map_err(BadInput::wrap)?;
+    let (tree, rendered) = render::<R>(&plan, &module_sources).map_err(BadInput::wrap)?;
+    let bytes = R::assemble(&plan, tree.to_tar_gz()?, rendered)?;
+    let path = plan.out.join(R::artifact_name(&plan));
+    write_atomically(&path, &bytes)?;
+    Ok(Built { plan, path })
+}
+
+/// Checks every input of @request for route @R; nothing is written.
+fn plan<R: Route>(request: &Request) -> Result<Plan> {
+    let packaging = Packaging::load()?;
+    let distro = packaging
+        .choose(
+            R::FAMILY,
+            R::COMMAND,
+            request.distro.as_deref(),
+            R::FALLBACK_DISTRO,
+        )?
+        .clone();
+    R::check_distro(&distro)?;
+    let release = request.release.map_or(packaging.release, Release::get);
+    let workspace_version = workspace::version().to_owned();
+    let package_version = R::package_version(&workspace_version)?;
+    check_out_dir(&request.out)?;
+    let source_date_epoch = workspace::source_date_epoch()?;
+    Ok(Plan {
+        packaging,
+        distro,
+        workspace_version,
+        package_version,
+        release,
+        source_date_epoch,
+        out: request.out.clone(),
+    })
+}
+
+/// The source tree with the route's rendered files in it, and what else
+/// the route rendered.
+fn render<R: Route>(plan: &Plan, module_sources: &[String]) -> Result<(SourceTree, R::Rendered)> {
+    let mut context = plan.base_context();
+    R::add_context(plan, &mut context);
+    let mut tree = SourceTree::new(
+        plan,
+        &plan.tree_prefix(R::SOURCE_NAME),
+        module_sources,
+        &context,
+    )?;
+    let rendered = R::render(plan, &context, &mut tree)?;
+    Ok((tree, rendered))
+}
+
+/// A route's subcommand: build, then print the route's report.
+pub fn build_command<R: Route>(request: &Request) -> Result<()> {
+    let built = build::<R>(request)?;
+    print_report(&R::report(&built.plan, &built.path))
+}

@@ -1,0 +1,141 @@
+//! Booting one guest in QEMU (TCG, 2 vCPUs) and streaming its console into
+//! the console reader, within two bounds: the kernel must reach init within
+//! BOOT_BOUND, and the whole run must end within the caller's bound.
+
+use super::console::{Console, Outcome};
+use anyhow::{Context, Result};
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const BOOT_BOUND: Duration = Duration::from_secs(120);
+/// A quiet console gets a "still running" line this often.
+const QUIET_NOTICE: Duration = Duration::from_secs(30);
+
+enum Event {
+    Line(String),
+    Eof,
+}
+
+/// Boots @vmlinuz with @initrd, logs the console to @work/console.log and
+/// returns the count.
+pub fn boot(
+    kver: &str,
+    vmlinuz: &Path,
+    initrd: &Path,
+    work: &Path,
+    bound: Duration,
+) -> Result<Outcome> {
+    let log_path = work.join("console.log");
+    let mut log = fs::File::create(&log_path)?;
+    // slub_debug=FZP: sanity checks, red zones and poisoning, so a double
+    // free or a write after free is reported (and fails the run) instead of
+    // passing silently. oops=panic + panic=-1 + -no-reboot: a crash ends
+    // QEMU at once. loglevel=5: warnings and worse reach the console as
+    // they happen; init dumps the full dmesg at the end.
+    let append = "console=ttyS0 panic=-1 oops=panic loglevel=5 slub_debug=FZP";
+    println!(
+        "  [{kver}] booting qemu-system-x86_64 (TCG, 2 vCPUs); console log: {}",
+        log_path.display()
+    );
+    let mut child = Command::new("qemu-system-x86_64")
+        .args([
+            "-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "2", "-kernel",
+        ])
+        .arg(vmlinuz)
+        .arg("-initrd")
+        .arg(initrd)
+        .args(["-append", append, "-nographic", "-no-reboot"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting qemu-system-x86_64 (apt-get install qemu-system-x86)")?;
+    let (tx, rx) = mpsc::channel();
+    for stream in [
+        Box::new(child.stdout.take().expect("piped")) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().expect("piped")),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || forward_lines(stream, tx));
+    }
+    drop(tx);
+
+    let start = Instant::now();
+    let mut last_output = Instant::now();
+    let mut console = Console::new(kver);
+    let mut eofs = 0;
+    let mut failure: Option<String> = None;
+    while eofs < 2 {
+        let limit = if console.booted() { bound } else { BOOT_BOUND };
+        if start.elapsed() > limit {
+            failure = Some(if console.booted() {
+                format!(
+                    "guest did not finish within {} s (stuck after \"{}\")",
+                    bound.as_secs(),
+                    console.last_scenario()
+                )
+            } else {
+                format!(
+                    "kernel did not boot to init within {} s",
+                    BOOT_BOUND.as_secs()
+                )
+            });
+            break;
+        }
+        match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(Event::Line(line)) => {
+                writeln!(log, "{line}")?;
+                last_output = Instant::now();
+                console.line(&line, start.elapsed());
+            }
+            Ok(Event::Eof) => eofs += 1,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if last_output.elapsed() > QUIET_NOTICE {
+                    println!(
+                        "  [{kver}] ... still running after \"{}\" ({:.0} s)",
+                        console.last_scenario(),
+                        start.elapsed().as_secs_f64()
+                    );
+                    last_output = Instant::now();
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    // QEMU exits by itself after poweroff -f; give it a moment, then kill.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait()?.is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if child.try_wait()?.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    Ok(console.verdict(failure, &log_path))
+}
+
+/// Sends each line of @stream (without its line end; invalid UTF-8
+/// replaced), then Eof.
+fn forward_lines(stream: Box<dyn std::io::Read + Send>, tx: mpsc::Sender<Event>) {
+    let mut reader = BufReader::new(stream);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match reader.read_until(b'\n', &mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let line = String::from_utf8_lossy(&buf)
+                    .trim_end_matches(['\r', '\n'])
+                    .to_string();
+                if tx.send(Event::Line(line)).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = tx.send(Event::Eof);
+}

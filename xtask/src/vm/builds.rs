@@ -1,0 +1,156 @@
+//! What test-vm builds per kernel against the installed headers: the NVIDIA
+//! P2P double, MLNX_OFED's real PeerDirect core with the test HCA driver
+//! (kmod/tests/vm), the scenario driver, and nv_peer_mem.ko itself with kmod/'s own Makefile.
+
+use super::command::run;
+use super::sync::{sync_bytes, sync_file, sync_tree};
+use crate::{fixtures, workspace};
+use anyhow::{Result, bail};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub struct Doubles {
+    pub nv_ko: PathBuf,
+    pub core_ko: PathBuf,
+    pub scen_ko: PathBuf,
+    /// dirs laid out as nv_peer_mem's Makefile expects for OFA_KERNEL= and
+    /// NV_SRC=: the header each double was built with and its Module.symvers
+    ofa_dir: PathBuf,
+    nv_dir: PathBuf,
+    /// The same for a driver whose nv-p2p.h does not advertise the
+    /// persistent API: the project's own description of the P2P ABI, with
+    /// the double's Module.symvers (same prototypes, so the same CRCs).
+    nv_dir_no_persistent: PathBuf,
+}
+
+/// `make -C KDIR M=DIR modules VAR=value...`: an out-of-tree Kbuild build.
+fn kbuild(kdir: &Path, dir: &Path, vars: &[(&str, String)], what: &str) -> Result<()> {
+    let mut cmd = Command::new("make");
+    cmd.arg("-C")
+        .arg(kdir)
+        .arg(format!("M={}", dir.display()))
+        .arg("modules");
+    for (k, v) in vars {
+        cmd.arg(format!("{k}={v}"));
+    }
+    run(&mut cmd, what)
+}
+
+/// Builds, in @work/doubles (a copy of kmod/tests/vm): the NVIDIA double
+/// against the NVIDIA sources in @nv_src; MLNX_OFED's PeerDirect core
+/// (peer_mem.c from the tarball @mofed) with the test HCA driver; the
+/// scenario driver.
+pub fn build_doubles(
+    kver: &str,
+    kdir: &Path,
+    work: &Path,
+    nv_src: &Path,
+    mofed: &Path,
+) -> Result<Doubles> {
+    let src = work.join("doubles");
+    sync_tree(&workspace::path("kmod/tests/vm"), &src, &["guest"])?;
+    let nv_inc = nv_src.join("nvidia");
+    // MLNX_OFED's rdma/peer_mem.h is the header every module here is built
+    // against; its peer_mem.c and ib_peer_mem.h go beside the HCA driver.
+    let ofa_dir = work.join("ofa_kernel");
+    let ofa_inc = ofa_dir.join("include");
+    fixtures::unpack_mofed_core(mofed, &src.join("peer_core"), &ofa_inc)?;
+    kbuild(
+        kdir,
+        &src.join("nv_p2p_double"),
+        &[("NVPM_NV_INC", nv_inc.display().to_string())],
+        &format!("building nv_p2p_double.ko for {kver}"),
+    )?;
+    kbuild(
+        kdir,
+        &src.join("peer_core"),
+        &[("NVPM_OFA_INC", ofa_inc.display().to_string())],
+        &format!("building mofed_peer_core.ko (MLNX_OFED's peer_mem.c) for {kver}"),
+    )?;
+    let nv_symvers = src.join("nv_p2p_double/Module.symvers");
+    let core_symvers = src.join("peer_core/Module.symvers");
+    kbuild(
+        kdir,
+        &src.join("scenarios"),
+        &[
+            ("NVPM_NV_INC", nv_inc.display().to_string()),
+            ("NVPM_OFA_INC", ofa_inc.display().to_string()),
+            (
+                "KBUILD_EXTRA_SYMBOLS",
+                format!("{} {}", nv_symvers.display(), core_symvers.display()),
+            ),
+        ],
+        &format!("building nvpm_scenarios.ko for {kver}"),
+    )?;
+    sync_file(&core_symvers, &ofa_dir.join("Module.symvers"))?;
+    let nv_dir = work.join("nvidia_src");
+    sync_file(&nv_inc.join("nv-p2p.h"), &nv_dir.join("nvidia/nv-p2p.h"))?;
+    sync_file(&nv_symvers, &nv_dir.join("Module.symvers"))?;
+    let nv_dir_no_persistent = work.join("nvidia_src_no_persistent");
+    sync_file(
+        &workspace::path("kmod/compat/nvidia/nv-p2p.h"),
+        &nv_dir_no_persistent.join("nvidia/nv-p2p.h"),
+    )?;
+    sync_file(&nv_symvers, &nv_dir_no_persistent.join("Module.symvers"))?;
+    Ok(Doubles {
+        nv_ko: src.join("nv_p2p_double/nv_p2p_double.ko"),
+        core_ko: src.join("peer_core/mofed_peer_core.ko"),
+        scen_ko: src.join("scenarios/nvpm_scenarios.ko"),
+        ofa_dir,
+        nv_dir,
+        nv_dir_no_persistent,
+    })
+}
+
+/// Which NVIDIA header a module build sees.
+#[derive(Clone, Copy)]
+pub enum Variant {
+    /// The double's, advertising the persistent API: both clients.
+    Doubles,
+    /// One without the persistent API: nv_mem only (scenario
+    /// no_persistent_api).
+    NoPersistentApi,
+}
+
+/// Builds nv_peer_mem.ko with kmod/'s own Makefile, in a per-kernel copy of
+/// kmod/ (so kernels do not clean each other's objects, a warm rerun is
+/// incremental, and a build in the developer's kmod/ is left alone).
+pub fn build_module(
+    kver: &str,
+    kdir: &Path,
+    work: &Path,
+    d: &Doubles,
+    variant: Variant,
+) -> Result<PathBuf> {
+    let kmod = workspace::path("kmod");
+    if !kmod.join("Makefile").is_file() {
+        bail!("kmod/Makefile does not exist yet: nothing to test");
+    }
+    let (copy, nv_dir) = match variant {
+        Variant::Doubles => (work.join("kmod"), &d.nv_dir),
+        Variant::NoPersistentApi => (work.join("kmod-no-persistent"), &d.nv_dir_no_persistent),
+    };
+    sync_tree(&kmod, &copy, &["tests", "build", "target"])?;
+    // The Makefile reads the version from ../Cargo.toml or, in packaged
+    // trees, from kmod/VERSION: this copy is such a tree.
+    sync_bytes(
+        &copy.join("VERSION"),
+        format!("{}\n", workspace::version()).as_bytes(),
+    )?;
+    let mut cmd = Command::new("make");
+    cmd.arg("-C")
+        .arg(&copy)
+        .arg(format!("KVER={kver}"))
+        .arg(format!("KDIR={}", kdir.display()))
+        .arg(format!("OFA_KERNEL={}", d.ofa_dir.display()))
+        .arg(format!("NV_SRC={}", nv_dir.display()));
+    run(
+        &mut cmd,
+        &format!("make -C kmod KVER={kver} (nv_peer_mem.ko against the test doubles)"),
+    )?;
+    let ko = copy.join("nv_peer_mem.ko");
+    if !ko.is_file() {
+        bail!("make succeeded but left no {}", ko.display());
+    }
+    Ok(ko)
+}

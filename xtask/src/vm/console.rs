@@ -1,0 +1,237 @@
+//! Reading a guest's serial console: which scenarios passed or failed, when
+//! the guest booted and finished, and kernel splats anywhere in between.
+//! The guest's init script prints `NVPMTEST-BOOTED`, one
+//! `NVPMTEST PASS|FAIL <scenario>: <detail>` line per scenario,
+//! `NVPMTEST-SUMMARY ...` and `NVPMTEST-END`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+/// Scenarios the guest's init script reports, in order. One that never
+/// prints a line (guest crashed, hung, init broke) counts as failed.
+pub const SCENARIOS: &[&str] = &[
+    "load",
+    "register",
+    "acquire",
+    "lifecycle",
+    "several",
+    "dma_map_refusals",
+    "invalidate",
+    "free_during_get",
+    "nc",
+    "inject",
+    "race",
+    "bench",
+    "no_slab_growth",
+    "rmmod_busy",
+    "unregister",
+    "load_cycles",
+    "persistent_off",
+    "no_persistent_api",
+    "legacy",
+    "invalidate_legacy",
+    "peerdirect_invalid",
+    "register_rollback",
+    "final",
+];
+
+/// Console text that fails a run wherever it appears: kernel warnings,
+/// oopses, module loader complaints, refcount/lockdep splats, SLUB debug
+/// reports (slub_debug=FZP makes double frees and use-after-free writes
+/// print "BUG <cache> (...): Object already free / Poison overwritten").
+const SPLATS: &[&str] = &[
+    "WARNING:",
+    "BUG:",
+    "kernel BUG",
+    "Oops",
+    "Unknown symbol",
+    "disagrees about version",
+    "refcount_t:",
+    "lockdep",
+    "possible circular locking",
+    "possible recursive locking",
+    "Kernel panic",
+    "general protection fault",
+    "Call Trace:",
+    "INFO: task",
+    "Object already free",
+    "Poison overwritten",
+    "Redzone overwritten",
+    "Freepointer corrupt",
+];
+
+/// One kernel's count: every scenario plus the console as a whole.
+pub struct Outcome {
+    pub passed: usize,
+    pub failed: usize,
+}
+
+/// What one guest's console said so far.
+pub struct Console {
+    kver: String,
+    booted: bool,
+    ended: bool,
+    results: BTreeMap<String, (bool, String)>,
+    splats: Vec<String>,
+    last_scenario: String,
+    guest_summary: Option<String>,
+}
+
+impl Console {
+    pub fn new(kver: &str) -> Self {
+        Console {
+            kver: kver.to_string(),
+            booted: false,
+            ended: false,
+            results: BTreeMap::new(),
+            splats: Vec::new(),
+            last_scenario: String::from("boot"),
+            guest_summary: None,
+        }
+    }
+
+    /// The guest's init has started (the boot bound no longer applies).
+    pub fn booted(&self) -> bool {
+        self.booted
+    }
+
+    /// The last scenario that reported, or "boot".
+    pub fn last_scenario(&self) -> &str {
+        &self.last_scenario
+    }
+
+    /// Takes one console line, @elapsed after QEMU started, and prints what
+    /// it means for the run.
+    pub fn line(&mut self, line: &str, elapsed: Duration) {
+        let kver = &self.kver;
+        if line.contains("NVPMTEST-BOOTED") {
+            self.booted = true;
+            println!(
+                "  [{kver}] booted in {:.1} s: {}",
+                elapsed.as_secs_f64(),
+                line.split("NVPMTEST-BOOTED").nth(1).unwrap_or("").trim()
+            );
+        } else if let Some(rest) = line.split("NVPMTEST-SUMMARY ").nth(1) {
+            self.guest_summary = Some(rest.trim().to_string());
+        } else if line.contains("NVPMTEST-END") {
+            self.ended = true;
+        } else if let Some((pass, name, detail)) = parse_result(line) {
+            println!("  {} {name}: {detail}", if pass { "PASS" } else { "FAIL" });
+            self.last_scenario = name.clone();
+            self.results.insert(name, (pass, detail));
+        }
+        if !line.contains("NVPMTEST ") && SPLATS.iter().any(|s| line.contains(s)) {
+            if self.splats.is_empty() {
+                // Scenario lines print when a scenario ends: a splat
+                // belongs to the one after the last reported.
+                let during = SCENARIOS
+                    .iter()
+                    .position(|s| *s == self.last_scenario)
+                    .and_then(|i| SCENARIOS.get(i + 1))
+                    .unwrap_or(&"boot");
+                println!("  [{kver}] kernel splat during \"{during}\": {line}");
+                self.splats.push(format!("(during \"{during}\") {line}"));
+                return;
+            }
+            self.splats.push(line.to_string());
+        }
+    }
+
+    /// The count once the guest is gone: @failure is why the run stopped
+    /// early (a bound hit), if it did; a guest that never printed
+    /// NVPMTEST-END crashed. Prints one line per failed or missing scenario
+    /// and the console check.
+    pub fn verdict(self, mut failure: Option<String>, log_path: &Path) -> Outcome {
+        if failure.is_none() && !self.ended {
+            failure = Some(format!(
+                "guest stopped before finishing (after \"{}\"): crash or panic, see {}",
+                self.last_scenario,
+                log_path.display()
+            ));
+        }
+        let mut passed = 0;
+        let mut failed = 0;
+        for name in SCENARIOS {
+            match self.results.get(*name) {
+                Some((true, _)) => passed += 1,
+                Some((false, _)) => failed += 1,
+                None => {
+                    failed += 1;
+                    println!(
+                        "  FAIL {name}: did not run{}",
+                        failure
+                            .as_ref()
+                            .map(|f| format!(" ({f})"))
+                            .unwrap_or_default()
+                    );
+                }
+            }
+        }
+        for (name, _) in self
+            .results
+            .iter()
+            .filter(|(n, _)| !SCENARIOS.contains(&n.as_str()))
+        {
+            println!("  note: the guest reported an unlisted scenario \"{name}\"");
+        }
+        // The console as a whole is one more check.
+        if self.splats.is_empty() && failure.is_none() {
+            passed += 1;
+            println!(
+                "  PASS console: no WARNING/BUG/Oops/Unknown symbol/version/refcount/lockdep/slub report"
+            );
+        } else {
+            failed += 1;
+            if let Some(f) = &failure {
+                println!("  FAIL console: {f}");
+            }
+            for s in self.splats.iter().take(5) {
+                println!("  FAIL console: {s}");
+            }
+            if self.splats.len() > 5 {
+                println!(
+                    "  FAIL console: ... {} more splat lines in {}",
+                    self.splats.len() - 5,
+                    log_path.display()
+                );
+            }
+        }
+        if let Some(s) = &self.guest_summary {
+            println!("  [{}] guest's own count: {s}", self.kver);
+        }
+        Outcome { passed, failed }
+    }
+}
+
+/// "NVPMTEST PASS name: detail" (possibly after other console text).
+fn parse_result(line: &str) -> Option<(bool, String, String)> {
+    let rest = &line[line.find("NVPMTEST ")? + "NVPMTEST ".len()..];
+    let (verdict, rest) = rest.split_once(' ')?;
+    let pass = match verdict {
+        "PASS" => true,
+        "FAIL" => false,
+        _ => return None,
+    };
+    let (name, detail) = rest.split_once(": ").unwrap_or((rest, ""));
+    Some((pass, name.trim().to_string(), detail.trim().to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_result;
+
+    #[test]
+    fn parses_scenario_lines() {
+        assert_eq!(
+            parse_result("NVPMTEST PASS acquire: mine/not mine"),
+            Some((true, "acquire".into(), "mine/not mine".into()))
+        );
+        assert_eq!(
+            parse_result("[   3.1] x NVPMTEST FAIL race: iteration 3: boom"),
+            Some((false, "race".into(), "iteration 3: boom".into()))
+        );
+        assert_eq!(parse_result("NVPMTEST-END"), None);
+        assert_eq!(parse_result("nothing"), None);
+    }
+}

@@ -1,0 +1,211 @@
+//! `cargo xtask test-vm`: proves nv_peer_mem.ko in booted Debian kernels.
+//!
+//! Per kernel: fetch the kernel image (`apt-get download`, cached), build the
+//! two test doubles (kmod/tests/vm: NVIDIA P2P and PeerDirect core), the
+//! scenario driver and nv_peer_mem.ko against the installed headers, pack
+//! them with busybox into an initramfs, boot QEMU (TCG, 2 vCPUs), stream
+//! the console, and print one line per scenario and `N passed, M failed`.
+//! The run fails on any failed or missing scenario, on any kernel splat in
+//! the console, and on a guest that does not finish within a bound.
+
+mod boot;
+mod builds;
+mod command;
+mod console;
+mod initramfs;
+mod kernel_image;
+mod sync;
+
+use crate::{fixtures, workspace};
+use anyhow::{Context, Result, bail};
+use builds::{Variant, build_doubles, build_module};
+use console::{Outcome, SCENARIOS};
+use kernel_image::{cache_dir, kernel_image};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args)]
+pub struct TestVmArgs {
+    /// Kernel to test: 6.1 (bookworm), 6.12 (bookworm-backports) or all
+    #[arg(long, default_value = "all", value_parser = ["6.1", "6.12", "all"])]
+    kernel: String,
+    /// Seconds one guest may run before it is killed and failed
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    /// Test prebuilt modules, DIR/<kernel release>/nv_peer_mem.ko, instead of
+    /// building kmod/ (e.g. a deliberately broken build)
+    #[arg(long, value_name = "DIR")]
+    prebuilt: Option<PathBuf>,
+}
+
+/// The subcommand: fails (exit 1) when any kernel had a failure.
+pub fn test_vm_command(args: &TestVmArgs) -> Result<()> {
+    if test_vm(args)? {
+        Ok(())
+    } else {
+        bail!(
+            "test-vm: some scenarios failed (lines marked FAIL above; console logs under target/test-vm/<kernel>/console.log)"
+        )
+    }
+}
+
+fn test_vm(args: &TestVmArgs) -> Result<bool> {
+    let started = Instant::now();
+    let (bookworm, backports) = kernels()?;
+    let kvers: Vec<String> = match args.kernel.as_str() {
+        "6.1" => vec![bookworm],
+        "6.12" => vec![backports],
+        _ => vec![bookworm, backports],
+    };
+    // Every scenario runs against MLNX_OFED's own PeerDirect core: without
+    // that fixture there is nothing honest to run, so all are skipped.
+    let mofed = match fixtures::file(fixtures::MOFED_TARBALL) {
+        Ok(path) => path,
+        Err(why) => {
+            println!("==> test-vm: skipped: {why}");
+            println!(
+                "0 passed, 0 failed, {} skipped",
+                SCENARIOS.len() * kvers.len()
+            );
+            return Ok(true);
+        }
+    };
+    let cache = cache_dir()?;
+    let nv_src = nvidia_src()?;
+    let mut all_ok = true;
+    let mut summary = Vec::new();
+    for kver in &kvers {
+        let t0 = Instant::now();
+        println!("==> [{kver}] preparing");
+        let outcome = match prepare_and_boot(kver, &cache, &nv_src, &mofed, args) {
+            Ok(o) => o,
+            Err(e) => {
+                // A setup failure fails every scenario of this kernel.
+                println!("  FAIL setup: {e:#}");
+                Outcome {
+                    passed: 0,
+                    failed: SCENARIOS.len(),
+                }
+            }
+        };
+        let line = format!("{} passed, {} failed", outcome.passed, outcome.failed);
+        println!("==> [{kver}] {line} ({:.0} s)", t0.elapsed().as_secs_f64());
+        println!("{line}");
+        all_ok &= outcome.failed == 0;
+        summary.push(format!("{kver}: {line}"));
+    }
+    println!(
+        "==> test-vm: {} in {:.0} s",
+        summary.join("; "),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(all_ok)
+}
+
+/// KVER_BOOKWORM and KVER_BACKPORTS, resolved by ci/kernels.sh from the
+/// linux-headers-amd64 metapackages (one place decides which kernels CI uses).
+fn kernels() -> Result<(String, String)> {
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(". ci/kernels.sh && echo \"$KVER_BOOKWORM $KVER_BACKPORTS\"")
+        .current_dir(workspace::root())
+        .output()
+        .context("running bash ci/kernels.sh")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut it = text.split_whitespace();
+    match (out.status.success(), it.next(), it.next()) {
+        (true, Some(a), Some(b)) => Ok((a.to_string(), b.to_string())),
+        _ => bail!(
+            "ci/kernels.sh could not name the kernels ({}); run: sudo bash ci/setup-host.sh",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+    }
+}
+
+/// The NVIDIA 535 driver source tree (ci/fetch-nvidia-src.sh downloads and
+/// unpacks it once); its nvidia/nv-p2p.h advertises the persistent API.
+fn nvidia_src() -> Result<PathBuf> {
+    let out = Command::new("bash")
+        .arg("ci/fetch-nvidia-src.sh")
+        .current_dir(workspace::root())
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running bash ci/fetch-nvidia-src.sh")?;
+    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    if !out.status.success() || !dir.join("nvidia/nv-p2p.h").is_file() {
+        bail!(
+            "ci/fetch-nvidia-src.sh did not provide nvidia/nv-p2p.h; run: sudo bash ci/setup-host.sh (needs bookworm contrib)"
+        );
+    }
+    Ok(dir)
+}
+
+fn prepare_and_boot(
+    kver: &str,
+    cache: &Path,
+    nv_src: &Path,
+    mofed: &Path,
+    args: &TestVmArgs,
+) -> Result<Outcome> {
+    let kdir = PathBuf::from(format!("/usr/src/linux-headers-{kver}"));
+    if !kdir.join("Makefile").is_file() {
+        bail!(
+            "no headers at {}: install linux-headers-{kver} (sudo bash ci/setup-host.sh)",
+            kdir.display()
+        );
+    }
+    let work = workspace::path(&format!("target/test-vm/{kver}"));
+    fs::create_dir_all(&work)?;
+
+    let t = Instant::now();
+    let vmlinuz = kernel_image(kver, cache)?;
+    println!(
+        "  [{kver}] kernel image {} ({:.1} s)",
+        vmlinuz.display(),
+        t.elapsed().as_secs_f64()
+    );
+
+    let t = Instant::now();
+    let mods = build_doubles(kver, &kdir, &work, nv_src, mofed)?;
+    println!(
+        "  [{kver}] test doubles and scenario driver built ({:.1} s)",
+        t.elapsed().as_secs_f64()
+    );
+
+    let t = Instant::now();
+    let module = match &args.prebuilt {
+        Some(dir) => {
+            let ko = dir.join(kver).join("nv_peer_mem.ko");
+            if !ko.is_file() {
+                bail!("--prebuilt: {} does not exist", ko.display());
+            }
+            println!("  [{kver}] using prebuilt {}", ko.display());
+            ko
+        }
+        None => {
+            println!(
+                "  [{kver}] building nv_peer_mem.ko against the doubles (first build per kernel compiles core: ~1 min)"
+            );
+            let ko = build_module(kver, &kdir, &work, &mods, Variant::Doubles)?;
+            println!(
+                "  [{kver}] nv_peer_mem.ko built ({:.1} s)",
+                t.elapsed().as_secs_f64()
+            );
+            ko
+        }
+    };
+
+    // Built from kmod/ even with --prebuilt: it checks the build-time
+    // detection of the persistent API, not the module under test.
+    let no_persistent = build_module(kver, &kdir, &work, &mods, Variant::NoPersistentApi)?;
+    let initrd = initramfs::make_initramfs(&work, &mods, &module, &no_persistent)?;
+    boot::boot(
+        kver,
+        &vmlinuz,
+        &initrd,
+        &work,
+        Duration::from_secs(args.timeout),
+    )
+}
