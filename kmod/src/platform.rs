@@ -170,7 +170,7 @@ pub trait Platform {
     /// takeover of a registration with `dma_map`'s publication and with
     /// `dma_unmap`/`put_pages`. Never held across a call into the core or
     /// into a driver call that takes the driver's own lock (see
-    /// docs/peerdirect-contract.md). A sleeping lock: process context only.
+    /// docs/contracts.md). A sleeping lock: process context only.
     fn client_lock(&self);
     fn client_unlock(&self);
     /// An identity of the calling thread (`current`), to recognise calls the

@@ -183,7 +183,7 @@ fn free_lands_inside_put_pages() {
 /// between dma_map's check and the driver call hands the driver a page
 /// table it is freeing: a window of the NV-P2P API that no client can close
 /// without waiting, in the callback, for something the registering thread
-/// holds (docs/peerdirect-contract.md).
+/// holds (docs/contracts.md).
 #[test]
 fn free_callback_during_dma_map() {
     // (Not Op::DmaMap: see above.)

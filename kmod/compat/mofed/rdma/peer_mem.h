@@ -50,7 +50,7 @@ enum {
 	 * neither dma_unmap nor put_pages for it, inside the invalidation or
 	 * later. Without the flag (legacy clients) the core calls dma_unmap and
 	 * put_pages from inside the invalidation. (MLNX_OFED's peer_mem.c,
-	 * ib_peer_unmap_on_invalidate(); docs/peerdirect-contract.md.)
+	 * ib_peer_unmap_on_invalidate(); docs/contracts.md.)
 	 */
 	PEER_MEM_INVALIDATE_UNMAPS = 1 << 0,
 };

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
- * Test-only interface of the two test doubles (nv_p2p_double.ko and
- * peer_core_double.ko) used by the scenario driver (nvpm_scenarios.ko).
+ * Test-only interface of the NVIDIA double (nv_p2p_double.ko) and of the
+ * PeerDirect core module (mofed_peer_core.ko: MLNX_OFED's real peer_mem.c
+ * with the test HCA driver), used by the scenario driver (nvpm_scenarios.ko).
  *
- * The doubles export two kinds of symbols:
+ * The two modules export two kinds of symbols:
  *   - the ABI nv_peer_mem.ko links against (nvidia_p2p_* from NVIDIA 535's
- *     nv-p2p.h; ib_register/unregister_peer_memory_client from the project's
- *     PeerDirect description kmod/compat/mofed/rdma/peer_mem.h);
+ *     nv-p2p.h; ib_register/unregister_peer_memory_client of MLNX_OFED's
+ *     rdma/peer_mem.h, through the recorder in peer_core/hca_driver.c);
  *   - the hooks below, which play the roles nobody else can play in a VM:
  *     a CUDA application (allocate / cudaFree GPU memory), an HCA driver
  *     registering memory through the IB core's umem code, and the counters
