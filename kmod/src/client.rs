@@ -229,13 +229,15 @@ impl<P: Platform> Driver<P> {
                     );
                 }
             }
-            self.put_ref(c);
+            self.callback_done(c);
         }
         p.module_put();
     }
 
-    /// Looks a free callback's ticket up and takes a reference on its
-    /// context, so it stays alive while the callback uses it.
+    /// Looks a free callback's ticket up, takes a reference on its context
+    /// (so it stays alive while the callback uses it) and counts the
+    /// callback as running on it until [`Driver::callback_done`], so that
+    /// `release` can wait for it.
     fn find(&self, data: *mut c_void) -> Option<&Context> {
         let p = &self.platform;
         let ticket = data as usize as u64;
@@ -243,22 +245,6 @@ impl<P: Platform> Driver<P> {
         let raw = p.registry_find(ticket).cast::<Context>();
         // SAFETY: a registered context is alive: it leaves the registry
         // (under this lock) before its last reference can be dropped.
-        let c = unsafe { raw.as_ref() };
-        if let Some(c) = c {
-            c.refs.fetch_add(1, Ordering::AcqRel);
-        }
-        p.registry_unlock();
-        c
-    }
-
-    /// `find` for a free callback: also counts the callback as running on
-    /// the context until [`Driver::callback_done`], so `release` can wait.
-    fn find_for_callback(&self, data: *mut c_void) -> Option<&Context> {
-        let p = &self.platform;
-        let ticket = data as usize as u64;
-        p.registry_lock();
-        let raw = p.registry_find(ticket).cast::<Context>();
-        // SAFETY: as in `find`.
         let c = unsafe { raw.as_ref() };
         if let Some(c) = c {
             c.refs.fetch_add(1, Ordering::AcqRel);
@@ -625,7 +611,7 @@ impl<P: Platform> Driver<P> {
         // No context: the core released this registration already (NVIDIA
         // 535 reports put_pages of an unlinked page table as success, and
         // calls this afterwards); it has nothing left to invalidate.
-        if let Some(c) = self.find_for_callback(data) {
+        if let Some(c) = self.find(data) {
             self.invalidate(c);
             self.callback_done(c);
         }
