@@ -92,6 +92,18 @@ check "NV_SRC without nv-p2p.h: clear error" \
     fails_with 'NV_SRC=/tmp has no nvidia/nv-p2p.h' make -C kmod KVER="$KVER_BOOKWORM" NV_SRC=/tmp
 check "OFA_KERNEL without peer_mem.h: clear error" \
     fails_with 'OFA_KERNEL=/tmp has no include/rdma/peer_mem.h' make -C kmod KVER="$KVER_BOOKWORM" OFA_KERNEL=/tmp
+unreadable_mapping_version() {
+    # An nv-p2p.h whose dma mapping has another major version than the one
+    # kmod/src/platform.rs reads must stop the build (glue static_assert).
+    local dir; dir=$(mktemp -d); mkdir -p "$dir/nvidia"
+    sed 's/^#define NVIDIA_P2P_DMA_MAPPING_VERSION .*/#define NVIDIA_P2P_DMA_MAPPING_VERSION 0x00030000/' \
+        "$nv_src/nvidia/nv-p2p.h" >"$dir/nvidia/nv-p2p.h"
+    grep -q 'DMA_MAPPING_VERSION 0x00030000' "$dir/nvidia/nv-p2p.h" || { echo "test header not made"; return 1; }
+    fails_with "dma_mapping version is not one kmod/src/platform.rs can read" \
+        make -C kmod KVER="$KVER_BOOKWORM" NV_SRC="$dir"
+    local rc=$?; rm -rf "$dir"; return $rc
+}
+check "nv-p2p.h with an unreadable dma mapping version: the build stops, naming it" unreadable_mapping_version
 verifier_catches_gotpcrel() {
     # The object verifier must fail on what it exists to catch: a
     # position-independent object calling an external function.

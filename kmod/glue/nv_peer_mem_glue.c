@@ -66,6 +66,14 @@ struct nvpm_client_ex {
 #define NVPM_PEER_MEM_INVALIDATE_UNMAPS (1u << 0)
 
 static_assert(sizeof(struct sg_table) <= NVPM_SAVED_SG_TABLE_SIZE);
+/* The Rust logic's nv-p2p.h values must be this header's: the same 64 KiB
+ * page size id, and a dma mapping layout it can read (same major version,
+ * the header's minor the same or newer). */
+static_assert(NVPM_NVIDIA_P2P_PAGE_SIZE_64KB == NVIDIA_P2P_PAGE_SIZE_64KB,
+	      "nv-p2p.h numbers its 64 KiB page size differently from kmod/src/platform.rs");
+static_assert((NVIDIA_P2P_DMA_MAPPING_VERSION >> 16) == (NVPM_NVIDIA_P2P_DMA_MAPPING_VERSION >> 16) &&
+	      (NVIDIA_P2P_DMA_MAPPING_VERSION & 0xffff) >= (NVPM_NVIDIA_P2P_DMA_MAPPING_VERSION & 0xffff),
+	      "nv-p2p.h's nvidia_p2p_dma_mapping version is not one kmod/src/platform.rs can read");
 
 static invalidate_peer_memory mem_invalidate_callback;
 static void *reg_handle;

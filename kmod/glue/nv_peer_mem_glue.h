@@ -17,6 +17,13 @@
 #define NVPM_LOG_ERROR 0u
 #define NVPM_LOG_DEBUG 1u
 #define NVPM_CALLBACK_INVALIDATE 1u
+/*
+ * platform.rs's copies of nv-p2p.h values: the 64 KiB page size id and the
+ * dma mapping version the Rust logic reads. nv_peer_mem_glue.c checks them
+ * at compile time against the nv-p2p.h the module is built with.
+ */
+#define NVPM_NVIDIA_P2P_PAGE_SIZE_64KB 1u
+#define NVPM_NVIDIA_P2P_DMA_MAPPING_VERSION 0x00020003u
 /* Size of platform.rs's SavedSgTable. */
 #define NVPM_SAVED_SG_TABLE_SIZE 32
 
