@@ -16,6 +16,9 @@ work=$log
 . ci/checks.sh
 # Keep compiled core between the builds below (make clean would drop it).
 export NVPM_RUST_CACHE=$top/target/kmod-rust-cache
+# CI builds are strict: a warning from rustc or gcc fails them (kmod/Kbuild).
+# The packaged builds (DKMS, rpmbuild) are not; see the checks below.
+export NVPM_STRICT=1
 trap 'rm -rf "$log"; make -s -C kmod clean >/dev/null 2>&1' EXIT
 
 offline() { if unshare -n true 2>/dev/null; then unshare -n "$@"; else "$@"; fi; }
@@ -70,6 +73,22 @@ clean_leaves_nothing() {
     [ -z "$left" ] || { echo "left behind: $left"; return 1; }
 }
 check "make clean removes every build product" clean_leaves_nothing
+
+echo "== warnings: fatal in CI only (issue 12 item 5)"
+# Kbuild records each object's command line in its .cmd file.
+strict_flags() {  # strict_flags yes|no [make args]: -Dwarnings/-Werror present or not
+    local want=$1; shift
+    build "$KVER_BOOKWORM" "$@" || { tail -n 20 "$log/build"; return 1; }
+    local rust gcc
+    rust=$(grep -c -- '-Dwarnings' kmod/.nv_peer_mem_rust.o.cmd)
+    gcc=$(grep -c -- '-Werror ' kmod/glue/.nv_peer_mem_glue.o.cmd)
+    echo "rustc -Dwarnings: $rust, gcc -Werror: $gcc"
+    if [ "$want" = yes ]; then [ "$rust" -gt 0 ] && [ "$gcc" -gt 0 ]; else [ "$rust" = 0 ] && [ "$gcc" = 0 ]; fi
+}
+check "NVPM_STRICT=1: rustc -Dwarnings and gcc -Werror" strict_flags yes
+check "default build (as DKMS runs it): warnings are not errors" strict_flags no NVPM_STRICT=
+check "NVPM_STRICT is set in no packaging file (dkms.conf, spec, debian/)" \
+    sh -c '! grep -rn NVPM_STRICT dkms/ rpm/ debian/'
 
 echo "== bad input and missing prerequisites"
 fails_with() {  # fails_with PATTERN COMMAND...: command fails and prints PATTERN
