@@ -72,10 +72,19 @@ tarball() {
     local start=$SECONDS
     local -a src=()
     mapfile -t src < <(sources_for "$suite")
+    # The chroot's apt follows the host's Acquire::Check-Valid-Until: where
+    # the host's mirror is a frozen snapshot (this CI machine's apt.conf.d
+    # turns the check off), sid's Release would otherwise be refused as
+    # expired.
+    local -a aptopts=('APT::Install-Recommends "false"')
+    if apt-config dump Acquire::Check-Valid-Until | grep -qi '"false"'; then
+        aptopts+=('Acquire::Check-Valid-Until "false"')
+    fi
     # --variant=apt: Essential + apt, then our packages (no Recommends).
     # --skip=cleanup/apt/lists keeps the package lists, so a test can
     # `apt-get install` more in its copy without an update.
-    if ! mmdebstrap --variant=apt --mode=root --aptopt='APT::Install-Recommends "false"' \
+    if ! mmdebstrap --variant=apt --mode=root --format=tar \
+            "${aptopts[@]/#/--aptopt=}" \
             --include="$(IFS=,; echo "${packages[*]}")" \
             --skip=cleanup/apt/lists \
             "$suite" "$out.tmp" "${src[@]}" >"$out.log" 2>&1; then
