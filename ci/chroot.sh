@@ -12,7 +12,7 @@
 # <key> being a hash of the package list and the sources, so a changed list
 # makes a new tarball. A tarball is reused for NVPM_CHROOT_MAX_AGE_DAYS
 # (default 7) days; then the next run makes a new one (the archive moves on,
-# sid daily) and removes the older ones of that suite and key.
+# sid daily) and removes the older ones of that suite.
 #
 # The chroot is a copy: tests install and purge packages in it freely, and
 # the next run starts again from the tarball. `run` mounts /proc, /sys and
@@ -32,7 +32,7 @@ security_mirror=${NVPM_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-secu
 packages=(
     linux-headers-amd64 gcc make bc kmod libelf-dev dwarves
     rustc rust-src
-    dkms dpkg-dev debhelper dh-dkms lintian fakeroot
+    build-essential dkms dpkg-dev debhelper dh-dkms lintian fakeroot
 )
 
 die() { echo "chroot.sh: $*" >&2; exit 2; }
@@ -94,8 +94,8 @@ tarball() {
     fi
     mv "$out.tmp" "$out"
     echo "==> $suite chroot: created in $((SECONDS - start)) s ($(du -h "$out" | cut -f1))" >&2
-    # Older tarballs of this suite and key are superseded.
-    for f in "$cache/$suite"-*-"$key".tar; do
+    # Older tarballs of this suite (any package list) are superseded.
+    for f in "$cache/$suite"-*.tar; do
         [ "$f" = "$out" ] || rm -f "$f" "$f.log"
     done
     echo "$out"
