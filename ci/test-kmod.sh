@@ -90,6 +90,15 @@ check "default build (as DKMS runs it): warnings are not errors" strict_flags no
 check "NVPM_STRICT is set in no packaging file (dkms.conf, spec, debian/)" \
     sh -c '! grep -rn NVPM_STRICT dkms/ rpm/ debian/'
 
+echo "== the minimum rustc (kmod/Cargo.toml rust-version; docs/toolchains.md)"
+# No std/core API newer than the declared minimum. (ci/test-suites.sh builds
+# the module with that very rustc, Debian 13's 1.85.)
+msrv_clean() {
+    cargo clippy --version >/dev/null 2>&1 || { echo "clippy missing: rustup component add clippy"; return 1; }
+    cargo clippy --quiet --locked -p nv-peer-mem --lib -- -D clippy::incompatible_msrv
+}
+check "clippy incompatible_msrv: the crate uses nothing newer than rustc $(sed -n 's/^rust-version *= *"\(.*\)"/\1/p' kmod/Cargo.toml)" msrv_clean
+
 echo "== bad input and missing prerequisites"
 fails_with() {  # fails_with PATTERN COMMAND...: command fails and prints PATTERN
     local pattern=$1; shift
