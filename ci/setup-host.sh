@@ -27,6 +27,9 @@ pkgs=(
   rpm rpmlint dpkg-dev debhelper dh-dkms dkms lintian equivs fakeroot git
   # boot tests
   busybox-static cpio
+  # trixie/sid chroots (ci/chroot.sh); bookworm's own mmdebstrap 1.3.5 makes
+  # them fine, no backport needed
+  mmdebstrap
 )
 # qemu-utils may already come from backports on these machines; qemu-system
 # must then match it, and seabios with it.

@@ -16,6 +16,9 @@ work=$log
 . ci/checks.sh
 # Keep compiled core between the builds below (make clean would drop it).
 export NVPM_RUST_CACHE=$top/target/kmod-rust-cache
+# CI builds are strict: a warning from rustc or gcc fails them (kmod/Kbuild).
+# The packaged builds (DKMS, rpmbuild) are not; see the checks below.
+export NVPM_STRICT=1
 trap 'rm -rf "$log"; make -s -C kmod clean >/dev/null 2>&1' EXIT
 
 offline() { if unshare -n true 2>/dev/null; then unshare -n "$@"; else "$@"; fi; }
@@ -71,6 +74,31 @@ clean_leaves_nothing() {
 }
 check "make clean removes every build product" clean_leaves_nothing
 
+echo "== warnings: fatal in CI only (issue 12 item 5)"
+# Kbuild records each object's command line in its .cmd file.
+strict_flags() {  # strict_flags yes|no [make args]: -Dwarnings/-Werror present or not
+    local want=$1; shift
+    build "$KVER_BOOKWORM" "$@" || { tail -n 20 "$log/build"; return 1; }
+    local rust gcc
+    rust=$(grep -c -- '-Dwarnings' kmod/.nv_peer_mem_rust.o.cmd)
+    gcc=$(grep -c -- '-Werror ' kmod/glue/.nv_peer_mem_glue.o.cmd)
+    echo "rustc -Dwarnings: $rust, gcc -Werror: $gcc"
+    if [ "$want" = yes ]; then [ "$rust" -gt 0 ] && [ "$gcc" -gt 0 ]; else [ "$rust" = 0 ] && [ "$gcc" = 0 ]; fi
+}
+check "NVPM_STRICT=1: rustc -Dwarnings and gcc -Werror" strict_flags yes
+check "default build (as DKMS runs it): warnings are not errors" strict_flags no NVPM_STRICT=
+check "NVPM_STRICT is set in no packaging file (dkms.conf, spec, debian/)" \
+    sh -c '! grep -rn NVPM_STRICT dkms/ rpm/ debian/'
+
+echo "== the minimum rustc (kmod/Cargo.toml rust-version; docs/toolchains.md)"
+# No std/core API newer than the declared minimum. (ci/test-suites.sh builds
+# the module with that very rustc, Debian 13's 1.85.)
+msrv_clean() {
+    cargo clippy --version >/dev/null 2>&1 || { echo "clippy missing: rustup component add clippy"; return 1; }
+    cargo clippy --quiet --locked -p nv-peer-mem --lib -- -D clippy::incompatible_msrv
+}
+check "clippy incompatible_msrv: the crate uses nothing newer than rustc $(sed -n 's/^rust-version *= *"\(.*\)"/\1/p' kmod/Cargo.toml)" msrv_clean
+
 echo "== bad input and missing prerequisites"
 fails_with() {  # fails_with PATTERN COMMAND...: command fails and prints PATTERN
     local pattern=$1; shift
@@ -81,11 +109,40 @@ check "explicit RUSTC without rust-src: stops with the package list" \
     fails_with 'rustc-web rust-web-src' make -C kmod KVER="$KVER_BOOKWORM" RUSTC=/bin/true
 no_rustc_anywhere() {
     local bin; bin=$(mktemp -d)
-    for tool in sh cat; do ln -s "$(command -v $tool)" "$bin/$tool"; done
+    for tool in sh cat sed sort head cut dirname; do ln -s "$(command -v $tool)" "$bin/$tool"; done
     fails_with 'rust rust-src' env PATH="$bin" NVPM_SYSTEM_RUSTC=/nonexistent/rustc sh kmod/scripts/find-rustc.sh
     local rc=$?; rm -rf "$bin"; return $rc
 }
 check "no rustc on PATH or in the system: stops with the package list" no_rustc_anywhere
+# Fake toolchains: a sysroot with core's sources and a rustc script that
+# reports a version (find-rustc.sh needs nothing more).
+fake_rustc() {  # fake_rustc PATH VERSION
+    local sysroot; sysroot=$(dirname "$1")/sysroot-$2
+    mkdir -p "$(dirname "$1")" "$sysroot/lib/rustlib/src/rust/library/core/src"
+    touch "$sysroot/lib/rustlib/src/rust/library/core/src/lib.rs"
+    printf '#!/bin/sh\ncase "$1" in --print) echo %s;; --version) echo "rustc %s (fake)";; esac\n' "$sysroot" "$2" >"$1"
+    chmod +x "$1"
+}
+min_rustc=$(sed -n 's/^rust-version *= *"\(.*\)"/\1/p' kmod/Cargo.toml)
+too_old_rustc() {
+    local dir; dir=$(mktemp -d); fake_rustc "$dir/bin/rustc" 1.75.0
+    fails_with "needs $min_rustc or newer" env RUSTC="$dir/bin/rustc" sh kmod/scripts/find-rustc.sh
+    local rc=$?; rm -rf "$dir"; return $rc
+}
+check "RUSTC older than the minimum ($min_rustc, kmod/Cargo.toml): refused, naming it" too_old_rustc
+ubuntu_versioned() {
+    # Ubuntu 24.04 as it looks with rustc-1.85 installed: the default rustc is
+    # 1.75, /usr/bin/rustc-1.85 and /usr/lib/rust-1.80/bin/rustc exist.
+    local dir found; dir=$(mktemp -d)
+    fake_rustc "$dir/bin/rustc" 1.75.0
+    fake_rustc "$dir/root/usr/bin/rustc-1.85" 1.85.1
+    fake_rustc "$dir/root/usr/lib/rust-1.80/bin/rustc" 1.80.1
+    found=$(env PATH="$dir/bin:$PATH" NVPM_SYSTEM_RUSTC="$dir/bin/rustc" NVPM_TOOLCHAIN_ROOT="$dir/root" sh kmod/scripts/find-rustc.sh)
+    echo "found: $found"
+    rm -rf "$dir"
+    [ "$found" = "$dir/root/usr/bin/rustc-1.85" ]
+}
+check "default rustc too old, versioned rustc-1.85 installed (Ubuntu): picks rustc-1.85" ubuntu_versioned
 check "kernel without headers: names the headers package" \
     fails_with 'linux-headers-0.0.0-none' make -C kmod KVER=0.0.0-none
 check "NV_SRC without nv-p2p.h: clear error" \

@@ -296,7 +296,7 @@ mod tests {
             files["debian/nvidia-peer-memory-dkms.install"].contains("usr/src/nv_peer_mem-1.4.0/")
         );
         let ubuntu = golden_render(&packaging, packaging.find("ubuntu2404").unwrap());
-        assert!(ubuntu["debian/control"].contains("rustc, rust-src, mlnx"));
+        assert!(ubuntu["debian/control"].contains("rustc-1.85, rust-1.85-src, mlnx"));
     }
 
     #[test]

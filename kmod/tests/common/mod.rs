@@ -253,10 +253,7 @@ impl State {
     fn pt_index(&mut self, h: *mut c_void, what: &str) -> Option<usize> {
         let a = h.addr();
         let i = a.wrapping_sub(PT_BASE) / HANDLE_STRIDE;
-        if a < PT_BASE
-            || !(a - PT_BASE).is_multiple_of(HANDLE_STRIDE)
-            || i == 0
-            || i > self.page_tables.len()
+        if a < PT_BASE || (a - PT_BASE) % HANDLE_STRIDE != 0 || i == 0 || i > self.page_tables.len()
         {
             self.violation(format!("{what}: unknown page table handle {a:#x}"));
             return None;
@@ -267,10 +264,7 @@ impl State {
     fn map_index(&mut self, h: *mut c_void, what: &str) -> Option<usize> {
         let a = h.addr();
         let i = a.wrapping_sub(MAP_BASE) / HANDLE_STRIDE;
-        if a < MAP_BASE
-            || !(a - MAP_BASE).is_multiple_of(HANDLE_STRIDE)
-            || i == 0
-            || i > self.mappings.len()
+        if a < MAP_BASE || (a - MAP_BASE) % HANDLE_STRIDE != 0 || i == 0 || i > self.mappings.len()
         {
             self.violation(format!("{what}: unknown dma mapping handle {a:#x}"));
             return None;
@@ -694,7 +688,7 @@ impl Platform for Sim {
         let mut st = self.lock();
         st.calls.push(Call::GetPages { va, len, callback });
         st.inject(Op::GetPages)?;
-        if !va.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) || len == 0 {
+        if va % PAGE != 0 || len % PAGE != 0 || len == 0 {
             st.violation(format!(
                 "get_pages: range {va:#x}+{len:#x} not on 64 KiB pages"
             ));
@@ -730,7 +724,7 @@ impl Platform for Sim {
         let mut st = self.lock();
         st.calls.push(Call::GetPagesPersistent { va, len });
         st.inject(Op::GetPagesPersistent)?;
-        if !va.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) || len == 0 {
+        if va % PAGE != 0 || len % PAGE != 0 || len == 0 {
             st.violation(format!(
                 "get_pages_persistent: range {va:#x}+{len:#x} not on 64 KiB pages"
             ));

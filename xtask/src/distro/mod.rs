@@ -104,6 +104,21 @@ pub struct Distro {
     /// `Requires` of the -dkms binary package.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dkms_requires: Vec<String>,
+    // --- facts, both families ---
+    /// The Rust toolchains the distribution ships (docs/toolchains.md);
+    /// data for CI's checks (xtask/tests/toolchains.rs), not rendered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rust_toolchains: Vec<RustToolchain>,
+}
+
+/// One Rust toolchain a distribution ships: the compiler and library
+/// source packages, the upstream version, and the suite or pocket that has it.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RustToolchain {
+    pub packages: Vec<String>,
+    pub version: String,
+    pub suite: String,
 }
 
 impl Distro {

@@ -1,0 +1,102 @@
+//! The toolchain facts of `packaging/distros.yaml` against the module's
+//! minimum rustc (`rust-version` in kmod/Cargo.toml, declared nowhere else):
+//! every deb entry's `rust_packages` must be a toolchain that distribution
+//! ships (`rust_toolchains`) at that version or newer, so the -dkms package
+//! never depends on a compiler too old to build the module
+//! (docs/toolchains.md; issue 12 item 1).
+
+use serde::Deserialize;
+use std::path::PathBuf;
+
+#[derive(Deserialize)]
+struct Data {
+    distros: Vec<Distro>,
+}
+
+#[derive(Deserialize)]
+struct Distro {
+    id: String,
+    family: String,
+    #[serde(default)]
+    rust_packages: Vec<String>,
+    #[serde(default)]
+    rust_toolchains: Vec<Toolchain>,
+}
+
+#[derive(Deserialize)]
+struct Toolchain {
+    packages: Vec<String>,
+    version: String,
+    suite: String,
+}
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// "1.85" or "1.85.1" -> [1, 85] or [1, 85, 1].
+fn version(text: &str) -> Vec<u32> {
+    text.split('.')
+        .map(|part| {
+            part.parse()
+                .unwrap_or_else(|_| panic!("not a version: {text}"))
+        })
+        .collect()
+}
+
+fn module_minimum() -> String {
+    let manifest = std::fs::read_to_string(workspace().join("kmod/Cargo.toml")).unwrap();
+    manifest
+        .lines()
+        .find_map(|line| {
+            let value = line
+                .strip_prefix("rust-version")?
+                .trim_start()
+                .strip_prefix('=')?;
+            Some(value.trim().trim_matches('"').to_string())
+        })
+        .expect("kmod/Cargo.toml declares no rust-version")
+}
+
+#[test]
+fn every_deb_entry_depends_on_a_shipped_toolchain_at_the_module_minimum_or_newer() {
+    let min = module_minimum();
+    let text = std::fs::read_to_string(workspace().join("packaging/distros.yaml")).unwrap();
+    let data: Data = serde_saphyr::from_str(&text).unwrap();
+    let debs: Vec<&Distro> = data.distros.iter().filter(|d| d.family == "deb").collect();
+    assert!(
+        debs.len() >= 4,
+        "debian12, debian13, ubuntu2204, ubuntu2404"
+    );
+    for distro in debs {
+        assert!(
+            !distro.rust_toolchains.is_empty(),
+            "{}: no rust_toolchains facts in packaging/distros.yaml",
+            distro.id
+        );
+        let chosen = distro
+            .rust_toolchains
+            .iter()
+            .find(|t| t.packages == distro.rust_packages)
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: rust_packages {:?} is none of its rust_toolchains",
+                    distro.id, distro.rust_packages
+                )
+            });
+        assert!(
+            version(&chosen.version) >= version(&min),
+            "{}: rust_packages {:?} is rustc {} ({}), older than the module's minimum {min} (kmod/Cargo.toml)",
+            distro.id,
+            distro.rust_packages,
+            chosen.version,
+            chosen.suite
+        );
+    }
+}
+
+#[test]
+fn the_minimum_is_edition_2024_or_later() {
+    // kmod/Kbuild compiles the crate with --edition=2024, stable since 1.85.
+    assert!(version(&module_minimum()) >= version("1.85"));
+}
