@@ -436,7 +436,9 @@ impl<P: Platform> Driver<P> {
     }
 
     /// Takes a published mapping back (unless the free callback took it)
-    /// and unmaps it.
+    /// and unmaps it, under the client lock. nvidia_p2p_dma_unmap_pages
+    /// takes no lock of the driver's, so holding ours across it cannot
+    /// deadlock with a free callback.
     fn take_and_unmap(&self, c: &Context, pci_dev: *mut c_void, page_table: *mut c_void) {
         let _guard = lock_client(&self.platform);
         let mapping = c.dma_mapping.swap(ptr::null_mut(), Ordering::AcqRel);
@@ -480,26 +482,16 @@ impl<P: Platform> Driver<P> {
         if c.callback_task.load(Ordering::Acquire) == p.current_task() {
             return Ok(());
         }
-        // Under the client lock, so the free callback cannot take the
-        // mapping (and the driver free it) while the driver unmaps it.
-        // nvidia_p2p_dma_unmap_pages takes no lock of the driver's, so
-        // holding ours across it cannot deadlock with a free callback.
-        let _guard = lock_client(p);
-        let mapping = c.dma_mapping.swap(ptr::null_mut(), Ordering::AcqRel);
-        if mapping.is_null() {
-            return Ok(());
-        }
-        let page_table = c.page_table.load(Ordering::Acquire);
-        // peer_mem.h: dma_unmap "Must return 0". The driver's error is
-        // logged; the mapping is not retried (the driver tore it down as
-        // far as it could).
-        if let Err(e) = p.p2p_dma_unmap(c.pci_dev.load(Ordering::Acquire), page_table, mapping) {
-            p.log(
-                Level::Error,
-                "dma_unmap: nvidia_p2p_dma_unmap_pages failed",
-                e.to_kernel().into(),
-            );
-        }
+        // Under the client lock (see `take_and_unmap`), so the free callback
+        // cannot take the mapping (and the driver free it) while the driver
+        // unmaps it. peer_mem.h: dma_unmap "Must return 0"; the driver's
+        // error is logged, the mapping not retried (the driver tore it down
+        // as far as it could).
+        self.take_and_unmap(
+            c,
+            c.pci_dev.load(Ordering::Acquire),
+            c.page_table.load(Ordering::Acquire),
+        );
         Ok(())
     }
 

@@ -360,11 +360,51 @@ pub struct Sim {
     /// The context registry (tickets -> context addresses) and its lock,
     /// taken and released by separate calls as the glue's spinlock is.
     registry: Mutex<Registry>,
-    registry_locked: Mutex<bool>,
-    registry_unlocked: std::sync::Condvar,
-    /// The client lock (a sleeping lock, as the kernel's mutex).
-    client_locked: Mutex<bool>,
-    client_unlocked: std::sync::Condvar,
+    registry_lock: SplitLock,
+    /// The client lock (the glue's mutex).
+    client_lock: SplitLock,
+}
+
+/// A lock taken and released by separate calls, as the glue's spinlock and
+/// mutex behind `Platform`'s lock functions are.
+struct SplitLock {
+    locked: Mutex<bool>,
+    unlocked: std::sync::Condvar,
+}
+
+impl SplitLock {
+    fn new() -> SplitLock {
+        SplitLock {
+            locked: Mutex::new(false),
+            unlocked: std::sync::Condvar::new(),
+        }
+    }
+
+    fn held(&self) -> MutexGuard<'_, bool> {
+        self.locked.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock(&self) {
+        let mut locked = self.held();
+        while *locked {
+            locked = self
+                .unlocked
+                .wait(locked)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+        *locked = true;
+    }
+
+    /// False (and nothing done) when the lock was not held.
+    fn unlock(&self) -> bool {
+        let mut locked = self.held();
+        if !*locked {
+            return false;
+        }
+        *locked = false;
+        self.unlocked.notify_one();
+        true
+    }
 }
 
 /// Tickets are never reused here (the glue's cyclic IDR reuses one only
@@ -1087,26 +1127,14 @@ impl Platform for Sim {
     }
 
     fn client_lock(&self) {
-        let mut locked = self.client_locked.lock().unwrap_or_else(|e| e.into_inner());
-        while *locked {
-            locked = self
-                .client_unlocked
-                .wait(locked)
-                .unwrap_or_else(|e| e.into_inner());
-        }
-        *locked = true;
+        self.client_lock.lock();
     }
 
     fn client_unlock(&self) {
-        let mut locked = self.client_locked.lock().unwrap_or_else(|e| e.into_inner());
-        if !*locked {
-            drop(locked);
+        if !self.client_lock.unlock() {
             self.lock()
                 .violation("client_unlock without client_lock".to_string());
-            return;
         }
-        *locked = false;
-        self.client_unlocked.notify_one();
     }
 
     fn current_task(&self) -> *mut c_void {
@@ -1121,40 +1149,18 @@ impl Platform for Sim {
     }
 
     fn registry_lock(&self) {
-        let mut locked = self
-            .registry_locked
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        while *locked {
-            locked = self
-                .registry_unlocked
-                .wait(locked)
-                .unwrap_or_else(|e| e.into_inner());
-        }
-        *locked = true;
+        self.registry_lock.lock();
     }
 
     fn registry_unlock(&self) {
-        let mut locked = self
-            .registry_locked
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if !*locked {
-            drop(locked);
+        if !self.registry_lock.unlock() {
             self.lock()
                 .violation("registry_unlock without registry_lock".into());
-            return;
         }
-        *locked = false;
-        self.registry_unlocked.notify_one();
     }
 
     fn registry_find(&self, ticket: u64) -> *mut c_void {
-        if !*self
-            .registry_locked
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-        {
+        if !*self.registry_lock.held() {
             self.lock()
                 .violation("registry_find without registry_lock".into());
         }
@@ -1238,10 +1244,8 @@ impl Env {
                 driver: OnceLock::new(),
                 background: Mutex::new(Vec::new()),
                 registry: Mutex::new(Registry::default()),
-                registry_locked: Mutex::new(false),
-                registry_unlocked: std::sync::Condvar::new(),
-                client_locked: Mutex::new(false),
-                client_unlocked: std::sync::Condvar::new(),
+                registry_lock: SplitLock::new(),
+                client_lock: SplitLock::new(),
             };
             sim.driver.set(w.clone()).expect("set once");
             {

@@ -139,7 +139,6 @@ struct pcd_client_info {
 	u32 flags;
 	bool invalidation;		/* passed a non-NULL invalidate pointer */
 	bool slot_filled;		/* and still holds the callback it got */
-	bool ops_complete;
 };
 
 /* What a client holds, as the core has handed it out and taken it back. */

@@ -314,8 +314,6 @@ void *ib_register_peer_memory_client(const struct peer_memory_client *peer_clien
 		c->shadow = *container_of(peer_client, const struct peer_memory_client_ex, client);
 	else
 		c->shadow.client = *peer_client;
-	memcpy(c->shadow.client.name, peer_client->name, sizeof(peer_client->name));
-	memcpy(c->shadow.client.version, peer_client->version, sizeof(peer_client->version));
 	c->shadow.client.acquire = peer_client->acquire ? slot_ops[c->slot].acquire : NULL;
 	c->shadow.client.get_pages = peer_client->get_pages ? slot_ops[c->slot].get_pages : NULL;
 	c->shadow.client.dma_map = peer_client->dma_map ? slot_ops[c->slot].dma_map : NULL;
