@@ -104,16 +104,8 @@ check "lintian: only accepted warnings${unexpected:+ (not accepted: $unexpected)
 
 echo "== install"
 if ! dpkg-query -W -f='${Status}' mlnx-ofed-kernel-dkms mlnx-ofed-kernel-modules 2>/dev/null | grep -q 'install ok installed'; then
-    cat >"$work/equivs/standin.ctl" <<EOF
-Section: misc
-Priority: optional
-Standards-Version: 4.6.2
-Package: $standin
-Version: 99:0-test
-Description: test stand-in for MLNX_OFED's kernel modules
- Installed by ci/test-deb.sh only, and purged by it.
-EOF
-    (cd "$work/equivs" && equivs-build standin.ctl) >>"$work/log" 2>&1
+    bash "$here/mofed-standin.sh" "$work/equivs" "$standin" \
+        "Installed by ci/test-deb.sh only, and purged by it." >>"$work/log" 2>&1
     check "equivs stand-in for MLNX_OFED installed" dpkg -i "$work/equivs/${standin}_0-test_all.deb"
     touch "$work/standin-installed"
 fi

@@ -45,16 +45,8 @@ check "cargo build of xtask" cargo build --quiet --release --manifest-path "$roo
 rm -rf "$work/deb" "$work/equivs"; mkdir -p "$work/deb" "$work/equivs"
 tarball=nvidia-peer-memory_${upstream}.orig.tar.gz
 check "build-deb --distro debian13" "$root/target/release/xtask" build-deb --out "$work/deb" --distro debian13
-cat >"$work/equivs/standin.ctl" <<EOF
-Section: misc
-Priority: optional
-Standards-Version: 4.6.2
-Package: $standin
-Version: 99:0-test
-Description: test stand-in for MLNX_OFED's kernel modules
- Installed by ci/test-suites.sh in its chroots only.
-EOF
-check "equivs stand-in for MLNX_OFED" sh -c "cd '$work/equivs' && equivs-build standin.ctl"
+check "equivs stand-in for MLNX_OFED" bash "$here/mofed-standin.sh" "$work/equivs" "$standin" \
+    "Installed by ci/test-suites.sh in its chroots only."
 standin_deb=$work/equivs/${standin}_0-test_all.deb
 # NVIDIA driver sources, by major version; 550 is each suite's own (below).
 declare -A nv_src
