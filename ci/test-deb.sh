@@ -83,18 +83,44 @@ check "rpm --distro: exit 2, nothing written" bad_input --distro rhel9
 check "--release 0: exit 2, nothing written" bad_input --release 0
 check "missing --out: exit 2" sh -c "'$xtask' build-deb --out '$work/no/such/dir' >>'$work/log' 2>&1; test \$? = 2"
 
+echo "== one version per suite"
+# Each deb suite's packages get their own version (version_suffix in
+# packaging/distros.yaml), ordered so that a distribution upgrade moves to
+# the newer suite's build; read back from each rendered debian/changelog.
+suite_version() {  # suite_version ID: the top changelog version build-deb writes for ID
+    local dir=$work/versions/$1
+    rm -rf "$dir"; mkdir -p "$dir"
+    "$xtask" build-deb --out "$dir" --distro "$1" >/dev/null 2>>"$work/log" || return 1
+    tar -xzf "$dir/$tarball" -C "$dir" "nvidia-peer-memory-$upstream/debian/changelog" &&
+        dpkg-parsechangelog -l "$dir/nvidia-peer-memory-$upstream/debian/changelog" -S Version
+}
+declare -A suite_versions
+for id in debian12 debian13 ubuntu2204 ubuntu2404; do
+    suite_versions[$id]=$(suite_version "$id")
+    echo "  $id: ${suite_versions[$id]:-?}"
+done
+distinct=$(printf '%s\n' "${suite_versions[@]}" | sort -u | grep -c .)
+check "four deb suites, four versions" test "$distinct" = 4
+check "debian12 (${suite_versions[debian12]}) < debian13 (${suite_versions[debian13]})" \
+    dpkg --compare-versions "${suite_versions[debian12]}" lt "${suite_versions[debian13]}"
+check "ubuntu2204 (${suite_versions[ubuntu2204]}) < ubuntu2404 (${suite_versions[ubuntu2404]}) < debian13" sh -c \
+    "dpkg --compare-versions '${suite_versions[ubuntu2204]}' lt '${suite_versions[ubuntu2404]}' && dpkg --compare-versions '${suite_versions[ubuntu2404]}' lt '${suite_versions[debian13]}'"
+check "debian13, the newest Debian release, has the bare ${upstream}-${release}" \
+    test "${suite_versions[debian13]}" = "${upstream}-${release}"
+
 echo "== dpkg-buildpackage"
 cd "$work/a" || finish
 tar xzf "$tarball"
+debver=$(dpkg-parsechangelog -l "nvidia-peer-memory-$upstream/debian/changelog" -S Version)
 check "dpkg-buildpackage -us -uc" sh -c "cd nvidia-peer-memory-$upstream && dpkg-buildpackage -us -uc"
-deb=$work/a/nvidia-peer-memory_${upstream}-${release}_all.deb
-dkms_deb=$work/a/nvidia-peer-memory-dkms_${upstream}-${release}_all.deb
-check "nvidia-peer-memory_${upstream}-${release}_all.deb built" test -f "$deb"
-check "nvidia-peer-memory-dkms_${upstream}-${release}_all.deb built" test -f "$dkms_deb"
+deb=$work/a/nvidia-peer-memory_${debver}_all.deb
+dkms_deb=$work/a/nvidia-peer-memory-dkms_${debver}_all.deb
+check "nvidia-peer-memory_${debver}_all.deb built" test -f "$deb"
+check "nvidia-peer-memory-dkms_${debver}_all.deb built" test -f "$dkms_deb"
 [ -f "$deb" ] && [ -f "$dkms_deb" ] || finish
 
 echo "== lintian"
-lintian --fail-on none --no-tag-display-limit "$work/a/nvidia-peer-memory_${upstream}-${release}_amd64.changes" >"$work/lintian.txt" 2>>"$work/log"
+lintian --fail-on none --no-tag-display-limit "$work/a/nvidia-peer-memory_${debver}_amd64.changes" >"$work/lintian.txt" 2>>"$work/log"
 sed 's/^/  /' "$work/lintian.txt"
 errors=$(grep -c '^E: ' "$work/lintian.txt")
 check "lintian: 0 errors on source and debs ($errors)" test "$errors" = 0

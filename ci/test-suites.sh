@@ -38,7 +38,6 @@ mkdir -p "$work"
 start_all=$SECONDS
 version=$(sed -n 's/^version *= *"\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)
 upstream=${version/-/\~}
-release=1
 
 echo "== on the host: build-deb, MLNX_OFED stand-in, NVIDIA headers"
 check "cargo build of xtask" cargo build --quiet --release --manifest-path "$root/Cargo.toml" -p xtask
@@ -111,15 +110,16 @@ for suite in "${suites[@]}"; do
     cp "$work/deb/$tarball" "$standin_deb" "$chroot_dir/build/deb/"
     check "$suite: dpkg-buildpackage -us -uc" in_chroot sh -c \
         "cd /build/deb && tar xzf $tarball && cd nvidia-peer-memory-$upstream && dpkg-buildpackage -us -uc"
-    deb=/build/deb/nvidia-peer-memory_${upstream}-${release}_all.deb
-    dkms_deb=/build/deb/nvidia-peer-memory-dkms_${upstream}-${release}_all.deb
+    debver=$(in_chroot dpkg-parsechangelog -l "/build/deb/nvidia-peer-memory-$upstream/debian/changelog" -S Version)
+    deb=/build/deb/nvidia-peer-memory_${debver}_all.deb
+    dkms_deb=/build/deb/nvidia-peer-memory-dkms_${debver}_all.deb
     check "$suite: both debs built" test -f "$chroot_dir$deb" -a -f "$chroot_dir$dkms_deb"
     : >"$work/lintian-$suite.txt"
     [ -f "$chroot_dir$dkms_deb" ] && in_chroot lintian --fail-on none --no-tag-display-limit \
-        "/build/deb/nvidia-peer-memory_${upstream}-${release}_amd64.changes" >"$work/lintian-$suite.txt" 2>>"$work/log"
+        "/build/deb/nvidia-peer-memory_${debver}_amd64.changes" >"$work/lintian-$suite.txt" 2>>"$work/log"
     sed 's/^/  /' "$work/lintian-$suite.txt"
     errors=$(grep -c '^E: ' "$work/lintian-$suite.txt")
-    check "$suite: lintian $(in_chroot lintian --print-version): 0 errors ($errors)" test -f "$chroot_dir/build/deb/nvidia-peer-memory_${upstream}-${release}_amd64.changes" -a "$errors" = 0
+    check "$suite: lintian $(in_chroot lintian --print-version): 0 errors ($errors)" test -f "$chroot_dir/build/deb/nvidia-peer-memory_${debver}_amd64.changes" -a "$errors" = 0
 
     # A machine with this kernel installed has its modules.dep (linux-image's
     # postinst runs depmod); the chroot has only the headers, and dkms 3.2
