@@ -192,20 +192,20 @@ for suite in "${suites[@]}"; do
     # Upgrade to a newer build (--release 2) while the service runs: the
     # maintainer scripts must not stop it (its ExecStop unloads the module).
     # systemd cannot run in the chroot, so /run/systemd/system makes the
-    # scripts believe it does, and recording deb-systemd-invoke, systemctl,
-    # modprobe and rmmod (first in dpkg's PATH, /usr/local/sbin) say
-    # "active" and log what the scripts ask of them.
+    # scripts believe it does, and recording deb-systemd-invoke and
+    # systemctl in /usr/sbin (first in the PATH ci/chroot.sh gives dpkg,
+    # before their real /usr/bin) log what the scripts ask of them.
     t1=$SECONDS
     mkdir -p "$chroot_dir/run/systemd/system" "$chroot_dir/build/deb2"
-    for tool in deb-systemd-invoke systemctl modprobe rmmod; do
-        printf '#!/bin/sh\necho "%s $*" >>/build/recorded.log\nexit 0\n' "$tool" >"$chroot_dir/usr/local/sbin/$tool"
-        chmod +x "$chroot_dir/usr/local/sbin/$tool"
+    for tool in deb-systemd-invoke systemctl; do
+        printf '#!/bin/sh\necho "%s $*" >>/build/recorded.log\nexit 0\n' "$tool" >"$chroot_dir/usr/sbin/$tool"
+        chmod +x "$chroot_dir/usr/sbin/$tool"
     done
     : >"$chroot_dir/build/recorded.log"
     # Control: a maintainer script's deb-systemd-invoke is the recorder, so
     # an empty record below means nothing was asked, not that nothing was seen.
     check "$suite: maintainer scripts would reach the recording deb-systemd-invoke" in_chroot sh -c \
-        'test "$(command -v deb-systemd-invoke)" = /usr/local/sbin/deb-systemd-invoke && test "$(command -v systemctl)" = /usr/local/sbin/systemctl'
+        'test "$(command -v deb-systemd-invoke)" = /usr/sbin/deb-systemd-invoke && test "$(command -v systemctl)" = /usr/sbin/systemctl'
     check "$suite: build-deb --release 2" "$root/target/release/xtask" build-deb --out "$chroot_dir/build/deb2" --distro debian13 --release 2
     check "$suite: dpkg-buildpackage -b of the --release 2 source" in_chroot sh -c \
         "cd /build/deb2 && tar xzf $tarball && cd nvidia-peer-memory-$upstream && dpkg-buildpackage -b -us -uc"
@@ -218,7 +218,7 @@ for suite in "${suites[@]}"; do
     check "$suite: $debver2 installed" in_chroot sh -c "dpkg-query -W -f='\${Version}' nvidia-peer-memory-dkms | grep -qxF '$debver2'"
     check "$suite: after the upgrade nv_peer_mem is installed for $kver again" in_chroot sh -c \
         "modinfo -k '$kver' -F version nv_peer_mem | grep -qx '$version'"
-    rm -f "$chroot_dir"/usr/local/sbin/{deb-systemd-invoke,systemctl,modprobe,rmmod}
+    rm -f "$chroot_dir"/usr/sbin/{deb-systemd-invoke,systemctl}
     rmdir "$chroot_dir/run/systemd/system"
     echo "  upgrade: $((SECONDS - t1)) s"
     check "$suite: dpkg -P of both debs and the stand-in" in_chroot dpkg -P nvidia-peer-memory nvidia-peer-memory-dkms "$standin"
