@@ -3,10 +3,14 @@
 # on a Debian 12 machine prepared by ci/setup-host.sh:
 #   build-deb twice gives the same bytes; the xtask unit and golden tests pass;
 #   dpkg-buildpackage -us -uc builds both debs; lintian: 0 errors and only the
-#   accepted warnings below; dpkg -i (MLNX_OFED stood in by equivs) makes DKMS
-#   build and install nv_peer_mem.ko for every kernel with headers; another
-#   linux-headers install succeeds; the service helper behaves; dpkg -P leaves
-#   nothing behind.
+#   accepted warnings below; every deb suite has its own version;
+#   dpkg -i (MLNX_OFED's package stood in by equivs) on kernels without
+#   MLNX_OFED's and NVIDIA's symbols succeeds, skipping each kernel with one
+#   line that names what is missing and the fix, and installs no module;
+#   another linux-headers install (dkms autoinstall through the kernel hook)
+#   succeeds the same way; once ci/prereq-standin.sh places real modules
+#   exporting those symbols, `dkms autoinstall -k` builds and installs
+#   nv_peer_mem.ko; the service helper behaves; dpkg -P leaves nothing behind.
 # It installs packages system-wide and undoes that on exit (also on failure
 # or Ctrl-C); running it again starts from a clean state.
 # Last line: "N passed, M failed"; exit status 1 when anything failed,
@@ -32,6 +36,10 @@ accepted_warnings=(
 
 require_root_and_tools test-deb.sh cargo dpkg-buildpackage lintian equivs-build dkms modinfo apt-get
 
+# Host package installs are serialised with other test runs on this machine.
+exec 9>/var/lock/nv-peer-mem-host-packages.lock
+flock 9
+
 # Everything this test may have installed or built, removed; safe to run
 # when nothing is there.
 cleanup() {
@@ -45,7 +53,11 @@ cleanup() {
     if [ -f "$work/extra-kver" ] && [ ! -e "/lib/modules/$(cat "$work/extra-kver")/build" ]; then
         rm -rf "/lib/modules/$(cat "$work/extra-kver")"
     fi
-    rm -f "$work/standin-installed" "$work/extra-headers" "$work/extra-kver"
+    if [ -f "$work/standin-kernels" ]; then
+        local kver
+        while read -r kver; do bash "$here/prereq-standin.sh" remove "$kver" >/dev/null 2>&1; done <"$work/standin-kernels"
+    fi
+    rm -f "$work/standin-installed" "$work/extra-headers" "$work/extra-kver" "$work/standin-kernels"
 }
 trap 'cleanup' EXIT
 trap 'echo "interrupted"; exit 130' INT TERM
@@ -83,18 +95,59 @@ check "rpm --distro: exit 2, nothing written" bad_input --distro rhel9
 check "--release 0: exit 2, nothing written" bad_input --release 0
 check "missing --out: exit 2" sh -c "'$xtask' build-deb --out '$work/no/such/dir' >>'$work/log' 2>&1; test \$? = 2"
 
+echo "== one version per suite"
+# Each deb suite's packages get their own version (version_suffix in
+# packaging/distros.yaml), ordered so that a distribution upgrade moves to
+# the newer suite's build; read back from each rendered debian/changelog.
+suite_version() {  # suite_version ID: the top changelog version build-deb writes for ID
+    local dir=$work/versions/$1
+    rm -rf "$dir"; mkdir -p "$dir"
+    "$xtask" build-deb --out "$dir" --distro "$1" >/dev/null 2>>"$work/log" || return 1
+    tar -xzf "$dir/$tarball" -C "$dir" "nvidia-peer-memory-$upstream/debian/changelog" &&
+        dpkg-parsechangelog -l "$dir/nvidia-peer-memory-$upstream/debian/changelog" -S Version
+}
+declare -A suite_versions
+for id in debian12 debian13 ubuntu2204 ubuntu2404; do
+    suite_versions[$id]=$(suite_version "$id")
+    echo "  $id: ${suite_versions[$id]:-?}"
+done
+distinct=$(printf '%s\n' "${suite_versions[@]}" | sort -u | grep -c .)
+check "four deb suites, four versions" test "$distinct" = 4
+check "debian12 (${suite_versions[debian12]}) < debian13 (${suite_versions[debian13]})" \
+    dpkg --compare-versions "${suite_versions[debian12]}" lt "${suite_versions[debian13]}"
+check "ubuntu2204 (${suite_versions[ubuntu2204]}) < ubuntu2404 (${suite_versions[ubuntu2404]}) < debian13" sh -c \
+    "dpkg --compare-versions '${suite_versions[ubuntu2204]}' lt '${suite_versions[ubuntu2404]}' && dpkg --compare-versions '${suite_versions[ubuntu2404]}' lt '${suite_versions[debian13]}'"
+check "debian13, the newest Debian release, has the bare ${upstream}-${release}" \
+    test "${suite_versions[debian13]}" = "${upstream}-${release}"
+
 echo "== dpkg-buildpackage"
 cd "$work/a" || finish
 tar xzf "$tarball"
+debver=$(dpkg-parsechangelog -l "nvidia-peer-memory-$upstream/debian/changelog" -S Version)
 check "dpkg-buildpackage -us -uc" sh -c "cd nvidia-peer-memory-$upstream && dpkg-buildpackage -us -uc"
-deb=$work/a/nvidia-peer-memory_${upstream}-${release}_all.deb
-dkms_deb=$work/a/nvidia-peer-memory-dkms_${upstream}-${release}_all.deb
-check "nvidia-peer-memory_${upstream}-${release}_all.deb built" test -f "$deb"
-check "nvidia-peer-memory-dkms_${upstream}-${release}_all.deb built" test -f "$dkms_deb"
+deb=$work/a/nvidia-peer-memory_${debver}_all.deb
+dkms_deb=$work/a/nvidia-peer-memory-dkms_${debver}_all.deb
+check "nvidia-peer-memory_${debver}_all.deb built" test -f "$deb"
+check "nvidia-peer-memory-dkms_${debver}_all.deb built" test -f "$dkms_deb"
 [ -f "$deb" ] && [ -f "$dkms_deb" ] || finish
 
+echo "== maintainer scripts"
+# What debhelper generated from debian/rules and the maintscript file: an
+# upgrade does not stop the service (its ExecStop unloads the module), and
+# Mellanox 1.3's init script and upstart job are removed on the upgrade
+# from it (ci/test-suites.sh runs both for real in its chroots).
+check "preinst does not stop nv_peer_mem.service on upgrade" sh -c \
+    "! dpkg-deb -I '$deb' preinst 2>/dev/null | grep -E 'deb-systemd-invoke (stop|restart)'"
+check "prerm does not stop it on upgrade either" sh -c \
+    "! dpkg-deb -I '$deb' prerm 2>/dev/null | grep -B3 -E 'deb-systemd-invoke stop' | grep -q upgrade"
+# (debhelper writes the prior-version 1.4.0~ as 1.4.0\~.)
+for conffile in /etc/init.d/nv_peer_mem /etc/init/nv_peer_mem.conf; do
+    check "preinst and postinst remove 1.3's $conffile (rm_conffile)" sh -c \
+        "dpkg-deb -I '$deb' preinst | grep -qF 'dpkg-maintscript-helper rm_conffile $conffile 1.4.0' && dpkg-deb -I '$deb' postinst | grep -qF 'dpkg-maintscript-helper rm_conffile $conffile 1.4.0'"
+done
+
 echo "== lintian"
-lintian --fail-on none --no-tag-display-limit "$work/a/nvidia-peer-memory_${upstream}-${release}_amd64.changes" >"$work/lintian.txt" 2>>"$work/log"
+lintian --fail-on none --no-tag-display-limit "$work/a/nvidia-peer-memory_${debver}_amd64.changes" >"$work/lintian.txt" 2>>"$work/log"
 sed 's/^/  /' "$work/lintian.txt"
 errors=$(grep -c '^E: ' "$work/lintian.txt")
 check "lintian: 0 errors on source and debs ($errors)" test "$errors" = 0
@@ -102,23 +155,74 @@ check "lintian: 0 errors on source and debs ($errors)" test "$errors" = 0
 unexpected=$(sed -n 's/^W: [^:]*: \([^ ]*\).*/\1/p' "$work/lintian.txt" | sort -u | grep -vxF -f <(printf '%s\n' "${accepted_warnings[@]}") || true)
 check "lintian: only accepted warnings${unexpected:+ (not accepted: $unexpected)}" test -z "$unexpected"
 
-echo "== install"
+echo "== install on kernels without MLNX_OFED and the NVIDIA driver"
 if ! dpkg-query -W -f='${Status}' mlnx-ofed-kernel-dkms mlnx-ofed-kernel-modules 2>/dev/null | grep -q 'install ok installed'; then
     bash "$here/mofed-standin.sh" "$work/equivs" "$standin" \
         "Installed by ci/test-deb.sh only, and purged by it." >>"$work/log" 2>&1
-    check "equivs stand-in for MLNX_OFED installed" dpkg -i "$work/equivs/${standin}_0-test_all.deb"
+    check "equivs stand-in for MLNX_OFED's package installed (no modules in it)" dpkg -i "$work/equivs/${standin}_0-test_all.deb"
     touch "$work/standin-installed"
 fi
-check "dpkg -i of both debs" dpkg -i "$deb" "$dkms_deb"
-for p in "${packages[@]}"; do
-    check "$p is installed and configured" sh -c "dpkg-query -W -f='\${Status}' $p | grep -qx 'install ok installed'"
-done
 kernels=()
 for build in /lib/modules/*/build; do
     [ -e "$build/include" ] && kernels+=("$(basename "$(dirname "$build")")")
 done
 check "at least one kernel has headers (${kernels[*]:-none})" test "${#kernels[@]}" -gt 0
+# The skip is only honest where the prerequisites really are absent.
+exporters=$(grep -ls 'symbol:\(ib_register_peer_memory_client\|nvidia_p2p_get_pages\) ' /lib/modules/*/modules.symbols; ls -d /usr/src/ofa_kernel 2>/dev/null)
+check "no kernel here has MLNX_OFED or NVIDIA symbols yet${exporters:+ ($exporters)}" test -z "$exporters"
+check "dpkg -i of both debs succeeds" sh -c "dpkg -i '$deb' '$dkms_deb' >'$work/dpkg-i.txt' 2>&1"
+sed 's/^/  | /' "$work/dpkg-i.txt"
+for p in "${packages[@]}"; do
+    check "$p is installed and configured" sh -c "dpkg-query -W -f='\${Status}' $p | grep -qx 'install ok installed'"
+done
+not_built_line() {  # not_built_line FILE KVER: the skip line for KVER, naming both and the fix
+    grep -F "nv_peer_mem: not built for kernel $2: it lacks MLNX_OFED (no ib_register_peer_memory_client) and the NVIDIA driver (no nvidia_p2p_get_pages)" "$1" |
+        grep -qF "then run: dkms autoinstall -k $2"
+}
+no_module() { ! find "/lib/modules/$1" -name 'nv_peer_mem.ko*' 2>/dev/null | grep -q .; }
 for kver in "${kernels[@]}"; do
+    check "$kver: skipped with the line naming what is missing and the fix" not_built_line "$work/dpkg-i.txt" "$kver"
+    check "$kver: no nv_peer_mem.ko installed" no_module "$kver"
+done
+
+echo "== another linux-headers install, still without the prerequisites"
+# The -cloud flavour of the oldest installed kernel: a different headers
+# package whose kernel the module supports, so the kernel's dkms hook runs
+# autoinstall for it as after a kernel upgrade. dkms 3.0.10 (bookworm) would
+# fail the headers' postinst on a BUILD_EXCLUSIVE skip there; dkms.conf
+# must keep nv_peer_mem out of that autoinstall.
+base=$(printf '%s\n' "${kernels[@]}" | grep -- '-amd64$' | sort -V | head -n 1)
+extra_kver=${base%-amd64}-cloud-amd64
+extra=linux-headers-$extra_kver
+if [ -z "$base" ]; then
+    fail "another linux-headers install: no -amd64 kernel with headers to pick a sibling flavour of"
+elif dpkg-query -W -f='${Status}' "$extra" 2>/dev/null | grep -qx 'install ok installed'; then
+    # Already on the machine: run what its postinst runs, the dkms hook.
+    check "dkms kernel hook for the installed $extra succeeds" sh -c "/etc/kernel/header_postinst.d/dkms '$extra_kver' >'$work/headers.txt' 2>&1"
+    check "$extra_kver: skipped with the line naming what is missing and the fix" not_built_line "$work/headers.txt" "$extra_kver"
+elif apt-cache show "$extra" >/dev/null 2>&1; then
+    echo "$extra" >"$work/extra-headers"
+    echo "$extra_kver" >"$work/extra-kver"
+    check "apt-get install $extra succeeds" \
+        sh -c "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends '$extra' >'$work/headers.txt' 2>&1"
+    sed -n '/dkms\|nv_peer_mem/s/^/  | /p' "$work/headers.txt"
+    check "$extra is configured" sh -c "dpkg-query -W -f='\${Status}' $extra | grep -qx 'install ok installed'"
+    check "$extra_kver: skipped with the line naming what is missing and the fix" not_built_line "$work/headers.txt" "$extra_kver"
+    check "$extra_kver: no nv_peer_mem.ko installed" no_module "$extra_kver"
+    check "apt-get purge $extra succeeds" env DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq "$extra"
+    rm -f "$work/extra-headers"
+else
+    fail "another linux-headers install: $extra is not available; run apt-get update"
+fi
+
+echo "== the prerequisites appear: dkms autoinstall builds the module"
+# ci/prereq-standin.sh: real modules for each kernel exporting the two
+# symbols, where MLNX_OFED's DKMS package and the NVIDIA driver put them.
+for kver in "${kernels[@]}"; do
+    echo "$kver" >>"$work/standin-kernels"
+    check "$kver: MLNX_OFED and NVIDIA stand-ins placed" bash "$here/prereq-standin.sh" install "$kver"
+    check "$kver: dkms autoinstall -k $kver succeeds" sh -c "dkms autoinstall -k '$kver' >'$work/autoinstall.txt' 2>&1; rc=\$?; cat '$work/autoinstall.txt'; exit \$rc"
+    check "$kver: no skip line any more" sh -c "! grep -q 'nv_peer_mem: not built' '$work/autoinstall.txt'"
     check "dkms status: nv_peer_mem installed for $kver" sh -c "dkms status -m nv_peer_mem -v '$upstream' -k '$kver' | grep -q ': installed'"
     check "modinfo -k $kver nv_peer_mem finds version $version" sh -c "modinfo -k '$kver' -F version nv_peer_mem | grep -qx '$version'"
 done
@@ -127,33 +231,6 @@ done
 # which the package's postinst reports as "Skipped."), not a build failure.
 check "dkms build for kernel 3.10.0 is skipped with exit 77" \
     sh -c "dkms build -m nv_peer_mem -v '$upstream' -k 3.10.0-1160.el7.x86_64; test \$? = 77"
-
-echo "== another linux-headers install"
-# The -cloud flavour of the oldest installed kernel: a different headers
-# package whose kernel the module supports, so DKMS builds for it (through
-# the kernel's dkms hook) as it would after a kernel upgrade.
-base=$(printf '%s\n' "${kernels[@]}" | grep -- '-amd64$' | sort -V | head -n 1)
-extra_kver=${base%-amd64}-cloud-amd64
-extra=linux-headers-$extra_kver
-if [ -z "$base" ]; then
-    fail "another linux-headers install: no -amd64 kernel with headers to pick a sibling flavour of"
-elif dpkg-query -W -f='${Status}' "$extra" 2>/dev/null | grep -qx 'install ok installed'; then
-    # Already on the machine: run what its postinst runs, the dkms hook.
-    check "dkms kernel hook for the installed $extra succeeds" /etc/kernel/header_postinst.d/dkms "$extra_kver"
-elif apt-cache show "$extra" >/dev/null 2>&1; then
-    echo "$extra" >"$work/extra-headers"
-    echo "$extra_kver" >"$work/extra-kver"
-    check "apt-get install $extra succeeds" \
-        env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$extra"
-    check "$extra is configured" sh -c "dpkg-query -W -f='\${Status}' $extra | grep -qx 'install ok installed'"
-    echo "  dkms status for $extra_kver: $(dkms status -m nv_peer_mem -k "$extra_kver" 2>&1)"
-    check "apt-get purge $extra succeeds" env DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq "$extra"
-    rm -f "$work/extra-headers"
-    # /lib/modules/$extra_kver stays until cleanup, so that the purge check
-    # below also sees whether DKMS removed the module built for it.
-else
-    fail "another linux-headers install: $extra is not available; run apt-get update"
-fi
 
 echo "== service helper (installed)"
 helper=/usr/libexec/nv_peer_mem/nv_peer_mem-service
@@ -195,5 +272,9 @@ leftovers() {
 }
 left=$(leftovers)
 check "nothing left under /usr/src, /var/lib/dkms, /lib/modules/*/updates, /etc${left:+: $left}" test -z "$left"
+while read -r kver; do
+    check "$kver: stand-ins removed" bash "$here/prereq-standin.sh" remove "$kver"
+done <"$work/standin-kernels"
+rm -f "$work/standin-kernels"
 
 finish

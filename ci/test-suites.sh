@@ -8,9 +8,16 @@
 #     (experimental contrib);
 #   - the Debian route: `cargo xtask build-deb --distro debian13` on the host
 #     (sid uses the debian13 data too), then in the chroot
-#     `dpkg-buildpackage -us -uc`, lintian (0 errors), `dpkg -i` of both debs
-#     with DKMS building the module for the chroot's kernel headers, purge,
-#     and nothing left under /usr/src, /var/lib/dkms, /lib/modules/*/updates.
+#     `dpkg-buildpackage -us -uc`, lintian (0 errors); Mellanox 1.3's debs
+#     (built from the fixture with its own debian/) installed and the
+#     administrator's nv_peer_mem.conf edited; `dpkg -i` of both debs, the
+#     upgrade from 1.3 (its init script, upstart job and DKMS tree gone, the
+#     settings kept),
+#     while the kernel has no MLNX_OFED/NVIDIA symbols (DKMS skips it with
+#     one line, dpkg and the kernel's dkms hook succeed, no module), then
+#     with ci/prereq-standin.sh's modules exporting them `dkms autoinstall`
+#     builds and installs the module; purge, and nothing left under
+#     /usr/src, /var/lib/dkms, /lib/modules/*/updates.
 #
 #   sudo bash ci/test-suites.sh [SUITE...]     (default: trixie sid)
 #
@@ -38,7 +45,6 @@ mkdir -p "$work"
 start_all=$SECONDS
 version=$(sed -n 's/^version *= *"\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)
 upstream=${version/-/\~}
-release=1
 
 echo "== on the host: build-deb, MLNX_OFED stand-in, NVIDIA headers"
 check "cargo build of xtask" cargo build --quiet --release --manifest-path "$root/Cargo.toml" -p xtask
@@ -111,15 +117,16 @@ for suite in "${suites[@]}"; do
     cp "$work/deb/$tarball" "$standin_deb" "$chroot_dir/build/deb/"
     check "$suite: dpkg-buildpackage -us -uc" in_chroot sh -c \
         "cd /build/deb && tar xzf $tarball && cd nvidia-peer-memory-$upstream && dpkg-buildpackage -us -uc"
-    deb=/build/deb/nvidia-peer-memory_${upstream}-${release}_all.deb
-    dkms_deb=/build/deb/nvidia-peer-memory-dkms_${upstream}-${release}_all.deb
+    debver=$(in_chroot dpkg-parsechangelog -l "/build/deb/nvidia-peer-memory-$upstream/debian/changelog" -S Version)
+    deb=/build/deb/nvidia-peer-memory_${debver}_all.deb
+    dkms_deb=/build/deb/nvidia-peer-memory-dkms_${debver}_all.deb
     check "$suite: both debs built" test -f "$chroot_dir$deb" -a -f "$chroot_dir$dkms_deb"
     : >"$work/lintian-$suite.txt"
     [ -f "$chroot_dir$dkms_deb" ] && in_chroot lintian --fail-on none --no-tag-display-limit \
-        "/build/deb/nvidia-peer-memory_${upstream}-${release}_amd64.changes" >"$work/lintian-$suite.txt" 2>>"$work/log"
+        "/build/deb/nvidia-peer-memory_${debver}_amd64.changes" >"$work/lintian-$suite.txt" 2>>"$work/log"
     sed 's/^/  /' "$work/lintian-$suite.txt"
     errors=$(grep -c '^E: ' "$work/lintian-$suite.txt")
-    check "$suite: lintian $(in_chroot lintian --print-version): 0 errors ($errors)" test -f "$chroot_dir/build/deb/nvidia-peer-memory_${upstream}-${release}_amd64.changes" -a "$errors" = 0
+    check "$suite: lintian $(in_chroot lintian --print-version): 0 errors ($errors)" test -f "$chroot_dir/build/deb/nvidia-peer-memory_${debver}_amd64.changes" -a "$errors" = 0
 
     # A machine with this kernel installed has its modules.dep (linux-image's
     # postinst runs depmod); the chroot has only the headers, and dkms 3.2
@@ -127,14 +134,93 @@ for suite in "${suites[@]}"; do
     # find the module (sid: 7.2's headers ship none). Make it look installed.
     in_chroot depmod -a "$kver" >>"$work/log" 2>&1
     check "$suite: dpkg -i of the MLNX_OFED stand-in" in_chroot dpkg -i "/build/deb/$(basename "$standin_deb")"
-    check "$suite: dpkg -i of both debs" in_chroot dpkg -i "$deb" "$dkms_deb"
+    # Mellanox 1.3 first, so that the install below is the upgrade from it:
+    # its debs built from the fixture tarball with its own debian/ (binary
+    # only, -d: its "3.0 (native)" source cannot carry its revision, and it
+    # does not declare dh-dkms). Its DKMS build needs MLNX_OFED's headers, so
+    # dkms's per-version override skips it (the tree is still added).
+    fixture=${NVPM_FIXTURES:-$root/../shared/fixtures}/nv_peer_memory-1.3.tar.gz
+    from13=
+    if [ -f "$fixture" ]; then
+        mkdir -p "$chroot_dir/build/v13" "$chroot_dir/etc/dkms"
+        tar -xzf "$fixture" -C "$chroot_dir/build/v13"
+        check "$suite: Mellanox 1.3's debs build from the fixture" in_chroot sh -c \
+            "cd /build/v13/nv_peer_memory-1.3 && dpkg-buildpackage -b -us -uc -d"
+        echo 'BUILD_EXCLUSIVE_KERNEL="^$"' >"$chroot_dir/etc/dkms/nv_peer_mem-1.3.conf"
+        check "$suite: Mellanox 1.3's debs install" in_chroot sh -c "dpkg -i /build/v13/*.deb"
+        check "$suite: 1.3 put its init script, upstart job and DKMS tree in place" in_chroot sh -c \
+            "test -f /etc/init.d/nv_peer_mem && test -f /etc/init/nv_peer_mem.conf && test -d /var/lib/dkms/nv_peer_mem/1.3 && test -d /usr/src/nv_peer_mem-1.3"
+        # The administrator's settings, which the upgrade must keep.
+        in_chroot sh -c "sed -i 's/^ONBOOT=.*/ONBOOT=no/' /etc/infiniband/nv_peer_mem.conf && echo '# site setting' >>/etc/infiniband/nv_peer_mem.conf"
+        from13=1
+    else
+        echo "SKIP: $suite: upgrade from Mellanox 1.3: no fixture at $fixture (set NVPM_FIXTURES)"
+    fi
+
+    # No MLNX_OFED or NVIDIA symbols for $kver yet: DKMS skips it with one
+    # line (dkms.conf) and dpkg, and the kernel hook, succeed.
+    check "$suite: dpkg -i of both debs succeeds without the prerequisites" sh -c \
+        "bash '$here/chroot.sh' run '$chroot_dir' dpkg --force-confdef --force-confold -i '$deb' '$dkms_deb' >'$work/dpkg-i-$suite.txt' 2>&1"
+    sed 's/^/  | /' "$work/dpkg-i-$suite.txt"
     for p in nvidia-peer-memory nvidia-peer-memory-dkms; do
         check "$suite: $p is installed and configured" in_chroot sh -c "dpkg-query -W -f='\${Status}' $p | grep -qx 'install ok installed'"
     done
+    if [ -n "$from13" ]; then
+        check "$suite: upgrade from 1.3 removed /etc/init.d/nv_peer_mem and /etc/init/nv_peer_mem.conf" sh -c \
+            "! ls -d '$chroot_dir'/etc/init.d/nv_peer_mem* '$chroot_dir'/etc/init/nv_peer_mem.conf* 2>/dev/null | grep -q ."
+        check "$suite: upgrade from 1.3 removed its nv_peer_mem 1.3 DKMS tree and sources" sh -c \
+            "test ! -e '$chroot_dir/var/lib/dkms/nv_peer_mem/1.3' -a ! -e '$chroot_dir/usr/src/nv_peer_mem-1.3'"
+        check "$suite: upgrade from 1.3 kept the administrator's nv_peer_mem.conf" sh -c \
+            "grep -qx 'ONBOOT=no' '$chroot_dir/etc/infiniband/nv_peer_mem.conf' && grep -qx '# site setting' '$chroot_dir/etc/infiniband/nv_peer_mem.conf'"
+        rm -f "$chroot_dir/etc/dkms/nv_peer_mem-1.3.conf"
+    fi
+    skip_line="nv_peer_mem: not built for kernel $kver: it lacks MLNX_OFED (no ib_register_peer_memory_client) and the NVIDIA driver (no nvidia_p2p_get_pages)"
+    check "$suite: $kver skipped with the line naming what is missing" grep -qF "$skip_line" "$work/dpkg-i-$suite.txt"
+    check "$suite: no nv_peer_mem.ko installed for $kver" sh -c "! find '$chroot_dir/lib/modules/$kver' -name 'nv_peer_mem.ko*' | grep -q ."
+    check "$suite: the kernel's dkms hook (header_postinst.d) succeeds and says the same" sh -c \
+        "bash '$here/chroot.sh' run '$chroot_dir' /etc/kernel/header_postinst.d/dkms '$kver' >'$work/hook-$suite.txt' 2>&1; rc=\$?; cat '$work/hook-$suite.txt'; [ \$rc = 0 ] && grep -qF '$skip_line' '$work/hook-$suite.txt'"
+    # The prerequisites appear (ci/prereq-standin.sh, built with the suite's
+    # gcc for $kver): dkms autoinstall builds and installs the module.
+    cp "$here/prereq-standin.sh" "$chroot_dir/build/"
+    check "$suite: MLNX_OFED and NVIDIA stand-ins placed for $kver" in_chroot bash /build/prereq-standin.sh install "$kver"
+    check "$suite: dkms autoinstall -k $kver succeeds, no skip line" sh -c \
+        "bash '$here/chroot.sh' run '$chroot_dir' dkms autoinstall -k '$kver' >'$work/autoinstall-$suite.txt' 2>&1; rc=\$?; cat '$work/autoinstall-$suite.txt'; [ \$rc = 0 ] && ! grep -q 'nv_peer_mem: not built' '$work/autoinstall-$suite.txt'"
     check "$suite: dkms status: nv_peer_mem installed for $kver" in_chroot sh -c \
         "dkms status -m nv_peer_mem -v '$upstream' -k '$kver'; dkms status -m nv_peer_mem -v '$upstream' -k '$kver' | grep -q ': installed'"
     check "$suite: modinfo -k $kver nv_peer_mem finds version $version" in_chroot sh -c \
         "modinfo -k '$kver' -F version nv_peer_mem | grep -qx '$version'"
+    # Upgrade to a newer build (--release 2) while the service runs: the
+    # maintainer scripts must not stop it (its ExecStop unloads the module).
+    # systemd cannot run in the chroot, so /run/systemd/system makes the
+    # scripts believe it does, and recording deb-systemd-invoke and
+    # systemctl in /usr/sbin (first in the PATH ci/chroot.sh gives dpkg,
+    # before their real /usr/bin) log what the scripts ask of them.
+    t1=$SECONDS
+    mkdir -p "$chroot_dir/run/systemd/system" "$chroot_dir/build/deb2"
+    for tool in deb-systemd-invoke systemctl; do
+        printf '#!/bin/sh\necho "%s $*" >>/build/recorded.log\nexit 0\n' "$tool" >"$chroot_dir/usr/sbin/$tool"
+        chmod +x "$chroot_dir/usr/sbin/$tool"
+    done
+    : >"$chroot_dir/build/recorded.log"
+    # Control: a maintainer script's deb-systemd-invoke is the recorder, so
+    # an empty record below means nothing was asked, not that nothing was seen.
+    check "$suite: maintainer scripts would reach the recording deb-systemd-invoke" in_chroot sh -c \
+        'test "$(command -v deb-systemd-invoke)" = /usr/sbin/deb-systemd-invoke && test "$(command -v systemctl)" = /usr/sbin/systemctl'
+    check "$suite: build-deb --release 2" "$root/target/release/xtask" build-deb --out "$chroot_dir/build/deb2" --distro debian13 --release 2
+    check "$suite: dpkg-buildpackage -b of the --release 2 source" in_chroot sh -c \
+        "cd /build/deb2 && tar xzf $tarball && cd nvidia-peer-memory-$upstream && dpkg-buildpackage -b -us -uc"
+    debver2=$(in_chroot dpkg-parsechangelog -l "/build/deb2/nvidia-peer-memory-$upstream/debian/changelog" -S Version)
+    check "$suite: dpkg -i of $debver2 over $debver succeeds" in_chroot dpkg -i \
+        "/build/deb2/nvidia-peer-memory_${debver2}_all.deb" "/build/deb2/nvidia-peer-memory-dkms_${debver2}_all.deb"
+    sed 's/^/  recorded: /' "$chroot_dir/build/recorded.log"
+    check "$suite: the upgrade stopped nothing and unloaded nothing" sh -c \
+        "! grep -E ' (stop|restart|try-restart) .*nv_peer_mem|^(modprobe -r|rmmod) .*nv_peer_mem' '$chroot_dir/build/recorded.log'"
+    check "$suite: $debver2 installed" in_chroot sh -c "dpkg-query -W -f='\${Version}' nvidia-peer-memory-dkms | grep -qxF '$debver2'"
+    check "$suite: after the upgrade nv_peer_mem is installed for $kver again" in_chroot sh -c \
+        "modinfo -k '$kver' -F version nv_peer_mem | grep -qx '$version'"
+    rm -f "$chroot_dir"/usr/sbin/{deb-systemd-invoke,systemctl}
+    rmdir "$chroot_dir/run/systemd/system"
+    echo "  upgrade: $((SECONDS - t1)) s"
     check "$suite: dpkg -P of both debs and the stand-in" in_chroot dpkg -P nvidia-peer-memory nvidia-peer-memory-dkms "$standin"
     leftovers() {
         local left

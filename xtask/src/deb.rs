@@ -79,10 +79,7 @@ impl Route for Deb {
 
     fn add_context(plan: &Plan, context: &mut tera::Context) {
         context.insert("upstream_version", &plan.package_version);
-        context.insert(
-            "debian_version",
-            &format!("{}-{}", plan.package_version, plan.release),
-        );
+        context.insert("debian_version", &debian_version(plan));
     }
 
     fn render(_plan: &Plan, context: &tera::Context, tree: &mut SourceTree) -> Result<()> {
@@ -104,12 +101,11 @@ impl Route for Deb {
         let dir = plan.out.display();
         let file = artifact.file_name().unwrap_or_default().to_string_lossy();
         format!(
-            "Built: {path}\n\nTo install on {name}:\n    cd {dir}\n    tar xzf {file}\n    cd {prefix}\n    dpkg-buildpackage -us -uc\n    dpkg -i ../{SOURCE_PACKAGE}_{v}-{r}_all.deb ../{SOURCE_PACKAGE}-dkms_{v}-{r}_all.deb\n",
+            "Built: {path}\n\nTo install on {name}:\n    cd {dir}\n    tar xzf {file}\n    cd {prefix}\n    dpkg-buildpackage -us -uc\n    dpkg -i ../{SOURCE_PACKAGE}_{v}_all.deb ../{SOURCE_PACKAGE}-dkms_{v}_all.deb\n",
             path = artifact.display(),
             name = plan.distro.name,
             prefix = plan.tree_prefix(Deb::SOURCE_NAME),
-            v = plan.package_version,
-            r = plan.release,
+            v = debian_version(plan),
         )
     }
 }
@@ -127,6 +123,15 @@ pub fn bench_deb_command(args: &BenchArgs) -> Result<()> {
         "build-deb",
         args,
         "target <= 10 ms; the original build_module.sh: ~52 ms",
+    )
+}
+
+/// The packages' version for the plan's suite: upstream, revision, and the
+/// suite's version_suffix (packaging/distros.yaml), e.g. `1.4.0-1~bpo12+1`.
+pub fn debian_version(plan: &Plan) -> String {
+    format!(
+        "{}-{}{}",
+        plan.package_version, plan.release, plan.distro.version_suffix
     )
 }
 
@@ -288,7 +293,7 @@ mod tests {
         );
         assert!(
             files["debian/changelog"]
-                .starts_with("nvidia-peer-memory (1.4.0-1) bookworm; urgency=medium\n")
+                .starts_with("nvidia-peer-memory (1.4.0-1~bpo12+1) bookworm; urgency=medium\n")
         );
         assert!(files["debian/changelog"].contains("  Sun, 22 Nov 2026 00:00:00 +0000\n"));
         assert!(files["dkms.conf"].contains("PACKAGE_VERSION=\"1.4.0\""));
@@ -297,6 +302,15 @@ mod tests {
         );
         let ubuntu = golden_render(&packaging, packaging.find("ubuntu2404").unwrap());
         assert!(ubuntu["debian/control"].contains("rustc-1.85, rust-1.85-src, mlnx"));
+        assert!(
+            ubuntu["debian/changelog"]
+                .starts_with("nvidia-peer-memory (1.4.0-1~ubuntu24.04.1) noble; urgency=medium\n")
+        );
+        let trixie = golden_render(&packaging, packaging.find("debian13").unwrap());
+        assert!(
+            trixie["debian/changelog"]
+                .starts_with("nvidia-peer-memory (1.4.0-1) trixie; urgency=medium\n")
+        );
     }
 
     #[test]

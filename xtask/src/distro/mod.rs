@@ -94,6 +94,11 @@ pub struct Distro {
     /// `dh-sequence-*` one).
     #[serde(default)]
     pub dh_with_dkms: bool,
+    /// Appended to the Debian revision so that each suite's packages have
+    /// their own version (`~bpo12+1`, `~ubuntu22.04.1`); empty for the
+    /// newest Debian release. See packaging/distros.yaml.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version_suffix: String,
     // --- rpm family ---
     /// The spec's `Group:` tag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -159,6 +164,13 @@ impl Distro {
             bail!(
                 "{DATA_FILE}: distro `{}` has no `rust_packages`; list the Rust toolchain packages, e.g. [rustc, rust-src]",
                 self.id
+            );
+        }
+        if !self.version_suffix.is_empty() && !is_backport_suffix(&self.version_suffix) {
+            bail!(
+                "{DATA_FILE}: distro `{}` has version_suffix `{}`; it must start with `~` (so it sorts below the newest suite's version) and use only letters, digits and . + ~, e.g. ~bpo12+1",
+                self.id,
+                self.version_suffix
             );
         }
         for package in &self.rust_packages {
@@ -231,6 +243,18 @@ impl Packaging {
             }
             if distro.name.trim().is_empty() {
                 bail!("distro `{}` has an empty `name`; give it one", distro.id);
+            }
+        }
+        // Each deb suite's packages must have their own version, or two
+        // suites' debs of one release collide in a shared pool.
+        let mut suffixes = std::collections::BTreeMap::new();
+        for distro in self.distros.iter().filter(|d| d.family == Family::Deb) {
+            if let Some(other) = suffixes.insert(distro.version_suffix.as_str(), &distro.id) {
+                bail!(
+                    "deb distros `{other}` and `{}` have the same version_suffix `{}`, so their packages would have the same version; give each deb entry its own (see the comment at the top of {DATA_FILE})",
+                    distro.id,
+                    distro.version_suffix
+                );
             }
         }
         Ok(())
@@ -345,6 +369,17 @@ fn is_dotted_number(text: &str) -> bool {
         && text
             .split('.')
             .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// A Debian revision suffix that sorts below the bare revision (Policy
+/// 5.6.12: `~` sorts before anything, even the end of the version) and uses
+/// only characters a revision may contain.
+fn is_backport_suffix(suffix: &str) -> bool {
+    suffix.len() >= 2
+        && suffix.starts_with('~')
+        && suffix
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+.~".contains(&b))
 }
 
 /// Debian Policy 5.6.1: lowercase letters, digits, `+ - .`, at least two

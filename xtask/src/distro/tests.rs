@@ -119,6 +119,12 @@ fn malformed_data_is_refused() {
         ),
         (format!("{M}distros: []\n"), "no distros"),
         (
+            format!(
+                "{M}distros:\n  - {{id: a, name: A, family: deb}}\n  - {{id: b, name: B, family: deb}}\n"
+            ),
+            "same version_suffix",
+        ),
+        (
             format!("{M}distros:\n  - {{id: Debian12, name: A, family: deb}}\n"),
             "lowercase",
         ),
@@ -207,4 +213,26 @@ fn an_rpm_entry_is_refused_for_deb() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("rpm distribution"), "{error}");
+}
+
+#[test]
+fn a_version_suffix_that_would_not_sort_below_the_bare_revision_is_refused() {
+    for (suffix, ok) in [
+        ("~bpo12+1", true),
+        ("~ubuntu22.04.1", true),
+        ("+deb12u1", false),
+        ("bpo12", false),
+        ("~", false),
+        ("~a_b", false),
+    ] {
+        let text = format!(
+            "maintainer: A B <a@b.example>\ndistros:\n  - {{id: deb1, name: A, family: deb, codename: x, standards_version: 4.6.2, rust_packages: [rustc], dkms_addon_build_depends: dh-sequence-dkms, version_suffix: \"{suffix}\"}}\n"
+        );
+        let packaging = Packaging::parse(&text).unwrap();
+        let result = packaging.find("deb1").unwrap().validate_deb();
+        assert_eq!(result.is_ok(), ok, "{suffix}: {result:?}");
+        if let Err(error) = result {
+            assert!(error.to_string().contains("version_suffix"), "{error}");
+        }
+    }
 }
