@@ -81,6 +81,18 @@ impl Route for DkmsRpm {
             dependency_list(text)?;
         }
         subpackage.tag("Summary")?;
+        // The file name (artifact_name) is made from the plan: the header
+        // must say the same version and release.
+        for (tag, want) in [
+            ("Version", plan.package_version.clone()),
+            ("Release", plan.release.to_string()),
+        ] {
+            let got = subpackage.tag(tag)?;
+            ensure!(
+                got == want,
+                "the spec's {tag}: expands to {got:?} where build-dkms names the file with {want:?}; make artifact_name in xtask/src/dkms_package/rpm_route.rs follow the spec"
+            );
+        }
         Ok(RpmParts {
             package: subpackage,
             changelog: spec::changelog(&spec_text)?,
