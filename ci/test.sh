@@ -7,13 +7,14 @@
 #                                 the C/Rust contract, xtask's tidy tests
 #   2. cargo test --workspace     host tests of the module logic and xtask
 #   3. ci/test-kmod.sh            module builds on Debian 6.1 / 6.12 kernels
-#   4. ci/test-rpm.sh             build-srpm, rpmbuild --rebuild, rpmlint
-#   5. ci/test-deb.sh             build-deb, dpkg-buildpackage, lintian, DKMS
-#   6. ci/test-dkms.sh            build-dkms's deb and rpm: lint, the comparison
+#   4. ci/test-service.sh         the service helper and its status diagnoses
+#   5. ci/test-rpm.sh             build-srpm, rpmbuild --rebuild, rpmlint
+#   6. ci/test-deb.sh             build-deb, dpkg-buildpackage, lintian, DKMS
+#   7. ci/test-dkms.sh            build-dkms's deb and rpm: lint, the comparison
 #                                 with the distro-built -dkms packages, DKMS
-#   7. ci/test-suites.sh          the module and the debs in trixie and sid
+#   8. ci/test-suites.sh          the module and the debs in trixie and sid
 #                                 chroots (their own headers, gcc, rustc)
-#   8. cargo xtask test-vm        the module in booted kernels (QEMU), against
+#   9. cargo xtask test-vm        the module in booted kernels (QEMU), against
 #                                 MLNX_OFED's own PeerDirect core
 # Module builds of the test suites are strict (NVPM_STRICT=1: warnings are
 # errors); the packaged builds (DKMS, rpmbuild) are not.
@@ -56,6 +57,7 @@ suite() {  # suite NAME COMMAND...: runs a suite, adds up its counts
 suite "lint" bash ci/test-lint.sh
 suite "cargo test" cargo test --workspace --locked
 suite "module builds" bash ci/test-kmod.sh
+suite "service helper" bash ci/test-service.sh
 suite "rpm route" bash ci/test-rpm.sh
 suite "deb route" bash ci/test-deb.sh
 suite "dkms packages" bash ci/test-dkms.sh

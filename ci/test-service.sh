@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# Tests of the service helper (packaging/nv_peer_mem-service) from this
+# source tree, as root on a machine prepared by ci/setup-host.sh:
+#   start/boot/stop against a fake /sys and a recording modprobe, and every
+#   diagnosis `nv_peer_mem-service status` (so `systemctl status
+#   nv_peer_mem`) makes, each provoked on its own: loaded or not, ONBOOT,
+#   nvidia_peermem beside it, ib_core with and without the peer memory API
+#   (inbox RDMA: the DMA-BUF route), the NVIDIA driver missing, no module for
+#   the kernel, a module whose symbol CRCs differ from the installed
+#   MLNX_OFED's or NVIDIA's Module.symvers (read with the real `modprobe
+#   --dump-modversions` from a module built here), the kernel log's
+#   "disagrees about version of symbol" and "Unknown symbol", and DKMS's
+#   state for the kernel.
+# What is faked and why: /sys, /proc/kallsyms and the kernel log (the host
+# cannot load the module: it has no MLNX_OFED or GPU), and `dkms status`
+# (a recorded answer in dkms 3.0's format, so no DKMS tree is touched).
+# The module, modinfo, depmod and modprobe --dump-modversions are real.
+# Last line: "N passed, M failed".
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+work=${NVPM_TEST_DIR:-/var/tmp/nv-peer-mem-test-service}
+. "$here/checks.sh"
+require_root_and_tools test-service.sh make modinfo depmod modprobe
+. "$here/kernels.sh"
+kver=$KVER_BOOKWORM
+[ -d "/lib/modules/$kver/build/" ] || { echo "test-service.sh: no headers for $kver; run: sudo bash ci/setup-host.sh" >&2; exit 2; }
+
+rm -rf "$work"; mkdir -p "$work"
+: >"$work/log"
+helper=$root/packaging/nv_peer_mem-service
+fake=$work/fake
+
+# A recording modprobe that "loads" by creating /sys/module/<name>.
+fake_modprobe() {
+    mkdir -p "$fake/bin"
+    cat >"$fake/bin/modprobe" <<MP
+#!/bin/sh
+echo "\$*" >>"$fake/modprobe.log"
+[ "\$1" = --help ] && exit 0
+[ "\$1" = --dump-modversions ] && exec /sbin/modprobe "\$@"
+[ "\$1" = -r ] && { rmdir "$fake/sys/module/\$2"; exit \$?; }
+[ -e "$fake/fail-\$1" ] && { echo "modprobe: ERROR: could not insert '\$1': Exec format error" >&2; exit 1; }
+mkdir -p "$fake/sys/module/\$1"
+MP
+    chmod +x "$fake/bin/modprobe"
+}
+# A machine: nothing loaded, empty kallsyms and kernel log, ONBOOT=yes, no
+# module installed, no dkms.
+new_machine() {
+    rm -rf "$fake"; mkdir -p "$fake/sys/module" "$fake/proc" "$fake/root/lib/modules/$kver"
+    : >"$fake/proc/kallsyms"; : >"$fake/klog"
+    # What depmod expects of a kernel's module directory.
+    : >"$fake/root/lib/modules/$kver/modules.order"
+    : >"$fake/root/lib/modules/$kver/modules.builtin"
+    : >"$fake/root/lib/modules/$kver/modules.builtin.modinfo"
+    echo ONBOOT=yes >"$fake/conf"
+    fake_modprobe
+    # DKMS without a build of anything (the host's own DKMS state stays out).
+    printf '#!/bin/sh\nexit 0\n' >"$fake/bin/dkms"; chmod +x "$fake/bin/dkms"
+}
+run_helper() {
+    env PATH="$fake/bin:/usr/sbin:/sbin:/usr/bin:/bin" NV_PEER_MEM_SYSFS="$fake/sys" NV_PEER_MEM_CONF="$fake/conf" \
+        NV_PEER_MEM_PROC="$fake/proc" NV_PEER_MEM_ROOT="$fake/root" NV_PEER_MEM_KVER="$kver" \
+        NV_PEER_MEM_KLOG="$fake/klog" sh "$helper" "$@"
+}
+loaded() { [ -d "$fake/sys/module/$1" ]; }
+load() { mkdir -p "$fake/sys/module/$1"; }
+# status_says EXIT PATTERN...: status exits EXIT and its output matches
+# every PATTERN (grep -E).
+status_says() {
+    local want=$1; shift
+    run_helper status >"$fake/status" 2>&1
+    local got=$?
+    cat "$fake/status"
+    [ "$got" = "$want" ] || { echo "exit $got, expected $want"; return 1; }
+    local p
+    for p in "$@"; do grep -Eq -- "$p" "$fake/status" || { echo "missing: $p"; return 1; }; done
+}
+status_lacks() { ! grep -Eq -- "$1" "$fake/status"; }
+
+echo "== start, boot, stop"
+new_machine
+boot_with_onboot_no() { echo ONBOOT=no >"$fake/conf"; run_helper boot && ! loaded nv_peer_mem; }
+boot_with_onboot_yes() { echo 'ONBOOT="YES"' >"$fake/conf"; run_helper boot && loaded ib_core && loaded nvidia && loaded nv_peer_mem; }
+stop_unloads() { run_helper stop && ! loaded nv_peer_mem; }
+refuses_beside_nvidia_peermem() {
+    load nvidia_peermem
+    ! run_helper start 2>"$fake/err" && grep -q 'modprobe -r nvidia_peermem' "$fake/err" && ! loaded nv_peer_mem
+}
+check "boot with ONBOOT=no loads nothing" boot_with_onboot_no
+check "boot with ONBOOT=yes loads ib_core, nvidia, nv_peer_mem" boot_with_onboot_yes
+check "stop unloads" stop_unloads
+check "start refuses, naming the fix, while nvidia_peermem is loaded" refuses_beside_nvidia_peermem
+boot_failure_diagnoses() {
+    new_machine; touch "$fake/fail-nv_peer_mem"
+    run_helper boot >"$fake/out" 2>&1
+    local rc=$?
+    cat "$fake/out"
+    [ "$rc" = 1 ] && grep -q 'cannot load nv_peer_mem' "$fake/out" && grep -q "no nv_peer_mem module is installed for kernel $kver" "$fake/out"
+}
+check "boot that fails to load: exit 1 and the diagnosis (for the journal)" boot_failure_diagnoses
+check "an unknown command: usage, exit 2" sh -c "sh '$helper' frobnicate 2>&1; test \$? = 2"
+
+echo "== a module built here, with known symbol CRCs"
+# MLNX_OFED and NVIDIA trees whose Module.symvers give the CRCs the build
+# records in the module's __versions.
+src=$work/src
+mkdir -p "$src/ofa/include/rdma" "$src/nv"
+cp -r "$root/kmod" "$src/kmod"
+rm -rf "$src/kmod/build"
+sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' "$root/Cargo.toml" >"$src/kmod/VERSION"
+cp "$root/kmod/compat/mofed/rdma/peer_mem.h" "$src/ofa/include/rdma/"
+printf '0x11111111\tib_register_peer_memory_client\tdrivers/infiniband/core/ib_core\tEXPORT_SYMBOL\t\n0x22222222\tib_unregister_peer_memory_client\tdrivers/infiniband/core/ib_core\tEXPORT_SYMBOL\t\n' >"$src/ofa/Module.symvers"
+cp "$root/kmod/compat/nvidia/nv-p2p.h" "$src/nv/"
+: >"$src/nv/Module.symvers"
+for sym in $(sed -n 's/.*\b\(nvidia_p2p_[a-z_]*\)(.*/\1/p' "$root/kmod/compat/nvidia/nv-p2p.h" | sort -u); do
+    printf '0x33333333\t%s\tnvidia\tEXPORT_SYMBOL\t\n' "$sym" >>"$src/nv/Module.symvers"
+done
+check "the module builds against those trees" \
+    make -C "$src/kmod" KVER="$kver" OFA_KERNEL="$src/ofa" NV_SRC="$src/nv"
+ko=$src/kmod/nv_peer_mem.ko
+check "its __versions record the tree's ib_core CRC" sh -c "modprobe --dump-modversions '$ko' | grep -q '0x11111111.*ib_register_peer_memory_client'"
+# install_module: the module where DKMS puts it, the provider trees where
+# MLNX_OFED and NVIDIA install theirs, depmod'ed.
+install_module() {
+    mkdir -p "$fake/root/lib/modules/$kver/updates/dkms" "$fake/root/usr/src/ofa_kernel/default" "$fake/root/usr/src/nvidia-999.1"
+    cp "$ko" "$fake/root/lib/modules/$kver/updates/dkms/"
+    cp "$src/ofa/Module.symvers" "$fake/root/usr/src/ofa_kernel/default/"
+    cp "$src/nv/Module.symvers" "$fake/root/usr/src/nvidia-999.1/"
+    depmod -b "$fake/root" "$kver"
+}
+
+echo "== status: each diagnosis"
+new_machine
+check "not loaded: exit 3, says so" status_says 3 '^nv_peer_mem: not loaded$'
+check "no module for the kernel: says so" status_says 3 "no nv_peer_mem module is installed for kernel $kver"
+check "ib_core not loaded: names openibd" status_says 3 'ib_core is not loaded: start .*openibd'
+check "nvidia not loaded: says how" status_says 3 'NVIDIA driver \(nvidia\) is not loaded'
+
+new_machine; echo ONBOOT=no >"$fake/conf"
+check "ONBOOT=no: not loaded at boot, names the setting" status_says 3 'not loaded at boot: .* ONBOOT=yes'
+new_machine
+check "ONBOOT=yes: no ONBOOT line" sh -c "$(declare -f status_says run_helper status_lacks); fake='$fake' kver='$kver' helper='$helper' status_says 3 && fake='$fake' status_lacks 'ONBOOT'"
+
+new_machine; load ib_core; load nvidia; load nv_peer_mem; echo 1.4.0 >"$fake/sys/module/nv_peer_mem/version"
+printf 'ffffffffc0a01000 T ib_register_peer_memory_client\t[ib_core]\n' >"$fake/proc/kallsyms"
+check "loaded: exit 0, with its version; MLNX_OFED's API seen" status_says 0 '^nv_peer_mem: loaded \(version 1.4.0\)' 'has the peer memory API'
+check "loaded: no nvidia/ib_core complaint" status_lacks 'not loaded'
+
+new_machine; load ib_core; load nvidia
+printf 'ffffffffc0a01000 T ib_register_client\t[ib_core]\n' >"$fake/proc/kallsyms"
+check "inbox ib_core: no peer memory API, MLNX_OFED named" status_says 3 'no peer memory API: .*inbox' 'Install MLNX_OFED'
+check "inbox ib_core: the DMA-BUF route and its conditions" status_says 3 'DMA-BUF: Linux >= 5.12.*rdma-core >= 34.*open kernel modules.*CUDA >= 11.7' 'deprecates the NV-P2P API'
+
+new_machine; load nvidia_peermem
+check "nvidia_peermem loaded: says so and how to choose" status_says 3 "nvidia_peermem .* is loaded.*modprobe -r nvidia_peermem.*systemctl disable nv_peer_mem"
+
+new_machine; install_module
+check "module installed, CRCs match: names the file, no rebuild line" \
+    sh -c "$(declare -f status_says run_helper status_lacks); fake='$fake' kver='$kver' helper='$helper' status_says 3 'module for kernel $kver: .*/updates/dkms/nv_peer_mem.ko' && fake='$fake' status_lacks 'rebuild'"
+sed -i 's/^0x11111111/0x0badc0de/' "$fake/root/usr/src/ofa_kernel/default/Module.symvers"
+check "MLNX_OFED updated under it: the symbol, both CRCs, the rebuild command" \
+    status_says 3 'another version of ib_register_peer_memory_client .*0x11111111.*0x0badc0de.*dkms autoinstall -k'
+install_module; sed -i 's/^0x33333333\tnvidia_p2p_get_pages\t/0x44444444\tnvidia_p2p_get_pages\t/' "$fake/root/usr/src/nvidia-999.1/Module.symvers"
+check "NVIDIA driver updated under it: names nvidia_p2p_get_pages" \
+    status_says 3 'another version of nvidia_p2p_get_pages .*0x33333333.*0x44444444'
+
+new_machine
+echo '[   12.345678] nv_peer_mem: disagrees about version of symbol ib_register_peer_memory_client' >"$fake/klog"
+check "kernel log 'disagrees about version': MLNX_OFED named, rebuild command" \
+    status_says 3 "last load failure .*disagrees about version of symbol ib_register_peer_memory_client.*MLNX_OFED's ib_core.*dkms remove nv_peer_mem --all"
+echo '[   12.345678] nv_peer_mem: Unknown symbol nvidia_p2p_get_pages (err -2)' >"$fake/klog"
+check "kernel log 'Unknown symbol': the NVIDIA driver named" \
+    status_says 3 "last load failure .*Unknown symbol nvidia_p2p_get_pages \\(err -2\\)': the NVIDIA driver \\(nvidia\\) was not loaded or does not export nvidia_p2p_get_pages"
+
+new_machine
+cat >"$fake/bin/dkms" <<EOF2
+#!/bin/sh
+# dkms 3.0's "status -m M -k K" line for an installed build.
+[ "\$1 \$2 \$3 \$4 \$5" = "status -m nv_peer_mem -k $kver" ] && echo "nv_peer_mem/1.4.0, $kver, x86_64: installed"
+EOF2
+chmod +x "$fake/bin/dkms"
+check "DKMS has a build: its state line" status_says 3 "DKMS: nv_peer_mem/1.4.0, $kver, x86_64: installed"
+printf '#!/bin/sh\nexit 0\n' >"$fake/bin/dkms"
+check "DKMS has no build: the autoinstall command" status_says 3 "DKMS has no build of nv_peer_mem for kernel $kver: run 'dkms autoinstall -k $kver'"
+
+finish
