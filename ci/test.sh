@@ -10,9 +10,11 @@
 #   4. ci/test-service.sh         the service helper and its status diagnoses
 #   5. ci/test-rpm.sh             build-srpm, rpmbuild --rebuild, rpmlint
 #   6. ci/test-deb.sh             build-deb, dpkg-buildpackage, lintian, DKMS
-#   7. ci/test-suites.sh          the module and the debs in trixie and sid
+#   7. ci/test-dkms.sh            build-dkms's deb and rpm: lint, the comparison
+#                                 with the distro-built -dkms packages, DKMS
+#   8. ci/test-suites.sh          the module and the debs in trixie and sid
 #                                 chroots (their own headers, gcc, rustc)
-#   8. cargo xtask test-vm        the module in booted kernels (QEMU), against
+#   9. cargo xtask test-vm        the module in booted kernels (QEMU), against
 #                                 MLNX_OFED's own PeerDirect core
 # Module builds of the test suites are strict (NVPM_STRICT=1: warnings are
 # errors); the packaged builds (DKMS, rpmbuild) are not.
@@ -58,6 +60,7 @@ suite "module builds" bash ci/test-kmod.sh
 suite "service helper" bash ci/test-service.sh
 suite "rpm route" bash ci/test-rpm.sh
 suite "deb route" bash ci/test-deb.sh
+suite "dkms packages" bash ci/test-dkms.sh
 # Measured on the 2-core CI machine (2026-11-23): cold, no cached chroot,
 # 864 s (mmdebstrap: trixie 302 s, sid 357 s); warm 340 s (chroot unpack
 # 30-55 s, four module builds ~60 s and the deb route 60-80 s per suite).

@@ -137,7 +137,7 @@ pub fn debian_version(plan: &Plan) -> String {
 
 /// The rendered debian/ files and the unit's copy, with their paths in the
 /// source tree.
-fn debian_files(context: &tera::Context) -> Result<Vec<RenderedFile>> {
+pub fn debian_files(context: &tera::Context) -> Result<Vec<RenderedFile>> {
     let debian = render::render_dir(&workspace::path("debian"), context)?;
     for required in REQUIRED_DEBIAN_FILES {
         if !debian.iter().any(|f| f.path == required) {

@@ -8,6 +8,7 @@ mod bench_writer;
 mod contract;
 mod deb;
 mod distro;
+mod dkms_package;
 mod error;
 mod fixtures;
 mod pipeline;
@@ -46,12 +47,16 @@ enum Command {
     BuildDeb(deb::BuildDebArgs),
     /// Print build-deb's wall time with this prebuilt binary.
     BenchDeb(bench_writer::BenchArgs),
+    /// Build the DKMS binary packages (.deb and/or noarch .rpm) directly,
+    /// without dpkg-buildpackage or rpmbuild (see `build-dkms --help`).
+    #[command(long_about = dkms_package::BUILD_LONG_ABOUT)]
+    BuildDkms(dkms_package::BuildDkmsArgs),
     /// Boot Debian's kernels in QEMU and prove nv_peer_mem.ko there against
     /// PeerDirect and NVIDIA P2P test doubles (kmod/tests/vm).
     TestVm(vm::TestVmArgs),
-    /// Build both source packages: the .src.rpm (build-srpm) and the Debian
-    /// .orig.tar.gz (build-deb), for this host's distribution or the
-    /// defaults those commands pick.
+    /// Build both source packages, the .src.rpm (build-srpm) and the Debian
+    /// .orig.tar.gz (build-deb), and both DKMS binary packages (build-dkms),
+    /// for this host's distribution or the defaults those commands pick.
     Dist(DistArgs),
     /// Print the module's cold build time, no-op rebuild time and stripped
     /// size (text/data/total).
@@ -68,6 +73,7 @@ fn main() -> ExitCode {
         Command::BenchSrpm(args) => exit_status(srpm::bench_srpm_command(&args)),
         Command::BuildDeb(args) => exit_status(deb::build_deb_command(&args)),
         Command::BenchDeb(args) => exit_status(deb::bench_deb_command(&args)),
+        Command::BuildDkms(args) => exit_status(dkms_package::build_dkms_command(&args)),
         Command::TestVm(args) => exit_status(vm::test_vm_command(&args)),
         Command::Dist(args) => exit_status(dist(&args)),
         Command::BenchKmod(args) => exit_status(bench_kmod::bench_kmod_command(&args)),
@@ -76,12 +82,13 @@ fn main() -> ExitCode {
 
 #[derive(clap::Args)]
 struct DistArgs {
-    /// Directory both files are written to (must exist and be writable).
+    /// Directory the files are written to (must exist and be writable).
     #[arg(long, value_name = "DIR", default_value = "/tmp")]
     out: std::path::PathBuf,
 }
 
-/// `dist`: the two documented routes' source packages in one go.
+/// `dist`: the two documented routes' source packages and the DKMS
+/// packages in one go.
 fn dist(args: &DistArgs) -> anyhow::Result<()> {
     srpm::build_srpm_command(&srpm::BuildArgs {
         out: args.out.clone(),
@@ -91,6 +98,12 @@ fn dist(args: &DistArgs) -> anyhow::Result<()> {
     deb::build_deb_command(&deb::BuildDebArgs {
         out: args.out.clone(),
         distro: None,
+        release: None,
+    })?;
+    dkms_package::build_dkms_command(&dkms_package::BuildDkmsArgs {
+        out: args.out.clone(),
+        distro: None,
+        format: Some(dkms_package::Format::Both),
         release: None,
     })
 }

@@ -9,8 +9,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-/// The routes that write a source package.
-const ROUTES: [&str; 2] = ["build-deb", "build-srpm"];
+/// The routes that write packages.
+const ROUTES: [&str; 3] = ["build-deb", "build-srpm", "build-dkms"];
 
 /// A fixed timestamp, so copies without git history build too.
 const EPOCH: &str = "1700000000";

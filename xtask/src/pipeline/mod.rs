@@ -17,9 +17,7 @@ mod source_tree;
 pub use plan::{Plan, Request};
 pub use release::Release;
 pub use route::Route;
-#[cfg(test)]
-pub use source_tree::dkms_conf;
-pub use source_tree::{HELPER_NAME, SourceTree};
+pub use source_tree::{DKMS_CONF_TEMPLATE, HELPER_NAME, SourceTree, dkms_conf};
 
 use crate::distro::Packaging;
 use crate::error::{BadInput, print_report};
@@ -36,16 +34,40 @@ pub struct Built {
     pub path: PathBuf,
 }
 
+/// An artifact assembled in memory, not yet written: a command that makes
+/// several artifacts (build-dkms) prepares them all before writing any, so
+/// bad input for one leaves no file of another.
+pub struct Prepared {
+    pub plan: Plan,
+    pub path: PathBuf,
+    pub bytes: Vec<u8>,
+}
+
+impl Prepared {
+    /// Writes the artifact atomically.
+    pub fn write(self) -> Result<Built> {
+        write_atomically(&self.path, &self.bytes)?;
+        Ok(Built {
+            plan: self.plan,
+            path: self.path,
+        })
+    }
+}
+
 /// Runs the pipeline for route @R.
 pub fn build<R: Route>(request: &Request) -> Result<Built> {
+    prepare::<R>(request)?.write()
+}
+
+/// Runs the pipeline for route @R up to the write.
+pub fn prepare<R: Route>(request: &Request) -> Result<Prepared> {
     let lister = ModuleSources::spawn().map_err(BadInput::wrap)?;
     let plan = plan::<R>(request).map_err(BadInput::wrap)?;
     let module_sources = lister.wait().map_err(BadInput::wrap)?;
     let (tree, rendered) = render::<R>(&plan, &module_sources).map_err(BadInput::wrap)?;
     let bytes = R::assemble(&plan, tree.to_tar_gz()?, rendered)?;
     let path = plan.out.join(R::artifact_name(&plan));
-    write_atomically(&path, &bytes)?;
-    Ok(Built { plan, path })
+    Ok(Prepared { plan, path, bytes })
 }
 
 /// Checks every input of @request for route @R; nothing is written.

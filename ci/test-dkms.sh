@@ -1,0 +1,241 @@
+#!/usr/bin/env bash
+# End-to-end test of `cargo xtask build-dkms` (docs/packaging.md), for real, as
+# root on a Debian 12 machine prepared by ci/setup-host.sh:
+#   the xtask unit tests pass; build-dkms writes the .deb and the noarch .rpm,
+#   also with dpkg-buildpackage, dpkg-deb and rpmbuild hidden from PATH, and
+#   twice gives the same sha256; bad input exits 2 and writes nothing;
+#   dpkg-deb --info/--contents, lintian (0 errors) on the deb; rpm -K,
+#   rpm -qpl --scripts, rpmlint (0 errors, rpm/rpmlint.toml) on the rpm;
+#   the rpm installs into a scratch root with the expected files;
+#   the route comparison: both packages against the -dkms packages that
+#   dpkg-buildpackage (build-deb's source) and rpmbuild --rebuild
+#   (build-srpm's source rpm) make: same files, modes, owners, digests,
+#   control fields / header tags, dependencies and scripts;
+#   dpkg -i of the deb makes DKMS build the module for every kernel with
+#   headers; dpkg -P leaves nothing.
+# The host install is serialised with other users of this machine
+# (flock /var/lock/nv-peer-mem-host-packages.lock) and undone on exit.
+# Last line: "N passed, M failed"; exit status 1 when anything failed,
+# 2 when the machine is not set up.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+work=${NVPM_TEST_DIR:-/var/tmp/nv-peer-mem-test-dkms}
+package=nvidia-peer-memory-dkms
+standin=mlnx-ofed-kernel-modules   # satisfies mlnx-ofed-kernel-dkms | mlnx-ofed-kernel-modules
+
+# lintian warnings accepted on the deb, each with its reason (as in
+# ci/test-deb.sh for the deb dpkg-buildpackage makes):
+accepted_warnings=(
+    # Not uploaded to Debian, so there is no ITP bug to close.
+    initial-upload-closes-no-bugs
+)
+
+. "$here/checks.sh"
+
+require_root_and_tools test-dkms.sh cargo git dpkg-deb dpkg-buildpackage lintian rpm rpmbuild rpmlint equivs-build dkms sha256sum flock
+
+rm -rf "$work"
+mkdir -p "$work/a" "$work/b" "$work/hidden" "$work/deb-route" "$work/rpm-route" "$work/equivs"
+: >"$work/log"
+version=$(sed -n 's/^version *= *"\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)
+upstream=${version/-/\~}
+release=1
+deb_name=${package}_${upstream}-${release}_all.deb
+rpm_name=nvidia_peer_memory-dkms-$version-$release.noarch.rpm
+
+echo "== build-dkms"
+check "xtask unit tests (dkms_package::, pipeline::)" cargo test --quiet --release --manifest-path "$root/Cargo.toml" -p xtask -- dkms_package:: pipeline::
+check "cargo build of xtask" cargo build --quiet --release --manifest-path "$root/Cargo.toml" -p xtask
+xtask=$root/target/release/xtask
+check "build-dkms prints Built: <path> for both packages" sh -c \
+    "'$xtask' build-dkms --out '$work/a' --distro debian12 --format both >'$work/built.txt' && grep -qx 'Built: $work/a/$deb_name' '$work/built.txt' && grep -qx 'Built: $work/a/$rpm_name' '$work/built.txt'"
+"$xtask" build-dkms --out "$work/b" --distro debian12 --format both >>"$work/log" 2>&1
+deb=$work/a/$deb_name
+rpm_file=$work/a/$rpm_name
+for name in "$deb_name" "$rpm_name"; do
+    sum_a=$(sha256sum <"$work/a/$name" 2>/dev/null | cut -d' ' -f1)
+    sum_b=$(sha256sum <"$work/b/$name" 2>/dev/null | cut -d' ' -f1)
+    check "two build-dkms runs give the same sha256 for $name (${sum_a:-none})" test -n "$sum_a" -a "$sum_a" = "$sum_b"
+done
+[ -f "$deb" ] && [ -f "$rpm_file" ] || finish
+
+# No packaging tool on PATH: only git (the module sources are git's list).
+mkdir -p "$work/bin"
+ln -sf "$(command -v git)" "$work/bin/git"
+hidden_run() {
+    local tool
+    for tool in dpkg-buildpackage dpkg-deb dpkg debhelper dh rpmbuild rpm gzip xz tar; do
+        if env PATH="$work/bin" /bin/sh -c "command -v $tool"; then
+            echo "$tool is still on PATH"
+            return 1
+        fi
+    done
+    env PATH="$work/bin" "$xtask" build-dkms --out "$work/hidden" --distro debian12 --format both &&
+        cmp "$work/hidden/$deb_name" "$deb" && cmp "$work/hidden/$rpm_name" "$rpm_file"
+}
+check "build-dkms with only git on PATH (no dpkg-*, rpm*, tar, gzip, xz): the same two files" hidden_run
+
+# Bad input: exit status 2, a message naming the fix, no file written.
+bad_input() {
+    local expected=$1; shift
+    local dir=$work/bad
+    rm -rf "$dir"; mkdir -p "$dir"
+    "$xtask" build-dkms "$@" >"$work/bad.out" 2>&1
+    local status=$?
+    cat "$work/bad.out"
+    [ "$status" = 2 ] && grep -q -- "$expected" "$work/bad.out" && [ -z "$(ls -A "$dir")" ]
+}
+check "unknown --distro: exit 2, nothing written" bad_input "unknown distro" --out "$work/bad" --distro plan9
+check "--format deb with an rpm --distro: exit 2, nothing written" bad_input "rpm distribution" --out "$work/bad" --format deb --distro rhel9
+check "--format both, unknown --distro: exit 2, no deb or rpm written" bad_input "unknown distro" --out "$work/bad" --format both --distro plan9
+check "--format zip: exit 2, nothing written" bad_input "invalid value" --out "$work/bad" --format zip
+check "--release 0: exit 2, nothing written" bad_input "release" --out "$work/bad" --release 0
+check "missing --out: exit 2" bad_input "no such directory" --out "$work/bad/no/such/dir"
+
+echo "== the deb"
+check "dpkg-deb --info" dpkg-deb --info "$deb"
+check "dpkg-deb --contents lists dkms.conf and the module sources" sh -c \
+    "dpkg-deb --contents '$deb' | grep -q ' ./usr/src/nv_peer_mem-$upstream/dkms.conf\$' && dpkg-deb --contents '$deb' | grep -q ' ./usr/src/nv_peer_mem-$upstream/kmod/Makefile\$'"
+lintian --fail-on none --no-tag-display-limit "$deb" >"$work/lintian.txt" 2>>"$work/log"
+sed 's/^/  /' "$work/lintian.txt"
+errors=$(grep -c '^E: ' "$work/lintian.txt")
+check "lintian: 0 errors on the deb ($errors)" test "$errors" = 0
+unexpected=$(sed -n 's/^W: [^:]*: \([^ ]*\).*/\1/p' "$work/lintian.txt" | sort -u | grep -vxF -f <(printf '%s\n' "${accepted_warnings[@]}") || true)
+check "lintian: only accepted warnings${unexpected:+ (not accepted: $unexpected)}" test -z "$unexpected"
+
+echo "== the rpm"
+check "rpm -K: digests OK" sh -c "rpm -K '$rpm_file' | grep -q 'digests OK'"
+rpm -qpl --scripts "$rpm_file" >"$work/rpm-qpl.txt" 2>>"$work/log"
+check "rpm -qpl lists dkms.conf and the module sources" sh -c \
+    "grep -qx '/usr/src/nv_peer_mem-$version/dkms.conf' '$work/rpm-qpl.txt' && grep -qx '/usr/src/nv_peer_mem-$version/kmod/Makefile' '$work/rpm-qpl.txt'"
+check "rpm --scripts: dkms add/install in %post, dkms remove in %preun" sh -c \
+    "grep -q 'dkms add' '$work/rpm-qpl.txt' && grep -q 'dkms install' '$work/rpm-qpl.txt' && grep -q 'dkms remove' '$work/rpm-qpl.txt'"
+rpmlint -c "$root/rpm/rpmlint.toml" "$rpm_file" >"$work/rpmlint.txt" 2>&1
+sed 's/^/  /' "$work/rpmlint.txt"
+summary=$(grep -E 'packages and [0-9]+ specfiles checked' "$work/rpmlint.txt")
+check "rpmlint: 0 errors" sh -c "echo '$summary' | grep -q ' 0 errors,'"
+check "rpmlint: no warning outside rpm/rpmlint.toml's accepted list" sh -c "echo '$summary' | grep -q ' 0 warnings,'"
+scratch=$work/rpm-root
+rm -rf "$scratch"; mkdir -p "$scratch"
+check "rpm -i --root (scratch) --nodeps --noscripts" rpm -i --root "$scratch" --nodeps --noscripts "$rpm_file"
+check "scratch root has /usr/src/nv_peer_mem-$version/{dkms.conf,kmod/Makefile,kmod/VERSION}" sh -c \
+    "test -f '$scratch/usr/src/nv_peer_mem-$version/dkms.conf' && test -f '$scratch/usr/src/nv_peer_mem-$version/kmod/Makefile' && grep -qx '$version' '$scratch/usr/src/nv_peer_mem-$version/kmod/VERSION'"
+check "rpm --root -V --nodeps: the installed files match the package" rpm --root "$scratch" -V --nodeps nvidia_peer_memory-dkms
+
+echo "== route comparison: dpkg-buildpackage of build-deb's source"
+"$xtask" build-deb --out "$work/deb-route" --distro debian12 >>"$work/log" 2>&1
+check "dpkg-buildpackage -us -uc of build-deb's source" sh -c \
+    "cd '$work/deb-route' && tar xzf nvidia-peer-memory_$upstream.orig.tar.gz && cd nvidia-peer-memory-$upstream && dpkg-buildpackage -us -uc"
+route_deb=$work/deb-route/$deb_name
+# What must be equal: file modes, owners and paths (not mtimes); the md5
+# of every file but the gzip'd changelog, whose compressed bytes depend
+# on the compressor (its text is compared); control fields; scripts with
+# debhelper's "Automatically added by <tool/version>" lines left out.
+deb_facts() {
+    local deb=$1 out=$2 x
+    mkdir -p "$out/x"
+    dpkg-deb --contents "$deb" | awk '{print $1, $2, $6}' >"$out/contents"
+    dpkg-deb --field "$deb" >"$out/control"
+    dpkg-deb --control "$deb" "$out/x"
+    ls "$out/x" >"$out/members"
+    grep -v changelog.Debian.gz "$out/x/md5sums" >"$out/md5sums"
+    for x in preinst postinst prerm postrm; do
+        [ -f "$out/x/$x" ] && grep -v '^# Automatically added by ' "$out/x/$x" >"$out/$x"
+    done
+    dpkg-deb --fsys-tarfile "$deb" | tar xO ./usr/share/doc/$package/changelog.Debian.gz | gunzip >"$out/changelog"
+    rm -rf "$out/x"
+}
+compare_debs() {  # compare_debs DISTRO_BUILT_DEB XTASK_DEB
+    rm -rf "$work/cmp-deb"
+    deb_facts "$1" "$work/cmp-deb/route" && deb_facts "$2" "$work/cmp-deb/xtask" &&
+        diff -r "$work/cmp-deb/route" "$work/cmp-deb/xtask"
+}
+# differs COMPARE A B: B exists and COMPARE finds a difference.
+differs() { [ -f "$3" ] && ! "$1" "$2" "$3"; }
+# The comparison must see a difference: build-dkms --release 2 differs
+# (Version, Release), so comparing it has to fail.
+"$xtask" build-dkms --out "$work/b" --format both --distro debian12 --release 2 >>"$work/log" 2>&1
+release2_deb=$work/b/${package}_${upstream}-2_all.deb
+release2_rpm=$work/b/nvidia_peer_memory-dkms-$version-2.noarch.rpm
+if [ -f "$route_deb" ]; then
+    check "build-dkms's deb = dpkg-buildpackage's $deb_name (files, modes, owners, md5sums, control, scripts)" compare_debs "$route_deb" "$deb"
+    check "the deb comparison fails on a different package (--release 2)" differs compare_debs "$route_deb" "$release2_deb"
+else
+    fail "dpkg-buildpackage made no $deb_name"
+fi
+
+echo "== route comparison: rpmbuild --rebuild of build-srpm's source rpm"
+kver=$(for build in /lib/modules/*/build; do [ -d "$build/" ] && basename "$(dirname "$build")"; done | sort -V | tail -n 1)
+"$xtask" build-srpm --out "$work/rpm-route" --distro rhel9 >>"$work/log" 2>&1
+check "rpmbuild --rebuild --nodeps (KVERSION $kver) of build-srpm's source rpm" \
+    rpmbuild --rebuild --nodeps --define "_topdir $work/rpm-route/top" --define "_tmppath $work/rpm-route/tmp" \
+    --define "KVERSION $kver" "$work/rpm-route/nvidia_peer_memory-$version-$release.src.rpm"
+route_rpm=$work/rpm-route/top/RPMS/noarch/$rpm_name
+# What must be equal: files with modes, owners, digests and flags; the
+# header tags a user sees; every dependency kind; the scriptlets with
+# their interpreters; the changelog. Not the build host, build time or source rpm name.
+rpm_facts() {
+    local rpm=$1 out=$2 kind
+    mkdir -p "$out"
+    rpm -qp --qf '[%{FILEMODES:perms} %{FILEUSERNAME} %{FILEGROUPNAME} %{FILEFLAGS:fflags} %{FILEDIGESTS} %{FILENAMES}\n]' "$rpm" >"$out/files"
+    rpm -qp --qf 'Name: %{NAME}\nVersion: %{VERSION}\nRelease: %{RELEASE}\nEpoch: %{EPOCH}\nArch: %{ARCH}\nLicense: %{LICENSE}\nGroup: %{GROUP}\nURL: %{URL}\nVendor: %{VENDOR}\nSummary: %{SUMMARY}\n%{DESCRIPTION}\n' "$rpm" >"$out/tags"
+    for kind in requires provides conflicts obsoletes recommends suggests supplements enhances; do
+        rpm -qp --"$kind" "$rpm" | sort -u >"$out/$kind"
+    done
+    rpm -qp --scripts "$rpm" >"$out/scripts"
+    rpm -qp --changelog "$rpm" >"$out/changelog"
+}
+compare_rpms() {  # compare_rpms DISTRO_BUILT_RPM XTASK_RPM
+    rm -rf "$work/cmp-rpm"
+    rpm_facts "$1" "$work/cmp-rpm/route" && rpm_facts "$2" "$work/cmp-rpm/xtask" &&
+        diff -r "$work/cmp-rpm/route" "$work/cmp-rpm/xtask"
+}
+if [ -f "$route_rpm" ]; then
+    check "build-dkms's rpm = rpmbuild's $rpm_name (files, modes, owners, digests, tags, dependencies, scriptlets, changelog)" compare_rpms "$route_rpm" "$rpm_file"
+    check "the rpm comparison fails on a different package (--release 2)" differs compare_rpms "$route_rpm" "$release2_rpm"
+else
+    fail "rpmbuild made no $rpm_name"
+fi
+
+echo "== install on this host (waiting for the host package lock)"
+exec 9>/var/lock/nv-peer-mem-host-packages.lock
+flock 9
+cleanup() {
+    dpkg -P "$package" >/dev/null 2>&1
+    if [ -f "$work/standin-installed" ]; then
+        dpkg -P "$standin" >/dev/null 2>&1
+        rm -f "$work/standin-installed"
+    fi
+}
+trap 'cleanup' EXIT
+trap 'echo "interrupted"; exit 130' INT TERM
+cleanup
+if ! dpkg-query -W -f='${Status}' mlnx-ofed-kernel-dkms mlnx-ofed-kernel-modules 2>/dev/null | grep -q 'install ok installed'; then
+    bash "$here/mofed-standin.sh" "$work/equivs" "$standin" \
+        "Installed by ci/test-dkms.sh only, and purged by it." >>"$work/log" 2>&1
+    check "equivs stand-in for MLNX_OFED installed" dpkg -i "$work/equivs/${standin}_0-test_all.deb"
+    touch "$work/standin-installed"
+fi
+check "dpkg -i of build-dkms's deb" dpkg -i "$deb"
+check "$package is installed and configured" sh -c "dpkg-query -W -f='\${Status}' $package | grep -qx 'install ok installed'"
+kernels=()
+for build in /lib/modules/*/build; do
+    [ -e "$build/include" ] && kernels+=("$(basename "$(dirname "$build")")")
+done
+check "at least one kernel has headers (${kernels[*]:-none})" test "${#kernels[@]}" -gt 0
+for kver in "${kernels[@]}"; do
+    check "dkms status: nv_peer_mem installed for $kver" sh -c "dkms status -m nv_peer_mem -v '$upstream' -k '$kver' | grep -q ': installed'"
+    check "modinfo -k $kver nv_peer_mem finds version $version" sh -c "modinfo -k '$kver' -F version nv_peer_mem | grep -qx '$version'"
+done
+check "dpkg -P $package" dpkg -P "$package"
+leftovers() {
+    ls -d /usr/src/nv_peer_mem-* /var/lib/dkms/nv_peer_mem 2>/dev/null
+    find /lib/modules/*/updates -name 'nv_peer_mem*' 2>/dev/null
+    dpkg-query -W -f='${Status}\n' "$package" 2>/dev/null | grep -v '^unknown ok not-installed$' | grep -v '^$'
+}
+left=$(leftovers)
+check "nothing left under /usr/src, /var/lib/dkms, /lib/modules/*/updates, dpkg's database${left:+: $left}" test -z "$left"
+
+finish
