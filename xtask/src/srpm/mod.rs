@@ -85,7 +85,7 @@ impl Route for Srpm {
     type Rendered = SourcePackage;
 
     fn check_distro(distro: &Distro) -> Result<()> {
-        spec::validate_rpm_distro(distro)
+        spec::validate_rpm_distro(distro).map(|_| ())
     }
 
     fn package_version(workspace_version: &str) -> Result<String> {
@@ -132,17 +132,33 @@ impl Route for Srpm {
                 contents: spec_text.into_bytes(),
                 permissions: 0o644,
             },
-            sources: Vec::new(),
+            sources: spec::render_module_sources(
+                &plan.packaging,
+                &plan.distro,
+                &plan.package_version,
+                plan.release,
+                plan.source_date_epoch,
+            )?
+            .into_iter()
+            .map(|(name, text)| SourceFile {
+                name,
+                contents: text.into_bytes(),
+                permissions: 0o644,
+            })
+            .collect(),
         })
     }
 
     /// The spec's Source0 is the source tree.
     fn assemble(plan: &Plan, tree_tar_gz: Vec<u8>, mut package: SourcePackage) -> Result<Vec<u8>> {
-        package.sources.push(SourceFile {
-            name: format!("{}.tar.gz", plan.tree_prefix(Srpm::SOURCE_NAME)),
-            contents: tree_tar_gz,
-            permissions: 0o644,
-        });
+        package.sources.insert(
+            0,
+            SourceFile {
+                name: format!("{}.tar.gz", plan.tree_prefix(Srpm::SOURCE_NAME)),
+                contents: tree_tar_gz,
+                permissions: 0o644,
+            },
+        );
         writer::write_source_rpm(&package)
     }
 
