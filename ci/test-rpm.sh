@@ -117,6 +117,17 @@ dist_of() {
     fedora) echo .fc42 ;; *) echo "" ;;
     esac
 }
+# kabi_compatible <kmod requires> <Module.symvers>: every kernel(sym) = crc
+# requirement is in the symvers with the same CRC (weak-modules' rule), and
+# there is at least one.
+kabi_compatible() {
+    local wanted have
+    wanted=$(sed -n 's/^kernel(\(.*\)) = 0x0*\([0-9a-f]*\)$/\1 \2/p' "$1" | sort)
+    [ -n "$wanted" ] || return 1
+    have=$(awk '{ sub(/^0x0*/, "", $1); print $2, $1 }' "$2" | sort)
+    [ -z "$(comm -23 <(echo "$wanted") <(echo "$have"))" ]
+}
+export -f kabi_compatible
 # Rebuilds compile Rust's core once per kernel configuration only.
 export NVPM_RUST_CACHE=$work/rust-cache
 lint_rpms=("$srpm")
@@ -158,6 +169,13 @@ for id in $rpm_ids; do
         route=dkms
         load=()
     fi
+    # rhel8's rebuild also signs (--with modsign), with a throwaway key.
+    sign=()
+    if [ "$id" = rhel8 ]; then
+        openssl req -new -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=nv_peer_mem throwaway test key/" \
+            -keyout "$work/modsign-key.pem" -out "$work/modsign-cert.pem" >>"$work/log" 2>&1
+        sign=(--with modsign --define "modsign_key $work/modsign-key.pem" --define "modsign_cert $work/modsign-cert.pem")
+    fi
     dist=$(dist_of "$id")
     top=$work/rpmbuild-$id
     echo "-- $id (route $route, dist '${dist}')"
@@ -165,7 +183,7 @@ for id in $rpm_ids; do
     check "$id: rpmbuild --rebuild with the $route macros" \
         "$here/rpm-family-env.sh" "$route" "$work/env-$id" "$kver" -- \
         rpmbuild --rebuild --nodeps --define "_topdir $top" --define "_tmppath $work/tmp" \
-        --define "dist $dist" "${load[@]}" "$srpm_id"
+        --define "dist $dist" "${load[@]}" "${sign[@]}" "$srpm_id"
     echo "   ($((SECONDS - start)) s)"
     common=$top/RPMS/noarch/nvidia_peer_memory-common-$version-$release$dist.noarch.rpm
     dkms=$top/RPMS/noarch/nvidia_peer_memory-dkms-$version-$release$dist.noarch.rpm
@@ -228,6 +246,20 @@ for id in $rpm_ids; do
                 "grep -qx 'kmod(nv_peer_mem.ko)' '$work/$id-provides.txt' && grep -qx 'kernel-modules >= $rhel_krel' '$work/$id-provides.txt'"
             check "$id: kmod's %post/%postun run depmod and weak-modules --add/--remove-modules" sh -c \
                 "grep -q 'depmod -aeF' '$work/$id-scripts.txt' && grep -q 'weak-modules --add-modules' '$work/$id-scripts.txt' && grep -q 'weak-modules --remove-modules' '$work/$id-scripts.txt'"
+            # weak-modules (RHEL's kmod package) is not among the fixtures and
+            # cannot be fetched here. Its decision is checked with a stand-in
+            # of its rule instead: a module is linked into another kernel's
+            # weak-updates/ when every kernel(<symbol>) = <crc> the package
+            # requires is in that kernel's Module.symvers with that CRC. The
+            # second RHEL-style kernel (same headers, another release) must
+            # qualify; Debian's other installed kernel (another kABI) must not.
+            other=$(for build in /lib/modules/*/build; do [ -d "$build/" ] && basename "$(dirname "$build")"; done | grep -vxF "$kver" | head -n 1)
+            check "$id: kABI rule: the kmod fits the second kernel $rhel_krel2 (same Module.symvers)" \
+                kabi_compatible "$work/$id-requires.txt" "$(readlink -f "/lib/modules/$kver/build")/Module.symvers"
+            if [ -n "$other" ]; then
+                check "$id: kABI rule: the kmod does not fit $other (another kABI)" bash -c \
+                    "! kabi_compatible '$work/$id-requires.txt' '$(readlink -f "/lib/modules/$other/build")/Module.symvers'"
+            fi
         else
             ko=/lib/modules/$suse_krel/updates/nv_peer_mem.ko.xz
             check "$id: KMP has $ko (xz, as SLES compresses)" grep -qxF "$ko" "$work/$id-module.txt"
@@ -241,6 +273,16 @@ for id in $rpm_ids; do
         module_krel=$(echo "$ko" | cut -d/ -f4)
         check "$id: the module is xz with CRC32, modinfo names nv_peer_mem, vermagic $module_krel" sh -c \
             "xz -lvv '$work/$id-module-root$ko' | grep -q CRC32 && modinfo -F name '$work/$id-module-root$ko' | grep -qx nv_peer_mem && modinfo -F vermagic '$work/$id-module-root$ko' | grep -q '^$module_krel '"
+        if [ ${#sign[@]} -gt 0 ]; then
+            # The kernel checks a PKCS#7 signature appended before the magic
+            # string; modinfo reads the signer from it.
+            check "$id --with modsign: modinfo shows signer 'nv_peer_mem throwaway test key', PKCS#7, sha256" sh -c \
+                "modinfo -F signer '$work/$id-module-root$ko' | grep -qx 'nv_peer_mem throwaway test key' && modinfo -F sig_id '$work/$id-module-root$ko' | grep -qx PKCS#7 && modinfo -F sig_hashalgo '$work/$id-module-root$ko' | grep -qx sha256"
+            check "$id --with modsign: the decompressed module ends with the kernel's signature magic" sh -c \
+                "xz -dc '$work/$id-module-root$ko' | tail -c 28 | grep -aq '~Module signature appended~'"
+        else
+            check "$id: without --with modsign the module is unsigned" sh -c "test -z \"\$(modinfo -F signer '$work/$id-module-root$ko')\""
+        fi
     fi
 
     # Install into a scratch root and erase: nothing of ours is left. Without
