@@ -294,8 +294,10 @@ for id in $rpm_ids; do
     [ -z "$module" ] || pkgs=("$common" "$module")
     check "$id: rpm -i --root <scratch> -common and $(basename "${pkgs[1]}")" \
         rpm -i --root "$sroot" --nodeps --noscripts "${pkgs[@]}"
-    check "$id: rpm -e --root <scratch> leaves no file behind" sh -c \
-        "rpm -e --root '$sroot' --nodeps --noscripts \$(rpm -qa --root '$sroot' --qf '%{NAME} ') && test -z \"\$(find '$sroot' ! -type d ! -path '$sroot/var/lib/rpm*' ! -path '$sroot/usr/lib/sysimage/rpm*' -print)\""
+    # rpm's own database stays (Debian's rpm keeps it in ~/.rpmdb).
+    dbpath=$(rpm --eval '%{_dbpath}')
+    check "$id: rpm -e --root <scratch> leaves no file behind but rpm's database" sh -c \
+        "rpm -e --root '$sroot' --nodeps --noscripts \$(rpm -qa --root '$sroot' --qf '%{NAME} ') && test -z \"\$(find '$sroot' ! -type d ! -path '$sroot$dbpath/*' -print)\""
     if [ "$id" = rhel9 ]; then dkms_rpm=$dkms; fi
 done
 
