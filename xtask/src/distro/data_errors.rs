@@ -11,13 +11,22 @@ fn field_expectation(field: &str) -> Option<&'static str> {
         "distros" => "a list of distro entries (`- id: ...`)",
         "id" => "an id of lowercase letters and digits, such as debian12",
         "family" => "`deb` or `rpm`",
-        "name" | "codename" | "standards_version" | "dkms_addon_build_depends" | "rpm_group" => {
-            "text"
-        }
-        "rust_packages" | "build_requires" | "dkms_requires" => {
+        "name"
+        | "codename"
+        | "standards_version"
+        | "dkms_addon_build_depends"
+        | "group"
+        | "kernel_devel"
+        | "macros"
+        | "flavor"
+        | "module_dir" => "text",
+        "rust_packages" | "build_requires" | "dkms_requires" | "arches" => {
             "a list of package names, such as [rustc, rust-src]"
         }
         "dh_with_dkms" => "true or false",
+        "route" => "`kmod`, `kmp` or `dkms`",
+        "compression" => "`xz`, `zstd` or `none`",
+        "rpm" => "an rpm block (`rpm:` with route, group, arches, ...)",
         _ => return None,
     })
 }

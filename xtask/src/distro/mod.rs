@@ -10,9 +10,11 @@
 //! than a silently ignored setting.
 
 mod data_errors;
+pub mod rpm;
 
 use anyhow::{Context, Result, bail};
 use data_errors::{data_error, id_lines};
+pub use rpm::{Compression, ModuleRoute, RpmPackaging};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::Path;
@@ -100,15 +102,9 @@ pub struct Distro {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub version_suffix: String,
     // --- rpm family ---
-    /// The spec's `Group:` tag.
+    /// How the distribution packages a kernel module (distro/rpm.rs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rpm_group: Option<String>,
-    /// The spec's `BuildRequires`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub build_requires: Vec<String>,
-    /// `Requires` of the -dkms binary package.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub dkms_requires: Vec<String>,
+    pub rpm: Option<RpmPackaging>,
     // --- facts, both families ---
     /// The Rust toolchains the distribution ships (docs/toolchains.md);
     /// data for CI's checks (xtask/tests/toolchains.rs), not rendered.

@@ -13,7 +13,7 @@ pub mod spec;
 pub mod writer;
 
 use crate::bench_writer::{BenchArgs, bench_writer};
-use crate::distro::{Distro, Family};
+use crate::distro::{Distro, Family, ModuleRoute};
 use crate::pipeline::{self, Plan, Release, Request, Route, SourceTree};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
@@ -22,11 +22,12 @@ use writer::{SourceFile, SourcePackage};
 /// `build-srpm --help`'s description (main.rs puts it on the subcommand:
 /// a variant's doc comment would override one given here).
 pub const BUILD_LONG_ABOUT: &str = "Build the source RPM nvidia_peer_memory-<version>-<release>.src.rpm, \
-without rpmbuild. `rpmbuild --rebuild` turns it into nvidia_peer_memory (nv_peer_mem.ko for \
-one kernel, the boot service and /etc/infiniband/nv_peer_mem.conf) and \
-nvidia_peer_memory-dkms (the module sources, built by DKMS for every kernel); pass \
---define 'KVERSION <kernel release>' to build for another kernel than the newest installed \
-kernel-devel. The same sources, data and SOURCE_DATE_EPOCH (default: the last commit's \
+without rpmbuild. `rpmbuild --rebuild` turns it into the --distro family's module package \
+(RHEL/Rocky/Alma: kmod-nvidia_peer_memory, kABI-tracked, for --define 'kernel_version \
+<kernel release>' or the newest kernel-devel; SLES: nvidia_peer_memory-kmp-default; Fedora: \
+none), nvidia_peer_memory-dkms (the module sources, built by DKMS for every kernel) and \
+nvidia_peer_memory-common (the boot service, its preset and /etc/infiniband/nv_peer_mem.conf). \
+The same sources, data and SOURCE_DATE_EPOCH (default: the last commit's \
 time) give a byte-identical file.\n\n\
 Exit status: 0 on success; 2 on bad input (unknown distro, malformed packaging data, a \
 version RPM cannot carry, unusable --out), with a message naming the fix; 1 on other \
@@ -85,7 +86,7 @@ impl Route for Srpm {
     type Rendered = SourcePackage;
 
     fn check_distro(distro: &Distro) -> Result<()> {
-        spec::validate_rpm_distro(distro)
+        spec::validate_rpm_distro(distro).map(|_| ())
     }
 
     fn package_version(workspace_version: &str) -> Result<String> {
@@ -132,17 +133,33 @@ impl Route for Srpm {
                 contents: spec_text.into_bytes(),
                 permissions: 0o644,
             },
-            sources: Vec::new(),
+            sources: spec::render_module_sources(
+                &plan.packaging,
+                &plan.distro,
+                &plan.package_version,
+                plan.release,
+                plan.source_date_epoch,
+            )?
+            .into_iter()
+            .map(|(name, text)| SourceFile {
+                name,
+                contents: text.into_bytes(),
+                permissions: 0o644,
+            })
+            .collect(),
         })
     }
 
     /// The spec's Source0 is the source tree.
     fn assemble(plan: &Plan, tree_tar_gz: Vec<u8>, mut package: SourcePackage) -> Result<Vec<u8>> {
-        package.sources.push(SourceFile {
-            name: format!("{}.tar.gz", plan.tree_prefix(Srpm::SOURCE_NAME)),
-            contents: tree_tar_gz,
-            permissions: 0o644,
-        });
+        package.sources.insert(
+            0,
+            SourceFile {
+                name: format!("{}.tar.gz", plan.tree_prefix(Srpm::SOURCE_NAME)),
+                contents: tree_tar_gz,
+                permissions: 0o644,
+            },
+        );
         writer::write_source_rpm(&package)
     }
 
@@ -155,15 +172,21 @@ impl Route for Srpm {
         )
     }
 
-    fn report(_plan: &Plan, artifact: &Path) -> String {
+    fn report(plan: &Plan, artifact: &Path) -> String {
         let name = artifact.display();
+        let module = match plan.distro.rpm.as_ref().map(|rpm| rpm.route) {
+            Some(ModuleRoute::Kmod) => "kmod-nvidia_peer_memory-<ver>-<rel>.<arch>.rpm",
+            Some(ModuleRoute::Kmp) => {
+                "nvidia_peer_memory-kmp-default-<ver>_k<kernel>-<rel>.<arch>.rpm"
+            }
+            _ => "nvidia_peer_memory-dkms-<ver>-<rel>.noarch.rpm",
+        };
         format!(
             "Built: {name}\n\n\
              To install run on RPM based OS:\n\
              \x20   # rpmbuild --rebuild {name}\n\
-             \x20   # rpm -ivh <path to generated binary rpm file>\n\
-             (for another kernel than the newest installed kernel-devel:\n\
-             \x20   rpmbuild --rebuild --define 'KVERSION <kernel release>' {name})\n"
+             \x20   # rpm -Uvh {module} nvidia_peer_memory-common-<ver>-<rel>.noarch.rpm\n\
+             (README.md \"RPM fleets\" has each family's commands)\n"
         )
     }
 }

@@ -3,7 +3,7 @@
 //! (BuildRequires, the changelog), so the spec stays the one source of both.
 
 use super::writer::{ChangelogEntry, parse_dependency};
-use crate::distro::{DATA_FILE, Distro, Family, Packaging};
+use crate::distro::{Compression, DATA_FILE, Distro, Family, ModuleRoute, Packaging, RpmPackaging};
 use crate::pipeline::HELPER_NAME;
 use crate::render;
 use anyhow::{Context, Result, bail, ensure};
@@ -21,36 +21,92 @@ pub const PACKAGE_NAME: &str = "nvidia_peer_memory";
 /// SUSE, so the spec spells it out.
 pub const HELPER_DIR: &str = "/usr/libexec/nv_peer_mem";
 
-/// Checks that an rpm-family entry has everything the spec template uses,
-/// with a message naming the entry, the field and the file.
-pub fn validate_rpm_distro(distro: &Distro) -> Result<()> {
+/// Checks that an rpm-family entry has everything the spec template uses
+/// for its route, with a message naming the entry, the field and the file.
+pub fn validate_rpm_distro(distro: &Distro) -> Result<&RpmPackaging> {
     ensure!(
         distro.family == Family::Rpm,
         "distro `{}` is a {} distribution; build-srpm needs an rpm one (see {DATA_FILE})",
         distro.id,
         distro.family
     );
-    distro.require("rpm_group", distro.rpm_group.as_ref())?;
+    let id = &distro.id;
+    let Some(rpm) = distro.rpm.as_ref() else {
+        bail!(
+            "{DATA_FILE}: distro `{id}` has no `rpm:` block; add one (route, group, arches, kernel_devel, build_requires, rust_packages, dkms_requires; see the comment above the rpm entries)"
+        );
+    };
+    for (field, value) in [("group", &rpm.group), ("kernel_devel", &rpm.kernel_devel)] {
+        ensure!(
+            !value.trim().is_empty(),
+            "{DATA_FILE}: distro `{id}` has an empty `rpm.{field}`; give it a value"
+        );
+    }
     for (field, list) in [
-        ("build_requires", &distro.build_requires),
-        ("dkms_requires", &distro.dkms_requires),
+        ("build_requires", &rpm.build_requires),
+        ("rust_packages", &rpm.rust_packages),
+        ("dkms_requires", &rpm.dkms_requires),
     ] {
         if list.is_empty() {
             bail!(
-                "{DATA_FILE}: distro `{}` has no `{field}`; list the package names, e.g. [kernel-devel, gcc, make]",
-                distro.id
+                "{DATA_FILE}: distro `{id}` has no `rpm.{field}`; list the package names, e.g. [gcc, make]"
             );
         }
         for item in list {
             parse_dependency(item).with_context(|| {
-                format!(
-                    "{DATA_FILE}: distro `{}`, `{field}` item {item:?}",
-                    distro.id
-                )
+                format!("{DATA_FILE}: distro `{id}`, `rpm.{field}` item {item:?}")
             })?;
         }
     }
-    Ok(())
+    ensure!(
+        !rpm.arches.is_empty()
+            && rpm.arches.iter().all(|arch| {
+                !arch.is_empty()
+                    && arch
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            }),
+        "{DATA_FILE}: distro `{id}` needs `rpm.arches`: a list of rpm architectures such as [x86_64, aarch64]"
+    );
+    if rpm.route != ModuleRoute::Dkms {
+        for (field, value) in [
+            ("macros", &rpm.macros),
+            ("flavor", &rpm.flavor),
+            ("module_dir", &rpm.module_dir),
+        ] {
+            ensure!(
+                value.as_ref().is_some_and(|v| !v.trim().is_empty()),
+                "{DATA_FILE}: distro `{id}` (route {}) has no `rpm.{field}`; the module package needs it",
+                rpm.route
+            );
+        }
+        ensure!(
+            rpm.compression.is_some(),
+            "{DATA_FILE}: distro `{id}` (route {}) has no `rpm.compression`; say how the distro compresses its modules (xz, zstd or none)",
+            rpm.route
+        );
+        if rpm.route == ModuleRoute::Kmod {
+            // kmodtool's %post and %preun look for modules in extra/<name>.
+            let expected = format!("extra/{PACKAGE_NAME}");
+            ensure!(
+                rpm.module_dir.as_deref() == Some(expected.as_str()),
+                "{DATA_FILE}: distro `{id}` (route kmod) must have `module_dir: {expected}`: kmodtool's scriptlets look for the module there"
+            );
+        }
+    } else {
+        for (field, set) in [
+            ("macros", rpm.macros.is_some()),
+            ("flavor", rpm.flavor.is_some()),
+            ("module_dir", rpm.module_dir.is_some()),
+            ("compression", rpm.compression.is_some()),
+        ] {
+            ensure!(
+                !set,
+                "{DATA_FILE}: distro `{id}` has route dkms, which builds no module package: remove `rpm.{field}` (DKMS decides it on the machine)"
+            );
+        }
+    }
+    Ok(rpm)
 }
 
 /// Renders the spec for `distro` of `packaging` at `version` (the
@@ -62,12 +118,99 @@ pub fn render(
     release: u32,
     source_date_epoch: u64,
 ) -> Result<String> {
-    validate_rpm_distro(distro)?;
+    let context = context(packaging, distro, version, release, source_date_epoch)?;
+    render::render_file(&crate::workspace::path(TEMPLATE), &context)
+}
+
+/// The spec's other sources besides the tarball, as (file name, text): for
+/// the kmod and kmp routes, the module package's extra header tags
+/// (Source1) and file list (Source2) the kernel-module macros read from
+/// %_sourcedir; nothing for the dkms route.
+pub fn render_module_sources(
+    packaging: &Packaging,
+    distro: &Distro,
+    version: &str,
+    release: u32,
+    source_date_epoch: u64,
+) -> Result<Vec<(String, String)>> {
+    let rpm = validate_rpm_distro(distro)?;
+    if rpm.route == ModuleRoute::Dkms {
+        return Ok(Vec::new());
+    }
+    let context = context(packaging, distro, version, release, source_date_epoch)?;
+    MODULE_SOURCES
+        .iter()
+        .map(|(name, template)| {
+            let text = render::render_file(&crate::workspace::path(template), &context)?;
+            Ok(((*name).to_owned(), text))
+        })
+        .collect()
+}
+
+/// Source1 and Source2 of the kmod and kmp routes: (name in the source
+/// rpm, template).
+pub const MODULE_SOURCES: [(&str, &str); 2] = [
+    (
+        "nvidia_peer_memory-kmod.preamble",
+        "rpm/nvidia_peer_memory-kmod.preamble.tera",
+    ),
+    (
+        "nvidia_peer_memory-kmod.files",
+        "rpm/nvidia_peer_memory-kmod.files.tera",
+    ),
+];
+
+fn context(
+    packaging: &Packaging,
+    distro: &Distro,
+    version: &str,
+    release: u32,
+    source_date_epoch: u64,
+) -> Result<tera::Context> {
+    let rpm = validate_rpm_distro(distro)?;
     let mut context = render::base_context(packaging, distro, version, release, source_date_epoch);
     context.insert("license", env!("CARGO_PKG_LICENSE"));
     context.insert("helper_name", HELPER_NAME);
     context.insert("helper_dir", HELPER_DIR);
-    render::render_file(&crate::workspace::path(TEMPLATE), &context)
+    context.insert("rust_min", &module_rust_version()?);
+    context.insert(
+        "compression_suffix",
+        match rpm.compression {
+            Some(Compression::Xz) => ".xz",
+            Some(Compression::Zstd) => ".zst",
+            Some(Compression::None) | None => "",
+        },
+    );
+    Ok(context)
+}
+
+/// The module's minimum rustc: `rust-version` in kmod/Cargo.toml, the one
+/// place it is declared (docs/toolchains.md). The spec requires the
+/// distribution's Rust packages at that version or newer.
+fn module_rust_version() -> Result<String> {
+    let manifest = crate::workspace::path("kmod/Cargo.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .with_context(|| format!("reading {}; restore it from git", manifest.display()))?;
+    text.lines()
+        .find_map(|line| {
+            let value = line
+                .strip_prefix("rust-version")?
+                .trim_start()
+                .strip_prefix('=')?;
+            Some(value.trim().trim_matches('"').to_owned())
+        })
+        .filter(|version| {
+            !version.is_empty()
+                && version
+                    .split('.')
+                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .with_context(|| {
+            format!(
+                "{} declares no `rust-version = \"1.NN\"`; restore it (the module's minimum rustc)",
+                manifest.display()
+            )
+        })
 }
 
 /// The spec's `BuildRequires`, in spec order (one per line, as the
@@ -199,165 +342,5 @@ fn noon_utc(month: &str, day: &str, year: &str) -> Result<u32> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::PathBuf;
-
-    /// Fixed inputs of the golden specs (Sun Nov 22 2026 03:30:45 UTC), so
-    /// they change only when a template, the data or the version does.
-    const GOLDEN_EPOCH: u64 = 1_795_318_245;
-    const GOLDEN_RELEASE: u32 = 1;
-    /// A fixed version too: a version bump alone does not touch the goldens.
-    const GOLDEN_VERSION: &str = "1.4.0";
-
-    /// The golden copy of the spec rendered for `distro_id`.
-    fn golden_path(distro_id: &str) -> PathBuf {
-        crate::workspace::path(&format!("xtask/golden/rpm/{distro_id}.spec"))
-    }
-
-    /// Every rpm distro entry's rendered spec equals `xtask/golden/rpm/<id>.spec`.
-    /// Regenerate after an intended change with
-    /// `UPDATE_GOLDEN=1 cargo test -p xtask golden` (the same switch as the
-    /// deb golden test) and review the diff.
-    #[test]
-    fn rendered_specs_match_their_golden_files() {
-        let packaging = Packaging::load().unwrap();
-        let update = std::env::var_os("UPDATE_GOLDEN").is_some();
-        let mut stale = Vec::new();
-        let mut checked = 0;
-        for distro in packaging.family(Family::Rpm) {
-            let spec = render(
-                &packaging,
-                distro,
-                GOLDEN_VERSION,
-                GOLDEN_RELEASE,
-                GOLDEN_EPOCH,
-            )
-            .unwrap();
-            let path = golden_path(&distro.id);
-            if update {
-                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-                std::fs::write(&path, &spec).unwrap();
-            } else if std::fs::read_to_string(&path).ok().as_deref() != Some(spec.as_str()) {
-                stale.push(path.display().to_string());
-            }
-            checked += 1;
-        }
-        assert!(
-            checked >= 7,
-            "rhel8/9/10, rocky9, alma9, fedora, sles15 expected"
-        );
-        assert!(
-            stale.is_empty(),
-            "rendered spec differs from (or lacks) its golden file: {stale:?}\n\
-             if the change is intended, run `UPDATE_GOLDEN=1 cargo test -p xtask golden` and review `git diff xtask/golden/rpm`"
-        );
-        // No golden file without a distro entry (a removed entry's leftover).
-        let ids: Vec<String> = packaging
-            .family(Family::Rpm)
-            .map(|d| format!("{}.spec", d.id))
-            .collect();
-        for entry in std::fs::read_dir(crate::workspace::path("xtask/golden/rpm")).unwrap() {
-            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-            assert!(
-                ids.contains(&name),
-                "xtask/golden/rpm/{name} has no rpm distro entry; delete it"
-            );
-        }
-    }
-
-    #[test]
-    fn the_spec_carries_version_data_and_kernel_handling() {
-        let packaging = Packaging::load().unwrap();
-        let sles = packaging.find("sles15").unwrap();
-        let spec = render(&packaging, sles, "2.0.1", 3, GOLDEN_EPOCH).unwrap();
-        assert!(spec.contains("\nVersion:        2.0.1\n"));
-        assert!(spec.contains("\nRelease:        3\n"));
-        assert!(spec.contains("BuildRequires:  kernel-default-devel\n"));
-        assert!(spec.contains("make -C kmod KVER=%{KVERSION}"));
-        assert!(spec.contains("%config(noreplace) %{_sysconfdir}/infiniband/nv_peer_mem.conf"));
-        assert!(spec.contains("\n/lib/modules/%{KVERSION}/extra/%{module}.ko\n"));
-        assert!(
-            !spec.contains("%dir /lib/modules"),
-            "the kernel's directories are not ours"
-        );
-        assert!(
-            !spec.contains("{{") && !spec.contains("{%"),
-            "unrendered template syntax"
-        );
-        let requires: Vec<_> = build_requires(&spec)
-            .unwrap()
-            .into_iter()
-            .map(|d| d.name)
-            .collect();
-        assert_eq!(requires, sles.build_requires);
-    }
-
-    #[test]
-    fn changelog_and_description_are_read_back() {
-        let packaging = Packaging::load().unwrap();
-        let spec = render(
-            &packaging,
-            packaging.find("rhel9").unwrap(),
-            "2.0.1",
-            1,
-            GOLDEN_EPOCH,
-        )
-        .unwrap();
-        let entries = changelog(&spec).unwrap();
-        assert_eq!(entries.len(), 1);
-        // Sun Nov 22 2026, 12:00 UTC.
-        assert_eq!(entries[0].time, 1_795_348_800);
-        assert!(entries[0].name.ends_with("- 2.0.1-1"));
-        assert!(entries[0].text.starts_with("- Version "));
-        let (summary, description) = summary_and_description(&spec).unwrap();
-        assert_eq!(
-            summary,
-            "NVIDIA GPUDirect RDMA peer memory client kernel module"
-        );
-        assert!(description.starts_with("nv_peer_mem lets"));
-        assert!(
-            !description.contains("%package"),
-            "description stops at the next section"
-        );
-    }
-
-    #[test]
-    fn changelog_parsing_rejects_bad_headings() {
-        let spec = "%changelog\n* Sun Nox 22 2026 A <a@b> - 1-1\n- x\n";
-        assert!(changelog(spec).is_err());
-        let spec = "%changelog\n- text before any heading\n";
-        assert!(changelog(spec).is_err());
-        assert_eq!(noon_utc("Jan", "1", "1970").unwrap(), 43_200);
-        assert_eq!(noon_utc("Feb", "29", "2000").unwrap(), 951_825_600);
-    }
-
-    #[test]
-    fn an_incomplete_rpm_entry_or_a_deb_entry_is_refused_by_name() {
-        let packaging = Packaging::parse(
-            "maintainer: A B <a@b.example>\ndistros:\n  - {id: el1, name: A, family: rpm, rpm_group: G, build_requires: [gcc]}\n  - {id: deb1, name: B, family: deb}\n  - {id: el2, name: C, family: rpm, rpm_group: G, build_requires: ['gcc >> 1'], dkms_requires: [dkms]}\n",
-        )
-        .unwrap();
-        let error = format!(
-            "{:#}",
-            validate_rpm_distro(packaging.find("el1").unwrap()).unwrap_err()
-        );
-        assert!(
-            error.contains("el1") && error.contains("dkms_requires"),
-            "{error}"
-        );
-        let error = format!(
-            "{:#}",
-            validate_rpm_distro(packaging.find("deb1").unwrap()).unwrap_err()
-        );
-        assert!(error.contains("rpm one"), "{error}");
-        let error = format!(
-            "{:#}",
-            validate_rpm_distro(packaging.find("el2").unwrap()).unwrap_err()
-        );
-        assert!(
-            error.contains("el2") && error.contains("operator"),
-            "{error}"
-        );
-    }
-}
+#[path = "spec_tests.rs"]
+mod tests;
