@@ -98,7 +98,8 @@ shared_root_refused() {
     local cache; cache=$(mktemp -d); chmod 0777 "$cache"
     local rc=0
     sh kmod/scripts/core-cache.sh "$cache" "$(sh kmod/scripts/find-rustc.sh)" "--target=x86_64-unknown-none" >"$log/err" 2>&1
-    [ $? = 3 ] && grep -q "cannot use $cache as the core cache" "$log/err" || { cat "$log/err"; rc=1; } [ -z "$(ls -A "$cache")" ] || { echo "wrote into it"; rc=1; }; rm -rf "$cache"; return $rc
+    [ $? = 3 ] && grep -q "cannot use $cache as the core cache" "$log/err" || { cat "$log/err"; rc=1; }
+    [ -z "$(ls -A "$cache")" ] || { echo "wrote into it"; rc=1; }; rm -rf "$cache"; return $rc
 }
 check "a cache directory others can write is refused (nothing compiled or written)" shared_root_refused
 clean_cache_empties() {
