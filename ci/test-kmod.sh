@@ -74,6 +74,41 @@ clean_leaves_nothing() {
 }
 check "make clean removes every build product" clean_leaves_nothing
 
+echo "== the core cache (kmod/scripts/core-cache.sh; docs/kmod-build.md)"
+check "a clean rebuild reuses the cached core (and prints how to clear it)" \
+    sh -c "make -s -C kmod clean >/dev/null 2>&1; make -C kmod KVER=$KVER_BOOKWORM 2>&1 | grep -q 'core: reusing .*clean-cache'"
+corrupt_core_discarded() {
+    # A cached core whose bytes no longer match the recorded SHA-256 is not
+    # used: it is compiled again, and the module comes out the same.
+    build "$KVER_BOOKWORM" && sha256sum <kmod/nv_peer_mem.ko >"$log/good" || return 1
+    local entry; entry=$(sed -n 's/.*core: reusing \([^ ]*\) .*/\1/p' "$log/build")
+    [ -d "$entry" ] || { echo "no cache entry named in the build output"; return 1; }
+    local cache; cache=$(mktemp -d); cp -a "$entry" "$cache/"
+    local copy; copy=$cache/$(basename "$entry")
+    printf 'X' | dd of="$copy/libcore.rlib" bs=1 seek=4096 conv=notrunc status=none
+    NVPM_RUST_CACHE=$cache build "$KVER_BOOKWORM"; local rc=$?
+    grep 'core:' "$log/build"
+    grep -q "core: discarding $copy: libcore.rlib does not match its recorded SHA-256" "$log/build" &&
+        [ $rc = 0 ] && sha256sum <kmod/nv_peer_mem.ko | diff - "$log/good" &&
+        (cd "$copy" && sha256sum -c --quiet libcore.rlib.sha256)
+    rc=$?; rm -rf "$cache"; return $rc
+}
+check "a corrupted cached core is discarded and compiled again; same module" corrupt_core_discarded
+shared_root_refused() {
+    local cache; cache=$(mktemp -d); chmod 0777 "$cache"
+    local rc=0
+    sh kmod/scripts/core-cache.sh "$cache" "$(sh kmod/scripts/find-rustc.sh)" "--target=x86_64-unknown-none" >"$log/err" 2>&1
+    [ $? = 3 ] && grep -q "cannot use $cache as the core cache" "$log/err" || { cat "$log/err"; rc=1; }
+    [ -z "$(ls -A "$cache")" ] || { echo "wrote into it"; rc=1; }; rm -rf "$cache"; return $rc
+}
+check "a cache directory others can write is refused (nothing compiled or written)" shared_root_refused
+clean_cache_empties() {
+    local cache; cache=$(mktemp -d); mkdir "$cache/rust-0123" "$cache/.tmp-0123-x"
+    make -s -C kmod clean-cache NVPM_RUST_CACHE="$cache" >/dev/null 2>&1
+    local left; left=$(ls -A "$cache"); rm -rf "$cache"; [ -z "$left" ] || { echo "left: $left"; return 1; }
+}
+check "make clean-cache removes the cache's entries" clean_cache_empties
+
 echo "== warnings: fatal in CI only (issue 12 item 5)"
 # Kbuild records each object's command line in its .cmd file.
 strict_flags() {  # strict_flags yes|no [make args]: -Dwarnings/-Werror present or not

@@ -7,6 +7,8 @@
 #                                 the C/Rust contract, xtask's tidy tests
 #   2. cargo test --workspace     host tests of the module logic and xtask
 #   3. ci/test-kmod.sh            module builds on Debian 6.1 / 6.12 kernels
+#      cargo xtask bench-kmod     build cost and size beside the C module
+#                                 (figures; fails only if a build fails)
 #   4. ci/test-service.sh         the service helper and its status diagnoses
 #   5. ci/test-rpm.sh             build-srpm, rpmbuild --rebuild, rpmlint
 #   6. ci/test-deb.sh             build-deb, dpkg-buildpackage, lintian, DKMS
@@ -57,6 +59,7 @@ suite() {  # suite NAME COMMAND...: runs a suite, adds up its counts
 suite "lint" bash ci/test-lint.sh
 suite "cargo test" cargo test --workspace --locked
 suite "module builds" bash ci/test-kmod.sh
+suite "module build cost (figures)" cargo xtask bench-kmod
 suite "service helper" bash ci/test-service.sh
 suite "rpm route" bash ci/test-rpm.sh
 suite "deb route" bash ci/test-deb.sh

@@ -34,6 +34,24 @@ pub fn file(name: &str) -> std::result::Result<PathBuf, String> {
     }
 }
 
+/// The bytes of one member of a .tar.gz fixture, by its path in the archive.
+pub fn read_member(tarball: &Path, member: &str) -> Result<Vec<u8>> {
+    let file = fs::File::open(tarball).with_context(|| format!("opening {}", tarball.display()))?;
+    let mut archive = tar::Archive::new(GzDecoder::new(file));
+    for entry in archive
+        .entries()
+        .with_context(|| format!("reading {}", tarball.display()))?
+    {
+        let mut entry = entry.with_context(|| format!("reading {}", tarball.display()))?;
+        if entry.path()? == Path::new(member) {
+            let mut data = Vec::new();
+            entry.read_to_end(&mut data)?;
+            return Ok(data);
+        }
+    }
+    bail!("{} has no {member}", tarball.display())
+}
+
 /// The files of MLNX_OFED's PeerDirect core the VM harness compiles, by
 /// their path inside the source tree.
 pub const MOFED_CORE_FILES: [&str; 3] = [

@@ -3,6 +3,7 @@
 //! command line and maps errors to exit statuses.
 
 mod bench_kmod;
+mod bench_kmod_report;
 mod bench_writer;
 #[cfg(test)]
 mod contract;
