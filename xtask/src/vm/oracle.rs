@@ -211,16 +211,28 @@ fn nvidia_version(tree: &Path) -> Result<String> {
 
 /// Lays out @work/oracle/@name (Kbuild and shim/ from kmod/tests/vm/oracle,
 /// the upstream source as @name.c) and runs Kbuild there.
+/// One other client's build: its name, upstream source, the directory of
+/// the nv-p2p.h it is built against, and extra compiler flags.
+struct OracleSource<'a> {
+    name: &'a str,
+    source: &'a [u8],
+    nv_inc: &'a Path,
+    cflags: &'a str,
+}
+
 fn build_oracle(
     kver: &str,
     kdir: &Path,
     work: &Path,
     d: &Doubles,
-    name: &str,
-    source: &[u8],
-    nv_inc: &Path,
-    cflags: &str,
+    o: &OracleSource,
 ) -> Result<PathBuf> {
+    let OracleSource {
+        name,
+        source,
+        nv_inc,
+        cflags,
+    } = *o;
     let dir = work.join("oracle").join(name);
     let ours = workspace::path("kmod/tests/vm/oracle");
     sync_file(&ours.join("Kbuild"), &dir.join("Kbuild"))?;
@@ -260,10 +272,12 @@ fn build_nvidia_peermem(
         kdir,
         work,
         d,
-        name,
-        &source,
-        &tree.join("nvidia"),
-        &format!("-DNV_VERSION_STRING=\\\"{version}\\\""),
+        &OracleSource {
+            name,
+            source: &source,
+            nv_inc: &tree.join("nvidia"),
+            cflags: &format!("-DNV_VERSION_STRING=\\\"{version}\\\""),
+        },
     )
 }
 
@@ -283,10 +297,12 @@ fn build_mellanox(
         kdir,
         work,
         d,
-        name,
-        &source,
-        &nv_535.join("nvidia"),
-        "",
+        &OracleSource {
+            name,
+            source: &source,
+            nv_inc: &nv_535.join("nvidia"),
+            cflags: "",
+        },
     )
 }
 
@@ -337,6 +353,9 @@ enum Cell {
     Fail(String),
 }
 
+/// One benchmark round: (pages, iterations, total ns, client that claimed).
+type BenchRound = (u64, u64, u64, String);
+
 /// What the oracle phase of one guest printed.
 #[derive(Default)]
 pub struct Observed {
@@ -344,8 +363,8 @@ pub struct Observed {
     cells: BTreeMap<(String, String), Cell>,
     /// module -> why it could not be loaded or unloaded
     module_failures: BTreeMap<String, String>,
-    /// (module, case) -> (pages, iterations, total ns, client) per round
-    bench: BTreeMap<(String, String), Vec<(u64, u64, u64, String)>>,
+    /// (module, case) -> the rounds
+    bench: BTreeMap<(String, String), Vec<BenchRound>>,
     bench_failures: Vec<String>,
     /// the scenario running now, for a splat
     running: Option<(String, String)>,
@@ -381,20 +400,18 @@ impl Observed {
             self.bench_failures.push(rest.trim().to_string());
         } else if let Some(rest) = after(line, "NVPMBENCH ") {
             let f: Vec<&str> = rest.split_whitespace().collect();
-            if let [module, case, pages, iters, ns, client] = f[..] {
-                if let (Ok(p), Ok(i), Ok(n)) = (pages.parse(), iters.parse(), ns.parse()) {
-                    self.bench
-                        .entry((module.to_string(), case.to_string()))
-                        .or_default()
-                        .push((p, i, n, client.to_string()));
-                }
+            if let [module, case, pages, iters, ns, client] = f[..]
+                && let (Ok(p), Ok(i), Ok(n)) = (pages.parse(), iters.parse(), ns.parse())
+            {
+                self.bench
+                    .entry((module.to_string(), case.to_string()))
+                    .or_default()
+                    .push((p, i, n, client.to_string()));
             }
-        } else if splat {
-            if let Some(key) = self.running.clone() {
-                self.cells
-                    .entry(key)
-                    .or_insert_with(|| Cell::Fail(format!("kernel splat: {}", line.trim())));
-            }
+        } else if splat && let Some(key) = self.running.clone() {
+            self.cells
+                .entry(key)
+                .or_insert_with(|| Cell::Fail(format!("kernel splat: {}", line.trim())));
         }
     }
 
