@@ -4,7 +4,7 @@
 //! `NVPMTEST PASS|FAIL <scenario>: <detail>` line per scenario,
 //! `NVPMTEST-SUMMARY ...` and `NVPMTEST-END`.
 
-use super::oracle::Observed;
+use super::oracle_console::Observed;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;

@@ -15,6 +15,8 @@ mod console;
 mod initramfs;
 mod kernel_image;
 mod oracle;
+mod oracle_console;
+mod oracle_report;
 mod sync;
 
 use crate::{fixtures, workspace};
@@ -215,6 +217,6 @@ fn prepare_and_boot(
         &work,
         Duration::from_secs(args.timeout),
     )?;
-    oracle::report(kver, &plan, &outcome.ours, &outcome.oracle);
+    oracle_report::report(kver, &plan, &outcome.ours, &outcome.oracle);
     Ok(outcome)
 }
