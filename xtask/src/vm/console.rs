@@ -143,6 +143,10 @@ impl Console {
             self.in_oracle = true;
             self.ended = true;
             self.guest_finished |= line.contains("NVPMTEST-END");
+            if let Some(i) = line.find("NVPMORACLE-RUN ") {
+                // for the host's "still running after ..." notices
+                self.last_scenario = format!("oracle: {}", &line[i + "NVPMORACLE-RUN ".len()..]);
+            }
             let splat = SPLATS.iter().any(|s| line.contains(s));
             self.oracle.line(line, splat);
             return;

@@ -72,7 +72,7 @@ pub const DIFFERENCES: &[(&str, &str)] = &[
     ),
     (
         "race",
-        "ours' release waits for a free callback still inside the core's invalidation (peer_mem.c: release can run concurrently with invalidate); nvidia-peermem frees its context meanwhile and its callback then writes callback_task = NULL into freed memory (slub: Poison overwritten)",
+        "ours' release waits for a free callback still inside the core, and ours makes no dma_unmap call on a table a free callback is tearing down (peer_mem.c: the client must protect itself against both); nvidia-peermem does neither: its callback writes callback_task = NULL into a context release freed (slub: Poison overwritten, 6.1), or dma_unmap runs on a page table the driver freed (6.12)",
     ),
     (
         "legacy",
