@@ -52,13 +52,13 @@ pub const ORACLE_SCENARIOS: &[&str] = &[
     "invalidate",
     "nc",
     "inject",
-    "race",
     "rmmod_busy",
     "unregister",
     "legacy",
     "invalidate_legacy",
     "peerdirect_invalid",
     "free_during_get",
+    "race",
 ];
 
 /// Why nv_peer_mem's result deliberately differs from nvidia-peermem's in a
