@@ -15,16 +15,29 @@ pub struct Doubles {
     pub scen_ko: PathBuf,
     /// dirs laid out as nv_peer_mem's Makefile expects for OFA_KERNEL= and
     /// NV_SRC=: the header each double was built with and its Module.symvers
-    ofa_dir: PathBuf,
-    nv_dir: PathBuf,
+    pub(super) ofa_dir: PathBuf,
+    pub(super) nv_dir: PathBuf,
+    /// the per-kernel copy of kmod/tests/vm the doubles were built in
+    pub(super) src_dir: PathBuf,
     /// The same for a driver whose nv-p2p.h does not advertise the
     /// persistent API: the project's own description of the P2P ABI, with
     /// the double's Module.symvers (same prototypes, so the same CRCs).
     nv_dir_no_persistent: PathBuf,
 }
 
+impl Doubles {
+    /// KBUILD_EXTRA_SYMBOLS for a module linking against both doubles.
+    pub(super) fn extra_symbols(&self) -> String {
+        format!(
+            "{} {}",
+            self.nv_dir.join("Module.symvers").display(),
+            self.ofa_dir.join("Module.symvers").display()
+        )
+    }
+}
+
 /// `make -C KDIR M=DIR modules VAR=value...`: an out-of-tree Kbuild build.
-fn kbuild(kdir: &Path, dir: &Path, vars: &[(&str, String)], what: &str) -> Result<()> {
+pub(super) fn kbuild(kdir: &Path, dir: &Path, vars: &[(&str, String)], what: &str) -> Result<()> {
     let mut cmd = Command::new("make");
     cmd.arg("-C")
         .arg(kdir)
@@ -99,6 +112,7 @@ pub fn build_doubles(
         ofa_dir,
         nv_dir,
         nv_dir_no_persistent,
+        src_dir: src,
     })
 }
 

@@ -4,6 +4,7 @@
 //! `NVPMTEST PASS|FAIL <scenario>: <detail>` line per scenario,
 //! `NVPMTEST-SUMMARY ...` and `NVPMTEST-END`.
 
+use super::oracle_console::Observed;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
@@ -40,7 +41,7 @@ pub const SCENARIOS: &[&str] = &[
 /// oopses, module loader complaints, refcount/lockdep splats, SLUB debug
 /// reports (slub_debug=FZP makes double frees and use-after-free writes
 /// print "BUG <cache> (...): Object already free / Poison overwritten").
-const SPLATS: &[&str] = &[
+pub const SPLATS: &[&str] = &[
     "WARNING:",
     "BUG:",
     "kernel BUG",
@@ -65,6 +66,22 @@ const SPLATS: &[&str] = &[
 pub struct Outcome {
     pub passed: usize,
     pub failed: usize,
+    /// nv_peer_mem's result per scenario, and what the oracle phase after
+    /// them printed (oracle.rs): information, not part of the count.
+    pub ours: BTreeMap<String, bool>,
+    pub oracle: Observed,
+}
+
+impl Outcome {
+    /// Every scenario failed before the guest ran (a setup failure).
+    pub fn setup_failed() -> Self {
+        Outcome {
+            passed: 0,
+            failed: SCENARIOS.len(),
+            ours: BTreeMap::new(),
+            oracle: Observed::default(),
+        }
+    }
 }
 
 /// What one guest's console said so far.
@@ -76,6 +93,12 @@ pub struct Console {
     splats: Vec<String>,
     last_scenario: String,
     guest_summary: Option<String>,
+    /// past NVPMTEST-ORACLE-BEGIN: nv_peer_mem's part is over, what
+    /// follows goes to the oracle (kmod/tests/vm/oracle/guest.sh)
+    in_oracle: bool,
+    /// the oracle phase printed NVPMTEST-END too
+    guest_finished: bool,
+    oracle: Observed,
 }
 
 impl Console {
@@ -88,6 +111,9 @@ impl Console {
             splats: Vec::new(),
             last_scenario: String::from("boot"),
             guest_summary: None,
+            in_oracle: false,
+            guest_finished: false,
+            oracle: Observed::default(),
         }
     }
 
@@ -105,6 +131,26 @@ impl Console {
     /// it means for the run.
     pub fn line(&mut self, line: &str, elapsed: Duration) {
         let kver = &self.kver;
+        if self.in_oracle || line.contains("NVPMTEST-ORACLE-BEGIN") {
+            if !self.in_oracle {
+                println!(
+                    "  [{kver}] nv_peer_mem's scenarios done at {:.1} s; benchmark and differential oracle follow",
+                    elapsed.as_secs_f64()
+                );
+            }
+            // nv_peer_mem's part ended cleanly; a crash or splat from here
+            // on belongs to another client.
+            self.in_oracle = true;
+            self.ended = true;
+            self.guest_finished |= line.contains("NVPMTEST-END");
+            if let Some(i) = line.find("NVPMORACLE-RUN ") {
+                // for the host's "still running after ..." notices
+                self.last_scenario = format!("oracle: {}", &line[i + "NVPMORACLE-RUN ".len()..]);
+            }
+            let splat = SPLATS.iter().any(|s| line.contains(s));
+            self.oracle.line(line, splat);
+            return;
+        }
         if line.contains("NVPMTEST-BOOTED") {
             self.booted = true;
             println!(
@@ -142,7 +188,18 @@ impl Console {
     /// early (a bound hit), if it did; a guest that never printed
     /// NVPMTEST-END crashed. Prints one line per failed or missing scenario
     /// and the console check.
-    pub fn verdict(self, mut failure: Option<String>, log_path: &Path) -> Outcome {
+    pub fn verdict(mut self, mut failure: Option<String>, log_path: &Path) -> Outcome {
+        if self.in_oracle {
+            // The guest stopped during the oracle phase: not ours.
+            if let Some(f) = failure.take() {
+                self.oracle.stopped(f);
+            } else if !self.guest_finished {
+                self.oracle.stopped(format!(
+                    "guest stopped (crash or panic), see {}",
+                    log_path.display()
+                ));
+            }
+        }
         if failure.is_none() && !self.ended {
             failure = Some(format!(
                 "guest stopped before finishing (after \"{}\"): crash or panic, see {}",
@@ -200,7 +257,17 @@ impl Console {
         if let Some(s) = &self.guest_summary {
             println!("  [{}] guest's own count: {s}", self.kver);
         }
-        Outcome { passed, failed }
+        let ours = self
+            .results
+            .iter()
+            .map(|(name, (pass, _))| (name.clone(), *pass))
+            .collect();
+        Outcome {
+            passed,
+            failed,
+            ours,
+            oracle: self.oracle,
+        }
     }
 }
 

@@ -15,12 +15,14 @@ const BUSYBOX: &str = "/bin/busybox";
 
 /// Lays out @work/initramfs (busybox, init, the doubles, the scenario
 /// driver, nv_peer_mem.ko and its no-persistent-API build) and packs it
-/// into @work/initramfs.cpio.
+/// into @work/initramfs.cpio. @extra: more (file, path in the image), the
+/// oracle phase's (oracle.rs).
 pub fn make_initramfs(
     work: &Path,
     d: &Doubles,
     module: &Path,
     no_persistent: &Path,
+    extra: &[(PathBuf, String)],
 ) -> Result<PathBuf> {
     if !Path::new(BUSYBOX).is_file() || !is_static(BUSYBOX) {
         bail!("/bin/busybox is missing or not static: apt-get install busybox-static");
@@ -44,6 +46,11 @@ pub fn make_initramfs(
     ] {
         fs::copy(from, root.join("lib/nvpm").join(name))
             .with_context(|| format!("copying {}", from.display()))?;
+    }
+    for (from, to) in extra {
+        let to = root.join(to);
+        fs::create_dir_all(to.parent().expect("a path in the image"))?;
+        fs::copy(from, &to).with_context(|| format!("copying {}", from.display()))?;
     }
     run(
         Command::new("chmod")

@@ -14,6 +14,9 @@ mod command;
 mod console;
 mod initramfs;
 mod kernel_image;
+mod oracle;
+mod oracle_console;
+mod oracle_report;
 mod sync;
 
 use crate::{fixtures, workspace};
@@ -84,10 +87,7 @@ fn test_vm(args: &TestVmArgs) -> Result<bool> {
             Err(e) => {
                 // A setup failure fails every scenario of this kernel.
                 println!("  FAIL setup: {e:#}");
-                Outcome {
-                    passed: 0,
-                    failed: SCENARIOS.len(),
-                }
+                Outcome::setup_failed()
             }
         };
         let line = format!("{} passed, {} failed", outcome.passed, outcome.failed);
@@ -200,12 +200,23 @@ fn prepare_and_boot(
     // Built from kmod/ even with --prebuilt: it checks the build-time
     // detection of the persistent API, not the module under test.
     let no_persistent = build_module(kver, &kdir, &work, &mods, Variant::NoPersistentApi)?;
-    let initrd = initramfs::make_initramfs(&work, &mods, &module, &no_persistent)?;
-    boot::boot(
+    // The other clients and the benchmark (oracle.rs): information only,
+    // so nothing here fails the run.
+    let t = Instant::now();
+    let plan = oracle::prepare(kver, &kdir, &work, &mods, nv_src);
+    println!(
+        "  [{kver}] oracle clients and benchmark built ({:.1} s)",
+        t.elapsed().as_secs_f64()
+    );
+    let extra = plan.files(&work)?;
+    let initrd = initramfs::make_initramfs(&work, &mods, &module, &no_persistent, &extra)?;
+    let outcome = boot::boot(
         kver,
         &vmlinuz,
         &initrd,
         &work,
         Duration::from_secs(args.timeout),
-    )
+    )?;
+    oracle_report::report(kver, &plan, &outcome.ours, &outcome.oracle);
+    Ok(outcome)
 }
