@@ -154,7 +154,7 @@ fn the_real_spec_has_a_dkms_subpackage_build_dkms_can_read() {
         );
         assert!(package.scriptlets["post"].contains("dkms add -m nv_peer_mem -v 1.4.0"));
         assert!(package.scriptlets["preun"].contains("dkms remove -m nv_peer_mem -v 1.4.0"));
-        for requirement in &distro.dkms_requires {
+        for requirement in &distro.rpm.as_ref().unwrap().dkms_requires {
             assert!(
                 package
                     .dependencies
