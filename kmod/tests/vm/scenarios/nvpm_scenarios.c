@@ -193,6 +193,24 @@ static int sc_register_no_nc(void)
 	return 0;
 }
 
+/* persistent_api_support=1 (default): the persistent client alone, named
+ * nv_mem, a plain client without an invalidate callback (nvidia-peermem.c
+ * >= 560.28.03, nv_mem_nc_client_init). */
+static int sc_register_persistent(void)
+{
+	int n = pcd_clients(clients, ARRAY_SIZE(clients));
+	struct pcd_client_info *c = &clients[0];
+
+	CHECK(n == 1, "%d clients registered, want 1 (the persistent client as nv_mem)", n);
+	CHECK(!strcmp(c->name, NV), "the client is \"%s\", want nv_mem", c->name);
+	CHECK(!c->invalidation, "nv_mem passed an invalidate callback pointer (want NULL: the persistent client)");
+	CHECK(!c->new_style && c->ex_size == 0 && c->flags == 0,
+	      "persistent nv_mem: version[15]=%d ex_size=%zu flags=%#x, want a plain client (0/0/0)",
+	      c->version[IB_PEER_MEMORY_VER_MAX - 1], c->ex_size, c->flags);
+	snprintf(result, sizeof(result), "PASS only the persistent client, as nv_mem (plain client, no invalidation)");
+	return 0;
+}
+
 static int sc_register_none(void)
 {
 	struct pcd_stats c;
@@ -595,7 +613,7 @@ static int sc_free_during_get(void)
 
 /* ------------------------------------------------------------------ nc */
 
-static int sc_nc(void)
+static int nc_body(const char *client)
 {
 	static struct nvd_stats s0, s1, s2;	/* static: see sc_invalidate */
 	static struct pcd_stats c0, c1;
@@ -609,10 +627,11 @@ static int sc_nc(void)
 	CHECK(va, "cannot allocate simulated GPU memory");
 	nvd_get_stats(&s0);
 	/* a registration that cannot handle invalidation skips nv_mem */
-	TRY(lifecycle_one(va, 0x3000, 2 * SZ64K, false, NC, &u));
+	TRY(lifecycle_one(va, 0x3000, 2 * SZ64K, false, client, &u));
 	nvd_get_stats(&s1);
 	CHECK(s1.get_pages_persistent == s0.get_pages_persistent + 1,
-	      "nv_mem_nc made %ld get_pages_persistent calls, want 1", s1.get_pages_persistent - s0.get_pages_persistent);
+	      "%s made %ld get_pages_persistent calls, want 1", client,
+	      s1.get_pages_persistent - s0.get_pages_persistent);
 	CHECK(u->xa_id == PCD_NO_INVALIDATION_ID, "nc registration got an invalidation ticket");
 	pcd_get_stats(&c0);
 	n = nvd_free(va);
@@ -626,9 +645,21 @@ static int sc_nc(void)
 	nvd_get_stats(&s2);
 	CHECK(s2.put_pages_persistent == s1.put_pages_persistent + 1,
 	      "release made %ld put_pages_persistent calls, want 1", s2.put_pages_persistent - s1.put_pages_persistent);
-	TRY(clean(&b, "nc"));
-	snprintf(result, sizeof(result), "PASS nv_mem_nc: persistent get/put pages, no free callback, no invalidation");
+	TRY(clean(&b, client));
+	snprintf(result, sizeof(result), "PASS %s: persistent get/put pages, no free callback, no invalidation",
+		 client);
 	return 0;
+}
+
+static int sc_nc(void)
+{
+	return nc_body(NC);
+}
+
+/* The default module: the persistent client answers to nv_mem. */
+static int sc_nc_as_nv_mem(void)
+{
+	return nc_body(NV);
 }
 
 /* ---------------------------------------------------- failure injection */
@@ -980,6 +1011,8 @@ static const struct {
 	{ "register_no_nc", sc_register_no_nc },
 	{ "register_legacy", sc_register_legacy },
 	{ "register_none", sc_register_none },
+	{ "register_persistent", sc_register_persistent },
+	{ "nc_as_nv_mem", sc_nc_as_nv_mem },
 	{ "acquire", sc_acquire },
 	{ "lifecycle", sc_lifecycle },
 	{ "several", sc_several },
