@@ -981,6 +981,36 @@ static int cmd_rollback(void)
 	return 0;
 }
 
+/*
+ * The leak ledger (pcd_ledger): per client name, over the whole run, what
+ * the core handed out and the client has not given back: contexts
+ * (acquire without release), pinned registrations (get_pages without
+ * put_pages), dma mappings (dma_map without dma_unmap) and the sg tables
+ * dma_map built and nobody freed. Any non-zero count fails the run.
+ */
+static char ledger_text[256];
+
+static int check_ledger(void)
+{
+	static struct pcd_ledger_entry led[8];	/* static: kernel stack */
+	int i, n = pcd_ledger(led, ARRAY_SIZE(led));
+	size_t len = 0;
+
+	ledger_text[0] = 0;
+	CHECK(n > 0, "the leak ledger is empty: no client ever registered");
+	for (i = 0; i < n; i++) {
+		struct pcd_client_counts *k = &led[i].counts;
+
+		CHECK(led[i].sg_tracked, "sg tables are not accounted (no kprobe on sg_free_table; see the console)");
+		CHECK(!k->contexts_live && !k->pinned_live && !k->mapped_live && !k->sg_live,
+		      "%s left: %ld contexts, %ld pinned registrations, %ld dma mappings, %ld sg tables",
+		      led[i].name, k->contexts_live, k->pinned_live, k->mapped_live, k->sg_live);
+		len += scnprintf(ledger_text + len, sizeof(ledger_text) - len, "%s%s",
+				 i ? ", " : "ledger 0 contexts/pinned/mapped/sg tables left for ", led[i].name);
+	}
+	return 0;
+}
+
 static int sc_final(void)
 {
 	struct nvd_stats n;
@@ -994,8 +1024,11 @@ static int sc_final(void)
 	CHECK(!n.tables_live && !n.maps_live && !c.umems_live,
 	      "left alive: %ld page tables, %ld mappings, %ld registrations",
 	      n.tables_live, n.maps_live, c.umems_live);
-	snprintf(result, sizeof(result), "PASS nothing left: %ld get_pages, %ld dma_map_pages, %ld free callbacks, %ld invalidations in total",
-		 n.get_pages + n.get_pages_persistent, n.dma_map, n.callbacks, c.invalidations);
+	CHECK(!n.maps_dropped, "%ld dma mapping(s) never unmapped by their client (freed only with their page table)",
+	      n.maps_dropped);
+	TRY(check_ledger());
+	snprintf(result, sizeof(result), "PASS nothing left: %ld get_pages, %ld dma_map_pages, %ld free callbacks, %ld invalidations in total; %s",
+		 n.get_pages + n.get_pages_persistent, n.dma_map, n.callbacks, c.invalidations, ledger_text);
 	return 0;
 }
 
