@@ -38,10 +38,11 @@ module_param(peerdirect_support, int, 0444);
 MODULE_PARM_DESC(peerdirect_support,
 		 "PeerDirect API of the IB core: 0 [default] for MLNX_OFED >= 5.1, 1 for the legacy API (MLNX_OFED 4.9 LTS, 5.0); other values are refused");
 
+/* Values and client names as NVIDIA's nvidia-peermem (>= 560.28.03). */
 static int persistent_api_support = 1;
 module_param(persistent_api_support, int, 0444);
 MODULE_PARM_DESC(persistent_api_support,
-		 "Register the nv_mem_nc client on NVIDIA's persistent-pages API when the driver provides it: 1 [default] or 0 to turn it off");
+		 "Persistent-pages API: 1 [default] registers only the persistent client, named nv_mem (pages stay pinned until deregistration, no invalidation); 0 [legacy] registers the invalidating nv_mem (free callback, invalidation) plus the persistent client as nv_mem_nc; other values are refused. Without the persistent API in the NVIDIA driver header only the invalidating nv_mem is registered");
 
 static int enable_dbg;
 module_param(enable_dbg, int, 0644);
@@ -137,12 +138,13 @@ static void nv_mem_release(void *client_context)
 	.release = nv_mem_release
 
 static struct nvpm_client_ex nv_mem_client = {
-	.client = { .name = "nv_mem", .version = NVPM_VERSION, NVPM_CLIENT_OPS(nv_mem_acquire) },
+	.client = { .version = NVPM_VERSION, NVPM_CLIENT_OPS(nv_mem_acquire) },
 };
 
-/* nv_mem_nc is always a plain client: it has nothing to invalidate. */
+/* The persistent client is always a plain client: it has nothing to
+ * invalidate. Its name (nv_mem or nv_mem_nc) is set at registration. */
 static struct peer_memory_client nv_mem_nc_client = {
-	.name = "nv_mem_nc", .version = NVPM_VERSION, NVPM_CLIENT_OPS(nv_mem_nc_acquire),
+	.version = NVPM_VERSION, NVPM_CLIENT_OPS(nv_mem_nc_acquire),
 };
 
 /* ---- the NVIDIA driver calls these ---- */
@@ -266,8 +268,14 @@ void nvpm_c_invalidate(u64 core_context)
 		mem_invalidate_callback(reg_handle, core_context);
 }
 
-int nvpm_c_register(u32 kind, u32 style)
+int nvpm_c_register(u32 kind, u32 style, const char *name, size_t len)
 {
+	char *dst = kind == NVPM_CLIENT_NC ? nv_mem_nc_client.name : nv_mem_client.client.name;
+
+	if (len >= IB_PEER_MEMORY_NAME_MAX)
+		return -EINVAL;
+	memcpy(dst, name, len);
+	dst[len] = '\0';
 	if (kind == NVPM_CLIENT_NC) {
 		reg_handle_nc = ib_register_peer_memory_client(&nv_mem_nc_client, NULL);
 		return reg_handle_nc ? 0 : -EINVAL;

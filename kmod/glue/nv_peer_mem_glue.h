@@ -28,7 +28,7 @@
 #define NVPM_SAVED_SG_TABLE_SIZE 32
 
 /* Implemented in Rust, called by the trampolines. */
-int nvpm_rs_init(int peerdirect_support, int persistent_api_support, u32 nc_available);
+int nvpm_rs_init(int peerdirect_support, int persistent_api_support, u32 persistent_available);
 void nvpm_rs_exit(void);
 int nvpm_rs_acquire(u32 kind, u64 addr, u64 size, void **client_context);
 int nvpm_rs_get_pages(void *ctx, u64 core_context);
@@ -55,7 +55,7 @@ int nvpm_c_sg_fill(void *sg_head, void *mapping, u64 page_size, void *saved, u32
 int nvpm_c_sg_matches(void *sg_head, const void *saved);
 void nvpm_c_sg_free(void *table);
 void nvpm_c_invalidate(u64 core_context);
-int nvpm_c_register(u32 kind, u32 style);
+int nvpm_c_register(u32 kind, u32 style, const char *name, size_t len);
 void nvpm_c_unregister(u32 kind);
 u64 nvpm_c_registry_insert(void *ctx);
 void nvpm_c_registry_remove(u64 ticket);

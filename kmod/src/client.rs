@@ -5,7 +5,7 @@
 
 use crate::context::Context;
 use crate::errno::{EINVAL, ENOMEM, Errno};
-use crate::params::{ParamError, Params};
+use crate::params::{Clients, PERSISTENT_API_SUPPORT_DEFAULT, ParamError, Params};
 use crate::platform::{
     ClientKind, FreeCallback, Level, NVIDIA_P2P_PAGE_SIZE_64KB, Platform,
     dma_mapping_version_compatible,
@@ -63,20 +63,20 @@ impl<P: Platform> Driver<P> {
         &self.platform
     }
 
-    /// Module load: validates the parameters, then registers `nv_mem` and,
-    /// when enabled and available, `nv_mem_nc`. If the second registration
-    /// fails the first is undone, so a failed load leaves nothing behind.
+    /// Module load: validates the parameters, then registers the clients
+    /// they select ([`Clients::to_register`]). If a registration fails the
+    /// earlier ones are undone, so a failed load leaves nothing behind.
     pub fn init(
         &self,
         peerdirect_support: i32,
         persistent_api_support: i32,
-        nc_available: bool,
+        persistent_available: bool,
     ) -> Result<(), Errno> {
         let p = &self.platform;
         let params = match Params::from_raw(
             peerdirect_support,
             persistent_api_support,
-            nc_available,
+            persistent_available,
         ) {
             Ok(params) => params,
             Err(ParamError::PeerDirectSupport(value)) => {
@@ -87,29 +87,35 @@ impl<P: Platform> Driver<P> {
                 );
                 return Err(EINVAL);
             }
-        };
-        if let Err(e) = p.register(ClientKind::Mem, params.style) {
-            p.log(
-                Level::Error,
-                "cannot register peer memory client nv_mem with the PeerDirect core",
-                e.to_kernel().into(),
-            );
-            return Err(e);
-        }
-        self.registered
-            .fetch_or(bit(ClientKind::Mem), Ordering::AcqRel);
-        if params.persistent {
-            if let Err(e) = p.register(ClientKind::Nc, params.style) {
+            Err(ParamError::PersistentApiSupport(value)) => {
                 p.log(
                     Level::Error,
-                    "cannot register peer memory client nv_mem_nc; unregistering nv_mem",
+                    "invalid persistent_api_support value (use 1 for the persistent client alone as nv_mem, 0 for the invalidating nv_mem plus the persistent nv_mem_nc)",
+                    value.into(),
+                );
+                return Err(EINVAL);
+            }
+        };
+        if params.clients == Clients::InvalidatingOnly
+            && persistent_api_support == PERSISTENT_API_SUPPORT_DEFAULT
+        {
+            p.log(
+                Level::Error,
+                "the NVIDIA driver header has no persistent-pages API: registering the invalidating nv_mem client instead, persistent_api_support",
+                persistent_api_support.into(),
+            );
+        }
+        for &(kind, name) in params.clients.to_register() {
+            if let Err(e) = p.register(kind, params.style, name) {
+                p.log(
+                    Level::Error,
+                    "cannot register a peer memory client with the PeerDirect core; unregistering the others",
                     e.to_kernel().into(),
                 );
                 self.exit();
                 return Err(e);
             }
-            self.registered
-                .fetch_or(bit(ClientKind::Nc), Ordering::AcqRel);
+            self.registered.fetch_or(bit(kind), Ordering::AcqRel);
         }
         Ok(())
     }

@@ -49,7 +49,7 @@ mod ffi {
         pub fn nvpm_c_sg_matches(sg_head: *mut c_void, saved: *const c_void) -> i32;
         pub fn nvpm_c_sg_free(table: *mut c_void);
         pub fn nvpm_c_invalidate(core_context: u64);
-        pub fn nvpm_c_register(kind: u32, style: u32) -> i32;
+        pub fn nvpm_c_register(kind: u32, style: u32, name: *const u8, len: usize) -> i32;
         pub fn nvpm_c_unregister(kind: u32);
         pub fn nvpm_c_registry_insert(ctx: *mut c_void) -> u64;
         pub fn nvpm_c_registry_remove(ticket: u64);
@@ -172,9 +172,17 @@ impl Platform for Kernel {
         // SAFETY: see the impl comment.
         unsafe { ffi::nvpm_c_invalidate(core_context) }
     }
-    fn register(&self, kind: ClientKind, style: RegistrationStyle) -> Result<(), Errno> {
-        // SAFETY: see the impl comment.
-        Errno::check(unsafe { ffi::nvpm_c_register(kind as u32, style as u32) })
+    fn register(
+        &self,
+        kind: ClientKind,
+        style: RegistrationStyle,
+        name: &'static str,
+    ) -> Result<(), Errno> {
+        // SAFETY: see the impl comment; the glue copies at most `len` bytes
+        // of `name` (a live static string) and refuses names too long.
+        Errno::check(unsafe {
+            ffi::nvpm_c_register(kind as u32, style as u32, name.as_ptr(), name.len())
+        })
     }
     fn unregister(&self, kind: ClientKind) {
         // SAFETY: see the impl comment.
@@ -261,12 +269,12 @@ fn kind(raw: u32) -> ClientKind {
 pub extern "C" fn nvpm_rs_init(
     peerdirect_support: i32,
     persistent_api_support: i32,
-    nc_available: u32,
+    persistent_available: u32,
 ) -> i32 {
     match DRIVER.init(
         peerdirect_support,
         persistent_api_support,
-        nc_available != 0,
+        persistent_available != 0,
     ) {
         Ok(()) => 0,
         Err(e) => e.to_kernel(),

@@ -10,16 +10,18 @@ use crate::errno::Errno;
 use core::ffi::c_void;
 use core::sync::atomic::AtomicPtr;
 
-/// The two peer memory clients the module registers.
+/// The two peer memory clients the module can register.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub enum ClientKind {
-    /// `nv_mem`: pages pinned with `nvidia_p2p_get_pages` and a free
-    /// callback; the IB core is told through its invalidate callback when
-    /// the GPU memory goes away.
+    /// The invalidating client (always named `nv_mem`): pages pinned with
+    /// `nvidia_p2p_get_pages` and a free callback; the IB core is told
+    /// through its invalidate callback when the GPU memory goes away.
     Mem = 0,
-    /// `nv_mem_nc`: persistent pages (`nvidia_p2p_get_pages_persistent`),
-    /// no free callback, no invalidation.
+    /// The persistent client (`nv_mem` by default, `nv_mem_nc` next to the
+    /// invalidating one; see `params::Clients`): persistent pages
+    /// (`nvidia_p2p_get_pages_persistent`), no free callback, no
+    /// invalidation.
     Nc = 1,
 }
 
@@ -148,8 +150,15 @@ pub trait Platform {
     /// Calls the PeerDirect core's invalidate callback for `nv_mem`'s
     /// registration with the core context `get_pages` was given.
     fn invalidate(&self, core_context: u64);
-    /// Registers one client with the PeerDirect core.
-    fn register(&self, kind: ClientKind, style: RegistrationStyle) -> Result<(), Errno>;
+    /// Registers one client with the PeerDirect core under `name`
+    /// (`peer_memory_client.name`; at most 63 bytes). `style` applies to
+    /// `Mem` only: `Nc` is always a plain client.
+    fn register(
+        &self,
+        kind: ClientKind,
+        style: RegistrationStyle,
+        name: &'static str,
+    ) -> Result<(), Errno>;
     /// Unregisters one client.
     fn unregister(&self, kind: ClientKind);
 

@@ -1,45 +1,46 @@
 //! Parameter validation, the errno mapping and the dma mapping version
 //! rule, as pure functions.
 
-use nv_peer_mem::RegistrationStyle;
 use nv_peer_mem::errno::{EBUSY, EINVAL, ENOMEM, Errno};
 use nv_peer_mem::params::{
-    PEERDIRECT_SUPPORT_DEFAULT, PEERDIRECT_SUPPORT_LEGACY, ParamError, Params,
+    Clients, PEERDIRECT_SUPPORT_DEFAULT, PEERDIRECT_SUPPORT_LEGACY, PERSISTENT_API_SUPPORT_DEFAULT,
+    PERSISTENT_API_SUPPORT_LEGACY, ParamError, Params,
 };
 use nv_peer_mem::platform::{NVIDIA_P2P_DMA_MAPPING_VERSION, dma_mapping_version_compatible};
+use nv_peer_mem::{ClientKind, RegistrationStyle};
 use proptest::prelude::*;
 
 #[test]
 fn params_accepted_values() {
+    use Clients::{Both, InvalidatingOnly, PersistentOnly};
+    use RegistrationStyle::{InvalidateUnmaps, Legacy};
     assert_eq!(PEERDIRECT_SUPPORT_DEFAULT, 0);
     assert_eq!(PEERDIRECT_SUPPORT_LEGACY, 1);
+    // nvidia-peermem.c >= 560.28.03: 0 [legacy] or 1 [default].
+    assert_eq!(PERSISTENT_API_SUPPORT_LEGACY, 0);
+    assert_eq!(PERSISTENT_API_SUPPORT_DEFAULT, 1);
+    for (pd, persistent, available, style, clients) in [
+        (0, 1, true, InvalidateUnmaps, PersistentOnly),
+        (1, 1, true, Legacy, PersistentOnly),
+        (0, 0, true, InvalidateUnmaps, Both),
+        (1, 0, true, Legacy, Both),
+        (0, 1, false, InvalidateUnmaps, InvalidatingOnly),
+        (1, 0, false, Legacy, InvalidatingOnly),
+    ] {
+        assert_eq!(
+            Params::from_raw(pd, persistent, available),
+            Ok(Params { style, clients }),
+            "{pd} {persistent} {available}"
+        );
+    }
+    assert_eq!(PersistentOnly.to_register(), [(ClientKind::Nc, "nv_mem")]);
     assert_eq!(
-        Params::from_raw(0, 1, true),
-        Ok(Params {
-            style: RegistrationStyle::InvalidateUnmaps,
-            persistent: true
-        })
+        Both.to_register(),
+        [(ClientKind::Mem, "nv_mem"), (ClientKind::Nc, "nv_mem_nc")]
     );
     assert_eq!(
-        Params::from_raw(1, 1, true),
-        Ok(Params {
-            style: RegistrationStyle::Legacy,
-            persistent: true
-        })
-    );
-    assert_eq!(
-        Params::from_raw(0, 0, true),
-        Ok(Params {
-            style: RegistrationStyle::InvalidateUnmaps,
-            persistent: false
-        })
-    );
-    assert_eq!(
-        Params::from_raw(1, 1, false),
-        Ok(Params {
-            style: RegistrationStyle::Legacy,
-            persistent: false
-        })
+        InvalidatingOnly.to_register(),
+        [(ClientKind::Mem, "nv_mem")]
     );
 }
 
@@ -50,6 +51,15 @@ fn params_refused_values() {
             Params::from_raw(v, 1, true),
             Err(ParamError::PeerDirectSupport(v))
         );
+        // peerdirect_support is checked first, as nvidia-peermem does.
+        assert_eq!(
+            Params::from_raw(v, v, true),
+            Err(ParamError::PeerDirectSupport(v))
+        );
+        assert_eq!(
+            Params::from_raw(0, v, false),
+            Err(ParamError::PersistentApiSupport(v))
+        );
     }
 }
 
@@ -59,12 +69,23 @@ proptest! {
         match Params::from_raw(pd, persistent, available) {
             Ok(p) => {
                 prop_assert!(pd == 0 || pd == 1);
+                prop_assert!(persistent == 0 || persistent == 1);
                 prop_assert_eq!(p.style, if pd == 0 { RegistrationStyle::InvalidateUnmaps } else { RegistrationStyle::Legacy });
-                prop_assert_eq!(p.persistent, available && persistent != 0);
+                let want = match (available, persistent) {
+                    (false, _) => Clients::InvalidatingOnly,
+                    (true, 1) => Clients::PersistentOnly,
+                    (true, _) => Clients::Both,
+                };
+                prop_assert_eq!(p.clients, want);
             }
-            Err(e) => {
+            Err(ParamError::PeerDirectSupport(v)) => {
                 prop_assert!(pd != 0 && pd != 1);
-                prop_assert_eq!(e, ParamError::PeerDirectSupport(pd));
+                prop_assert_eq!(v, pd);
+            }
+            Err(ParamError::PersistentApiSupport(v)) => {
+                prop_assert!(pd == 0 || pd == 1);
+                prop_assert!(persistent != 0 && persistent != 1);
+                prop_assert_eq!(v, persistent);
             }
         }
     }

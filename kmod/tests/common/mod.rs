@@ -101,7 +101,8 @@ pub enum Call {
     SgMatches,
     SgFree,
     Invalidate(u64),
-    Register(ClientKind, RegistrationStyle),
+    /// kind, style, name
+    Register(ClientKind, RegistrationStyle, &'static str),
     Unregister(ClientKind),
     Alloc,
     Free,
@@ -224,7 +225,7 @@ struct State {
     module_refs: i64,
     refs_at_invalidate: Vec<i64>,
     stale_calls: u32,
-    registered: Vec<(ClientKind, RegistrationStyle)>,
+    registered: Vec<(ClientKind, RegistrationStyle, &'static str)>,
     regs: HashMap<u64, Arc<Reg>>,
     next_core_context: u64,
     invalidations: Vec<u64>,
@@ -662,7 +663,7 @@ impl Sim {
     pub fn invalidations(&self) -> Vec<u64> {
         self.lock().invalidations.clone()
     }
-    pub fn registered(&self) -> Vec<(ClientKind, RegistrationStyle)> {
+    pub fn registered(&self) -> Vec<(ClientKind, RegistrationStyle, &'static str)> {
         self.lock().registered.clone()
     }
     /// The dma address the driver gives page `i` of mapping `m` (0-based).
@@ -1078,9 +1079,14 @@ impl Platform for Sim {
         }
     }
 
-    fn register(&self, kind: ClientKind, style: RegistrationStyle) -> Result<(), Errno> {
+    fn register(
+        &self,
+        kind: ClientKind,
+        style: RegistrationStyle,
+        name: &'static str,
+    ) -> Result<(), Errno> {
         let mut st = self.lock();
-        st.calls.push(Call::Register(kind, style));
+        st.calls.push(Call::Register(kind, style, name));
         st.inject(match kind {
             ClientKind::Mem => Op::RegisterMem,
             ClientKind::Nc => Op::RegisterNc,
@@ -1089,7 +1095,13 @@ impl Platform for Sim {
             st.violation(format!("{kind:?} registered twice"));
             return Err(EINVAL);
         }
-        st.registered.push((kind, style));
+        // peer_mem.c looks clients up by name (the HCA's peer_mem_name):
+        // two with the same name would make one unreachable.
+        if st.registered.iter().any(|r| r.2 == name) {
+            st.violation(format!("a second client named {name}"));
+            return Err(EINVAL);
+        }
+        st.registered.push((kind, style, name));
         Ok(())
     }
 
@@ -1260,15 +1272,16 @@ impl Env {
         Env { drv }
     }
 
-    /// Both clients registered, new style (module loaded with defaults on
-    /// a driver with the persistent API); the call record is cleared.
+    /// Both clients registered (`persistent_api_support=0` on a driver
+    /// with the persistent API: the invalidating `nv_mem` and the
+    /// persistent `nv_mem_nc`), new style; the call record is cleared.
     pub fn new() -> Env {
         Env::with_style(0)
     }
 
     pub fn with_style(peerdirect_support: i32) -> Env {
         let env = Env::bare();
-        env.drv.init(peerdirect_support, 1, true).expect("init");
+        env.drv.init(peerdirect_support, 0, true).expect("init");
         env.sim().take_calls();
         env
     }

@@ -34,6 +34,9 @@ struct nvd_stats {
 	long allocs_live;	/* GPU allocations ("cudaMalloc") */
 	long tables_live;	/* page tables handed out */
 	long maps_live;		/* dma mappings handed out */
+	/* mappings a client never unmapped, freed with their page table by
+	 * put_pages (the driver tidies up; the client leaked them) */
+	long maps_dropped;
 	/* calls received, per entry point */
 	long get_pages, put_pages, get_pages_persistent, put_pages_persistent;
 	long dma_map, dma_unmap, free_page_table, free_dma_mapping;
@@ -146,6 +149,15 @@ struct pcd_client_counts {
 	long contexts_live;		/* acquire() == 1 not yet released */
 	long pinned_live;		/* get_pages() ok without put_pages() */
 	long mapped_live;		/* dma_map() ok without dma_unmap() */
+	long sg_live;			/* sg tables dma_map() built, not yet
+					 * freed (sg_free_table) */
+};
+
+/* One client name's counts, kept across unloads (see pcd_ledger). */
+struct pcd_ledger_entry {
+	char name[64];
+	struct pcd_client_counts counts;
+	bool sg_tracked;		/* sg_live is real (the kprobe is armed) */
 };
 
 struct pcd_stats {
@@ -179,6 +191,9 @@ const char *pcd_umem_client_name(struct pcd_umem *umem);
 /* Registered clients in order; returns their number (at most @max). */
 int pcd_clients(struct pcd_client_info *out, int max);
 int pcd_client_counts(const char *client, struct pcd_client_counts *out);
+/* Every client name that has registered since the core module loaded, with
+ * what it still holds; returns their number (at most @max). */
+int pcd_ledger(struct pcd_ledger_entry *out, int max);
 void pcd_get_stats(struct pcd_stats *out);
 long pcd_reset_errors(void);
 /* Registering an nth live client fails (returns NULL) until disarmed (0). */

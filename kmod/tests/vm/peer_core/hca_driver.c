@@ -36,6 +36,9 @@
 #include <linux/pci.h>
 #include <linux/sched/mm.h>
 #include <linux/string.h>
+#include <linux/kprobes.h>
+#include <linux/xarray.h>
+#include <linux/atomic.h>
 #include <rdma/ib_umem.h>
 #include "ib_peer_mem.h"
 #include "nvpm_doubles.h"
@@ -59,8 +62,28 @@ struct pcd_client {
 	invalidate_peer_memory core_invalidate;	/* the core writes its callback here */
 	invalidate_peer_memory *client_slot;
 	struct pcd_client_info info;
-	struct pcd_client_counts counts;	/* under hca_lock */
+	/* this client's name's entry in the ledger; its counts (but sg_live)
+	 * under hca_lock */
+	struct pcd_ledger_entry *ledger;
 };
+
+/*
+ * The leak ledger: what each client name holds, as the core handed it out
+ * and took it back, kept across unloads and reloads (a slot is reused by
+ * the next registration; a name's entry is not), so the last scenario can
+ * check that every client gave everything back.
+ */
+#define HCA_LEDGER 8
+static struct pcd_ledger_entry ledger[HCA_LEDGER];	/* under hca_reg_lock */
+static atomic_long_t ledger_sg_live[HCA_LEDGER];
+
+/*
+ * The sg tables clients build in dma_map, by their first scatterlist, until
+ * sg_free_table frees them (a kprobe on sg_free_table sees every free,
+ * whichever copy of the sg_table the client passes). Value: ledger index.
+ */
+static DEFINE_XARRAY_FLAGS(sg_live, XA_FLAGS_LOCK_IRQ);
+static bool sg_probe_armed;
 
 static struct pcd_client slots[HCA_SLOTS];
 static DEFINE_MUTEX(hca_reg_lock);	/* registration order, slots */
@@ -129,7 +152,7 @@ static int rec_acquire(struct pcd_client *c, unsigned long addr, size_t size,
 		hca_error("%s: acquire returned %d (peer_mem.h: 1 or 0)", c->info.name, ret);
 	if (ret == 1) {
 		spin_lock(&hca_lock);
-		c->counts.contexts_live++;
+		c->ledger->counts.contexts_live++;
 		spin_unlock(&hca_lock);
 	}
 	return ret;
@@ -142,7 +165,7 @@ static int rec_get_pages(struct pcd_client *c, unsigned long addr, size_t size, 
 
 	if (!ret) {
 		spin_lock(&hca_lock);
-		c->counts.pinned_live++;
+		c->ledger->counts.pinned_live++;
 		spin_unlock(&hca_lock);
 	}
 	return ret;
@@ -154,12 +177,25 @@ static int rec_dma_map(struct pcd_client *c, struct sg_table *sg_head, void *ctx
 	int ret = c->orig->dma_map(sg_head, ctx, dev, dmasync, nmap);
 
 	if (!ret) {
+		unsigned long flags;
+		void *old;
+
 		if (*nmap <= 0 || *nmap > sg_head->nents)
 			hca_error("%s: dma_map returned nmap %d for %u sg entries", c->info.name,
 				  *nmap, sg_head->nents);
 		spin_lock(&hca_lock);
-		c->counts.mapped_live++;
+		c->ledger->counts.mapped_live++;
 		spin_unlock(&hca_lock);
+		xa_lock_irqsave(&sg_live, flags);
+		old = __xa_store(&sg_live, (unsigned long)sg_head->sgl,
+				 xa_mk_value(c->ledger - ledger), GFP_ATOMIC);
+		xa_unlock_irqrestore(&sg_live, flags);
+		if (xa_is_err(old))
+			hca_error("%s: out of memory tracking an sg table", c->info.name);
+		else if (old)
+			hca_error("%s: dma_map returned an sg table that is already in use", c->info.name);
+		else
+			atomic_long_inc(&ledger_sg_live[c->ledger - ledger]);
 	}
 	return ret;
 }
@@ -174,7 +210,7 @@ static int rec_dma_unmap(struct pcd_client *c, struct sg_table *sg_head, void *c
 	if (ret)
 		hca_error("%s: dma_unmap returned %d (peer_mem.h: must return 0)", c->info.name, ret);
 	spin_lock(&hca_lock);
-	c->counts.mapped_live--;
+	c->ledger->counts.mapped_live--;
 	u = umem_of_ctx(c, ctx);
 	if (u) {
 		if (inval)
@@ -191,7 +227,7 @@ static void rec_put_pages(struct pcd_client *c, struct sg_table *sg_head, void *
 {
 	c->orig->put_pages(sg_head, ctx);
 	spin_lock(&hca_lock);
-	c->counts.pinned_live--;
+	c->ledger->counts.pinned_live--;
 	spin_unlock(&hca_lock);
 }
 
@@ -204,7 +240,7 @@ static void rec_release(struct pcd_client *c, void *ctx)
 {
 	c->orig->release(ctx);
 	spin_lock(&hca_lock);
-	c->counts.contexts_live--;
+	c->ledger->counts.contexts_live--;
 	spin_unlock(&hca_lock);
 }
 
@@ -236,6 +272,28 @@ static int rec_invalidate(struct pcd_client *c, void *reg_handle, u64 core_conte
 	WRITE_ONCE(in_core_invalidate[c->slot], NULL);
 	return ret;
 }
+
+/* sg_free_table(table): if table->sgl is a client's, it is freed now. */
+static int sg_free_pre(struct kprobe *kp, struct pt_regs *regs)
+{
+	struct sg_table *table = (struct sg_table *)regs_get_kernel_argument(regs, 0);
+	unsigned long flags;
+	void *entry;
+
+	if (!table || !table->sgl || xa_empty(&sg_live))
+		return 0;
+	xa_lock_irqsave(&sg_live, flags);
+	entry = __xa_erase(&sg_live, (unsigned long)table->sgl);
+	xa_unlock_irqrestore(&sg_live, flags);
+	if (xa_is_value(entry))
+		atomic_long_dec(&ledger_sg_live[xa_to_value(entry)]);
+	return 0;
+}
+
+static struct kprobe sg_free_probe = {
+	.symbol_name = "sg_free_table",
+	.pre_handler = sg_free_pre,
+};
 
 /* One set of trampolines per slot: the core's callbacks carry no client. */
 #define HCA_SLOT_FNS(n)								\
@@ -307,6 +365,14 @@ void *ib_register_peer_memory_client(const struct peer_memory_client *peer_clien
 	}
 	memset(c, 0, sizeof(*c));
 	c->slot = c - slots;
+	for (i = 0; i < HCA_LEDGER && !c->ledger; i++)
+		if (!ledger[i].name[0] || !strcmp(ledger[i].name, peer_client->name))
+			c->ledger = &ledger[i];
+	if (!c->ledger) {
+		hca_error("register: more client names than the ledger has entries");
+		goto fail;
+	}
+	strscpy(c->ledger->name, peer_client->name, sizeof(c->ledger->name));
 	c->orig = peer_client;
 	/* The whole client_ex when the client says it is new-style (the core
 	 * reads ex_size and flags only then), else the bare client. */
@@ -370,7 +436,7 @@ void ib_unregister_peer_memory_client(void *reg_handle)
 		return;
 	}
 	spin_lock(&hca_lock);
-	users = c->counts.contexts_live;
+	users = c->ledger->counts.contexts_live;
 	spin_unlock(&hca_lock);
 	if (users)	/* the real core now waits for them, forever if none comes */
 		hca_error("unregister of %s with %ld contexts alive (the core waits for them)",
@@ -492,6 +558,15 @@ void pcd_umem_release(struct pcd_umem *u)
 	}
 	ib_peer_umem_release(u->umem);
 	spin_lock(&hca_lock);
+	/* The core unmaps a mapped registration (dma_unmap + put_pages) once,
+	 * at teardown or inside an invalidation, unless the client unmapped it
+	 * itself: an invalidated registration of a PEER_MEM_INVALIDATE_UNMAPS
+	 * client (peer_mem.c). The ledger counts that as given back; what the
+	 * client really freed, the NVIDIA double's and the sg counts show. */
+	if (!u->teardown_unmaps && !u->inval_unmaps) {
+		u->client->ledger->counts.mapped_live--;
+		u->client->ledger->counts.pinned_live--;
+	}
 	list_del_init(&u->node);
 	spin_unlock(&hca_lock);
 	u->umem = NULL;
@@ -588,6 +663,26 @@ int pcd_clients(struct pcd_client_info *out, int max)
 }
 EXPORT_SYMBOL_GPL(pcd_clients);
 
+int pcd_ledger(struct pcd_ledger_entry *out, int max)
+{
+	int i, n = 0;
+
+	mutex_lock(&hca_reg_lock);
+	for (i = 0; i < HCA_LEDGER && n < max; i++) {
+		if (!ledger[i].name[0])
+			continue;
+		spin_lock(&hca_lock);
+		out[n] = ledger[i];
+		spin_unlock(&hca_lock);
+		out[n].counts.sg_live = atomic_long_read(&ledger_sg_live[i]);
+		out[n].sg_tracked = READ_ONCE(sg_probe_armed);
+		n++;
+	}
+	mutex_unlock(&hca_reg_lock);
+	return n;
+}
+EXPORT_SYMBOL_GPL(pcd_ledger);
+
 int pcd_client_counts(const char *client, struct pcd_client_counts *out)
 {
 	struct pcd_client *c;
@@ -597,7 +692,7 @@ int pcd_client_counts(const char *client, struct pcd_client_counts *out)
 	c = find_name(client);
 	if (c) {
 		spin_lock(&hca_lock);
-		*out = c->counts;
+		*out = c->ledger->counts;
 		spin_unlock(&hca_lock);
 		ret = 0;
 	}
@@ -662,12 +757,23 @@ EXPORT_SYMBOL_GPL(pcd_dma_device);
 
 static int __init hca_init(void)
 {
+	int ret = register_kprobe(&sg_free_probe);
+
+	/* without it the ledger cannot see sg tables freed: pcd_ledger says
+	 * so and the closing check fails rather than pass blind */
+	if (ret)
+		pr_err("mofed_peer_core: kprobe on sg_free_table: %d; sg tables not accounted\n", ret);
+	else
+		sg_probe_armed = true;
 	pr_info("mofed_peer_core: MLNX_OFED peer_mem.c and the test HCA ready\n");
 	return 0;
 }
 
 static void __exit hca_exit(void)
 {
+	if (sg_probe_armed)
+		unregister_kprobe(&sg_free_probe);
+	xa_destroy(&sg_live);
 	if (st.umems_live)
 		pr_err("mofed_peer_core: unloading with %ld registrations alive\n", st.umems_live);
 	pr_info("mofed_peer_core: unloaded, %ld contract violations\n", st.errors);

@@ -193,6 +193,24 @@ static int sc_register_no_nc(void)
 	return 0;
 }
 
+/* persistent_api_support=1 (default): the persistent client alone, named
+ * nv_mem, a plain client without an invalidate callback (nvidia-peermem.c
+ * >= 560.28.03, nv_mem_nc_client_init). */
+static int sc_register_persistent(void)
+{
+	int n = pcd_clients(clients, ARRAY_SIZE(clients));
+	struct pcd_client_info *c = &clients[0];
+
+	CHECK(n == 1, "%d clients registered, want 1 (the persistent client as nv_mem)", n);
+	CHECK(!strcmp(c->name, NV), "the client is \"%s\", want nv_mem", c->name);
+	CHECK(!c->invalidation, "nv_mem passed an invalidate callback pointer (want NULL: the persistent client)");
+	CHECK(!c->new_style && c->ex_size == 0 && c->flags == 0,
+	      "persistent nv_mem: version[15]=%d ex_size=%zu flags=%#x, want a plain client (0/0/0)",
+	      c->version[IB_PEER_MEMORY_VER_MAX - 1], c->ex_size, c->flags);
+	snprintf(result, sizeof(result), "PASS only the persistent client, as nv_mem (plain client, no invalidation)");
+	return 0;
+}
+
 static int sc_register_none(void)
 {
 	struct pcd_stats c;
@@ -595,7 +613,7 @@ static int sc_free_during_get(void)
 
 /* ------------------------------------------------------------------ nc */
 
-static int sc_nc(void)
+static int nc_body(const char *client)
 {
 	static struct nvd_stats s0, s1, s2;	/* static: see sc_invalidate */
 	static struct pcd_stats c0, c1;
@@ -609,10 +627,11 @@ static int sc_nc(void)
 	CHECK(va, "cannot allocate simulated GPU memory");
 	nvd_get_stats(&s0);
 	/* a registration that cannot handle invalidation skips nv_mem */
-	TRY(lifecycle_one(va, 0x3000, 2 * SZ64K, false, NC, &u));
+	TRY(lifecycle_one(va, 0x3000, 2 * SZ64K, false, client, &u));
 	nvd_get_stats(&s1);
 	CHECK(s1.get_pages_persistent == s0.get_pages_persistent + 1,
-	      "nv_mem_nc made %ld get_pages_persistent calls, want 1", s1.get_pages_persistent - s0.get_pages_persistent);
+	      "%s made %ld get_pages_persistent calls, want 1", client,
+	      s1.get_pages_persistent - s0.get_pages_persistent);
 	CHECK(u->xa_id == PCD_NO_INVALIDATION_ID, "nc registration got an invalidation ticket");
 	pcd_get_stats(&c0);
 	n = nvd_free(va);
@@ -626,9 +645,21 @@ static int sc_nc(void)
 	nvd_get_stats(&s2);
 	CHECK(s2.put_pages_persistent == s1.put_pages_persistent + 1,
 	      "release made %ld put_pages_persistent calls, want 1", s2.put_pages_persistent - s1.put_pages_persistent);
-	TRY(clean(&b, "nc"));
-	snprintf(result, sizeof(result), "PASS nv_mem_nc: persistent get/put pages, no free callback, no invalidation");
+	TRY(clean(&b, client));
+	snprintf(result, sizeof(result), "PASS %s: persistent get/put pages, no free callback, no invalidation",
+		 client);
 	return 0;
+}
+
+static int sc_nc(void)
+{
+	return nc_body(NC);
+}
+
+/* The default module: the persistent client answers to nv_mem. */
+static int sc_nc_as_nv_mem(void)
+{
+	return nc_body(NV);
 }
 
 /* ---------------------------------------------------- failure injection */
@@ -950,6 +981,36 @@ static int cmd_rollback(void)
 	return 0;
 }
 
+/*
+ * The leak ledger (pcd_ledger): per client name, over the whole run, what
+ * the core handed out and the client has not given back: contexts
+ * (acquire without release), pinned registrations (get_pages without
+ * put_pages), dma mappings (dma_map without dma_unmap) and the sg tables
+ * dma_map built and nobody freed. Any non-zero count fails the run.
+ */
+static char ledger_text[256];
+
+static int check_ledger(void)
+{
+	static struct pcd_ledger_entry led[8];	/* static: kernel stack */
+	int i, n = pcd_ledger(led, ARRAY_SIZE(led));
+	size_t len = 0;
+
+	ledger_text[0] = 0;
+	CHECK(n > 0, "the leak ledger is empty: no client ever registered");
+	for (i = 0; i < n; i++) {
+		struct pcd_client_counts *k = &led[i].counts;
+
+		CHECK(led[i].sg_tracked, "sg tables are not accounted (no kprobe on sg_free_table; see the console)");
+		CHECK(!k->contexts_live && !k->pinned_live && !k->mapped_live && !k->sg_live,
+		      "%s left: %ld contexts, %ld pinned registrations, %ld dma mappings, %ld sg tables",
+		      led[i].name, k->contexts_live, k->pinned_live, k->mapped_live, k->sg_live);
+		len += scnprintf(ledger_text + len, sizeof(ledger_text) - len, "%s%s",
+				 i ? ", " : "ledger 0 contexts/pinned/mapped/sg tables left for ", led[i].name);
+	}
+	return 0;
+}
+
 static int sc_final(void)
 {
 	struct nvd_stats n;
@@ -963,8 +1024,11 @@ static int sc_final(void)
 	CHECK(!n.tables_live && !n.maps_live && !c.umems_live,
 	      "left alive: %ld page tables, %ld mappings, %ld registrations",
 	      n.tables_live, n.maps_live, c.umems_live);
-	snprintf(result, sizeof(result), "PASS nothing left: %ld get_pages, %ld dma_map_pages, %ld free callbacks, %ld invalidations in total",
-		 n.get_pages + n.get_pages_persistent, n.dma_map, n.callbacks, c.invalidations);
+	CHECK(!n.maps_dropped, "%ld dma mapping(s) never unmapped by their client (freed only with their page table)",
+	      n.maps_dropped);
+	TRY(check_ledger());
+	snprintf(result, sizeof(result), "PASS nothing left: %ld get_pages, %ld dma_map_pages, %ld free callbacks, %ld invalidations in total; %s",
+		 n.get_pages + n.get_pages_persistent, n.dma_map, n.callbacks, c.invalidations, ledger_text);
 	return 0;
 }
 
@@ -980,6 +1044,8 @@ static const struct {
 	{ "register_no_nc", sc_register_no_nc },
 	{ "register_legacy", sc_register_legacy },
 	{ "register_none", sc_register_none },
+	{ "register_persistent", sc_register_persistent },
+	{ "nc_as_nv_mem", sc_nc_as_nv_mem },
 	{ "acquire", sc_acquire },
 	{ "lifecycle", sc_lifecycle },
 	{ "several", sc_several },
