@@ -177,13 +177,16 @@ for id in $rpm_ids; do
         sign=(--with modsign --define "modsign_key $work/modsign-key.pem" --define "modsign_cert $work/modsign-cert.pem")
     fi
     dist=$(dist_of "$id")
+    # rpm 4.18 refuses an empty macro body: no dist, no --define.
+    dist_define=()
+    [ -z "$dist" ] || dist_define=(--define "dist $dist")
     top=$work/rpmbuild-$id
     echo "-- $id (route $route, dist '${dist}')"
     start=$SECONDS
     check "$id: rpmbuild --rebuild with the $route macros" \
         "$here/rpm-family-env.sh" "$route" "$work/env-$id" "$kver" -- \
         rpmbuild --rebuild --nodeps --define "_topdir $top" --define "_tmppath $work/tmp" \
-        --define "dist $dist" "${load[@]}" "${sign[@]}" "$srpm_id"
+        "${dist_define[@]}" "${load[@]}" "${sign[@]}" "$srpm_id"
     echo "   ($((SECONDS - start)) s)"
     common=$top/RPMS/noarch/nvidia_peer_memory-common-$version-$release$dist.noarch.rpm
     dkms=$top/RPMS/noarch/nvidia_peer_memory-dkms-$version-$release$dist.noarch.rpm
