@@ -42,7 +42,10 @@ mkdir -p "$work/a" "$work/b" "$work/hidden" "$work/deb-route" "$work/rpm-route" 
 version=$(sed -n 's/^version *= *"\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)
 upstream=${version/-/\~}
 release=1
-deb_name=${package}_${upstream}-${release}_all.deb
+# debian12's version_suffix (packaging/distros.yaml): the deb's version is
+# <upstream>-<release><suffix>, as debian/changelog gives it.
+suffix=$(sed -n '/^  - id: debian12$/,/^  - id:/s/^    version_suffix: "\(.*\)"$/\1/p' "$root/packaging/distros.yaml")
+deb_name=${package}_${upstream}-${release}${suffix}_all.deb
 rpm_name=nvidia_peer_memory-dkms-$version-$release.noarch.rpm
 
 echo "== build-dkms"
@@ -157,8 +160,7 @@ differs() { [ -f "$3" ] && ! "$1" "$2" "$3"; }
 # The comparison must see a difference: build-dkms --release 2 differs
 # (Version, Release), so comparing it has to fail.
 "$xtask" build-dkms --out "$work/b" --format both --distro debian12 --release 2 >>"$work/log" 2>&1
-release2_deb=$work/b/${package}_${upstream}-2_all.deb
-release2_rpm=$work/b/nvidia_peer_memory-dkms-$version-2.noarch.rpm
+release2_deb=$work/b/${package}_${upstream}-2${suffix}_all.deb
 if [ -f "$route_deb" ]; then
     check "build-dkms's deb = dpkg-buildpackage's $deb_name (files, modes, owners, md5sums, control, scripts)" compare_debs "$route_deb" "$deb"
     check "the deb comparison fails on a different package (--release 2)" differs compare_debs "$route_deb" "$release2_deb"
@@ -168,10 +170,18 @@ fi
 
 echo "== route comparison: rpmbuild --rebuild of build-srpm's source rpm"
 kver=$(for build in /lib/modules/*/build; do [ -d "$build/" ] && basename "$(dirname "$build")"; done | sort -V | tail -n 1)
-"$xtask" build-srpm --out "$work/rpm-route" --distro rhel9 >>"$work/log" 2>&1
-check "rpmbuild --rebuild --nodeps (KVERSION $kver) of build-srpm's source rpm" \
+# Fedora's spec (the DKMS route, packaging/distros.yaml) builds no module,
+# so rpmbuild needs no kernel module macros here; its -dkms subpackage is
+# the same template as every family's (ci/test-rpm.sh rebuilds those with
+# the real macros).
+"$xtask" build-srpm --out "$work/rpm-route" --distro fedora >>"$work/log" 2>&1
+"$xtask" build-dkms --out "$work/rpm-route/xtask" --distro fedora --format rpm >>"$work/log" 2>&1
+"$xtask" build-dkms --out "$work/rpm-route/xtask-2" --distro fedora --format rpm --release 2 >>"$work/log" 2>&1
+fedora_rpm=$work/rpm-route/xtask/$rpm_name
+release2_rpm=$work/rpm-route/xtask-2/nvidia_peer_memory-dkms-$version-2.noarch.rpm
+check "rpmbuild --rebuild --nodeps of build-srpm's fedora source rpm" \
     rpmbuild --rebuild --nodeps --define "_topdir $work/rpm-route/top" --define "_tmppath $work/rpm-route/tmp" \
-    --define "KVERSION $kver" "$work/rpm-route/nvidia_peer_memory-$version-$release.src.rpm"
+    "$work/rpm-route/nvidia_peer_memory-$version-$release.src.rpm"
 route_rpm=$work/rpm-route/top/RPMS/noarch/$rpm_name
 # What must be equal: files with modes, owners, digests and flags; the
 # header tags a user sees; every dependency kind; the scriptlets with
@@ -193,7 +203,7 @@ compare_rpms() {  # compare_rpms DISTRO_BUILT_RPM XTASK_RPM
         diff -r "$work/cmp-rpm/route" "$work/cmp-rpm/xtask"
 }
 if [ -f "$route_rpm" ]; then
-    check "build-dkms's rpm = rpmbuild's $rpm_name (files, modes, owners, digests, tags, dependencies, scriptlets, changelog)" compare_rpms "$route_rpm" "$rpm_file"
+    check "build-dkms's rpm = rpmbuild's $rpm_name (files, modes, owners, digests, tags, dependencies, scriptlets, changelog)" compare_rpms "$route_rpm" "$fedora_rpm"
     check "the rpm comparison fails on a different package (--release 2)" differs compare_rpms "$route_rpm" "$release2_rpm"
 else
     fail "rpmbuild made no $rpm_name"
@@ -207,6 +217,11 @@ cleanup() {
     if [ -f "$work/standin-installed" ]; then
         dpkg -P "$standin" >/dev/null 2>&1
         rm -f "$work/standin-installed"
+    fi
+    if [ -f "$work/standin-kernels" ]; then
+        local kver
+        while read -r kver; do bash "$here/prereq-standin.sh" remove "$kver" >/dev/null 2>&1; done <"$work/standin-kernels"
+        rm -f "$work/standin-kernels"
     fi
 }
 trap 'cleanup' EXIT
@@ -225,7 +240,13 @@ for build in /lib/modules/*/build; do
     [ -e "$build/include" ] && kernels+=("$(basename "$(dirname "$build")")")
 done
 check "at least one kernel has headers (${kernels[*]:-none})" test "${#kernels[@]}" -gt 0
+# Without MLNX_OFED's and NVIDIA's symbols DKMS skips each kernel
+# (dkms.conf); ci/prereq-standin.sh places real modules exporting them, as
+# ci/test-deb.sh does, and dkms autoinstall builds.
 for kver in "${kernels[@]}"; do
+    echo "$kver" >>"$work/standin-kernels"
+    check "$kver: MLNX_OFED and NVIDIA stand-ins placed" bash "$here/prereq-standin.sh" install "$kver"
+    check "$kver: dkms autoinstall -k $kver succeeds" dkms autoinstall -k "$kver"
     check "dkms status: nv_peer_mem installed for $kver" sh -c "dkms status -m nv_peer_mem -v '$upstream' -k '$kver' | grep -q ': installed'"
     check "modinfo -k $kver nv_peer_mem finds version $version" sh -c "modinfo -k '$kver' -F version nv_peer_mem | grep -qx '$version'"
 done

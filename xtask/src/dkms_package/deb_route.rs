@@ -24,7 +24,7 @@
 use super::deb_archive::{DebFile, DebPackage, installed_size_kib, write_deb};
 use super::deb_control::control_fields;
 use super::tree_files;
-use crate::deb::{Deb, SOURCE_PACKAGE, debian_files, debian_upstream_version};
+use crate::deb::{Deb, SOURCE_PACKAGE, debian_files, debian_upstream_version, debian_version};
 use crate::distro::{Distro, Family};
 use crate::pipeline::{Plan, Route, SourceTree, dkms_conf};
 use crate::workspace;
@@ -153,7 +153,7 @@ impl Route for DkmsDeb {
         let control = control_fields(
             file("control").context("debian/control is missing")?,
             PACKAGE,
-            &format!("{}-{}", plan.package_version, plan.release),
+            &debian_version(plan),
             misc_depends,
         )?;
         let doc = format!("usr/share/doc/{PACKAGE}");
@@ -227,10 +227,8 @@ impl Route for DkmsDeb {
     }
 
     fn artifact_name(plan: &Plan) -> String {
-        format!(
-            "{PACKAGE}_{}-{}_all.deb",
-            plan.package_version, plan.release
-        )
+        // The suite's version, as dpkg-buildpackage names the deb.
+        format!("{PACKAGE}_{}_all.deb", debian_version(plan))
     }
 
     fn report(plan: &Plan, artifact: &Path) -> String {
