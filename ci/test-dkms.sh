@@ -174,6 +174,7 @@ kver=$(for build in /lib/modules/*/build; do [ -d "$build/" ] && basename "$(dir
 # so rpmbuild needs no kernel module macros here; its -dkms subpackage is
 # the same template as every family's (ci/test-rpm.sh rebuilds those with
 # the real macros).
+mkdir -p "$work/rpm-route/xtask" "$work/rpm-route/xtask-2"
 "$xtask" build-srpm --out "$work/rpm-route" --distro fedora >>"$work/log" 2>&1
 "$xtask" build-dkms --out "$work/rpm-route/xtask" --distro fedora --format rpm >>"$work/log" 2>&1
 "$xtask" build-dkms --out "$work/rpm-route/xtask-2" --distro fedora --format rpm --release 2 >>"$work/log" 2>&1
