@@ -145,20 +145,7 @@ fn bench_c(
             .arg("KBUILD_MODPOST_WARN=1");
         timed(cmd, &format!("C module: make {target} for {k}"))
     };
-    make(kver, "clean")?;
-    let cold = make(kver, "modules")?;
-    make(kver, "clean")?;
-    let second_build = make(second, "modules")?;
-    let noop = make(second, "modules")?;
-    let (text, data, stripped) = sizes(&dir.join("nv_peer_mem.ko"), work)?;
-    Ok(Figures {
-        cold,
-        second: second_build,
-        noop,
-        text,
-        data,
-        stripped,
-    })
+    measure(make, kver, second, &dir.join("nv_peer_mem.ko"), work)
 }
 
 fn bench_ours(kmod: &Path, kver: &str, second: &str, jobs: usize, work: &Path) -> Result<Figures> {
@@ -173,13 +160,26 @@ fn bench_ours(kmod: &Path, kver: &str, second: &str, jobs: usize, work: &Path) -
             .env("NVPM_RUST_CACHE", &cache);
         timed(cmd, &format!("our module: make {target} for {k}"))
     };
+    measure(make, kver, second, &kmod.join("nv_peer_mem.ko"), work)
+}
+
+/// The one build sequence both modules are measured with: a cold build for
+/// `kver`, a clean build for `second` (ours reuses `kver`'s cached core
+/// there), a no-op rebuild, then the sizes of the resulting `module`.
+fn measure(
+    make: impl Fn(&str, &str) -> Result<Step>,
+    kver: &str,
+    second: &str,
+    module: &Path,
+    work: &Path,
+) -> Result<Figures> {
     make(kver, "clean")?;
     let cold = make(kver, "modules")?;
-    eprintln!("bench-kmod: ours, second kernel (warm cache)...");
+    eprintln!("bench-kmod: second kernel {second}...");
     make(kver, "clean")?;
     let second_build = make(second, "modules")?;
     let noop = make(second, "modules")?;
-    let (text, data, stripped) = sizes(&kmod.join("nv_peer_mem.ko"), work)?;
+    let (text, data, stripped) = sizes(module, work)?;
     Ok(Figures {
         cold,
         second: second_build,

@@ -15,6 +15,8 @@ mod fixtures;
 mod pipeline;
 mod render;
 mod srpm;
+#[cfg(test)]
+mod tar_gz_entries;
 mod tarball;
 #[cfg(test)]
 mod tidy;

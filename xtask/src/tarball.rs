@@ -201,7 +201,7 @@ fn check_relative(path: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Read;
+    use crate::tar_gz_entries::tar_gz_entries;
 
     fn sample(order: &[(&str, &str, bool)]) -> Tarball {
         let mut tarball = Tarball::new("pkg-1.0");
@@ -215,31 +215,6 @@ mod tests {
     }
 
     /// path, mode, uid, gid, mtime, owner name, contents
-    type Entry = (String, u32, u64, u64, u64, String, Vec<u8>);
-
-    fn entries(bytes: &[u8]) -> Vec<Entry> {
-        let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
-        archive
-            .entries()
-            .unwrap()
-            .map(|e| {
-                let mut e = e.unwrap();
-                let h = e.header().clone();
-                let mut data = Vec::new();
-                e.read_to_end(&mut data).unwrap();
-                (
-                    e.path().unwrap().to_string_lossy().into_owned(),
-                    h.mode().unwrap(),
-                    h.uid().unwrap(),
-                    h.gid().unwrap(),
-                    h.mtime().unwrap(),
-                    h.username().unwrap().unwrap_or("").to_owned(),
-                    data,
-                )
-            })
-            .collect()
-    }
-
     #[test]
     fn insertion_order_does_not_change_the_bytes() {
         let a = sample(&[
@@ -263,8 +238,8 @@ mod tests {
         ])
         .to_tar_gz()
         .unwrap();
-        let got = entries(&bytes);
-        let paths: Vec<_> = got.iter().map(|e| e.0.as_str()).collect();
+        let got = tar_gz_entries(&bytes);
+        let paths: Vec<_> = got.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(
             paths,
             [
@@ -275,9 +250,10 @@ mod tests {
                 "pkg-1.0/kmod/z.c"
             ]
         );
-        for (path, mode, uid, gid, mtime, user, _) in &got {
+        for e in &got {
+            let path = &e.path;
             assert_eq!(
-                (*uid, *gid, *mtime, user.as_str()),
+                (e.uid, e.gid, e.mtime, e.owner.as_str()),
                 (0, 0, 1_700_000_000, "root"),
                 "{path}"
             );
@@ -286,9 +262,9 @@ mod tests {
             } else {
                 0o644
             };
-            assert_eq!(*mode, want, "{path}");
+            assert_eq!(e.mode, want, "{path}");
         }
-        assert_eq!(got[2].6, b"#!/usr/bin/make -f");
+        assert_eq!(got[2].data, b"#!/usr/bin/make -f");
     }
 
     #[test]
@@ -304,9 +280,9 @@ mod tests {
         let long = format!("kmod/{}/file.c", "d".repeat(150));
         let bytes = sample(&[(long.as_str(), "x", false)]).to_tar_gz().unwrap();
         assert!(
-            entries(&bytes)
+            tar_gz_entries(&bytes)
                 .iter()
-                .any(|e| e.0 == format!("pkg-1.0/{long}"))
+                .any(|e| e.path == format!("pkg-1.0/{long}"))
         );
     }
 

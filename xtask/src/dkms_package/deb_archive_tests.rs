@@ -1,5 +1,5 @@
 use super::*;
-use std::io::Read;
+use crate::tar_gz_entries::tar_gz_entries;
 
 fn sample() -> DebPackage {
     DebPackage {
@@ -44,30 +44,6 @@ fn ar_members(bytes: &[u8]) -> Vec<(String, Vec<u8>)> {
     members
 }
 
-/// (path, mode, uid, gid, owner, contents) of a .tar.gz.
-fn tar_entries(tar_gz: &[u8]) -> Vec<(String, u32, u64, u64, String, Vec<u8>)> {
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(tar_gz));
-    archive
-        .entries()
-        .unwrap()
-        .map(|e| {
-            let mut e = e.unwrap();
-            let h = e.header().clone();
-            let mut data = Vec::new();
-            e.read_to_end(&mut data).unwrap();
-            let path = String::from_utf8(h.path_bytes().into_owned()).unwrap();
-            (
-                path,
-                h.mode().unwrap(),
-                h.uid().unwrap(),
-                h.gid().unwrap(),
-                h.username().unwrap().unwrap_or("").to_owned(),
-                data,
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn deb_is_an_ar_of_debian_binary_control_and_data() {
     let bytes = write_deb(&sample()).unwrap();
@@ -79,21 +55,21 @@ fn deb_is_an_ar_of_debian_binary_control_and_data() {
         assert_eq!(header[16..28].trim_end(), "1700000000", "{header:?}");
     }
 
-    let control = tar_entries(&members[1].1);
-    let paths: Vec<&str> = control.iter().map(|e| e.0.as_str()).collect();
+    let control = tar_gz_entries(&members[1].1);
+    let paths: Vec<&str> = control.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(paths, ["./", "./control", "./md5sums", "./postinst"]);
-    assert_eq!(control[3].1, 0o755, "scripts are executable");
-    assert_eq!(control[1].5, b"Package: p\nDescription: short\n long\n");
+    assert_eq!(control[3].mode, 0o755, "scripts are executable");
+    assert_eq!(control[1].data, b"Package: p\nDescription: short\n long\n");
     // md5("abc") is RFC 1321's test vector.
-    let md5sums = String::from_utf8(control[2].5.clone()).unwrap();
+    let md5sums = String::from_utf8(control[2].data.clone()).unwrap();
     assert!(
         md5sums.contains("900150983cd24fb0d6963f7d28e17f72  usr/share/doc/p/copyright\n"),
         "{md5sums}"
     );
     assert_eq!(md5sums.lines().count(), 3);
 
-    let data = tar_entries(&members[2].1);
-    let paths: Vec<&str> = data.iter().map(|e| e.0.as_str()).collect();
+    let data = tar_gz_entries(&members[2].1);
+    let paths: Vec<&str> = data.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(
         paths,
         [
@@ -110,14 +86,15 @@ fn deb_is_an_ar_of_debian_binary_control_and_data() {
             "./usr/src/p-1/kmod/run.sh",
         ]
     );
-    for (path, mode, uid, gid, owner, _) in &data {
-        assert_eq!((*uid, *gid, owner.as_str()), (0, 0, "root"), "{path}");
+    for e in &data {
+        let path = &e.path;
+        assert_eq!((e.uid, e.gid, e.owner.as_str()), (0, 0, "root"), "{path}");
         let want = if path.ends_with('/') || path.ends_with(".sh") {
             0o755
         } else {
             0o644
         };
-        assert_eq!(*mode, want, "{path}");
+        assert_eq!(e.mode, want, "{path}");
     }
 }
 
@@ -152,11 +129,9 @@ fn long_paths_use_the_ustar_prefix() {
         contents: b"x".to_vec(),
     });
     let members = ar_members(&write_deb(&package).unwrap());
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(members[2].1.as_slice()));
-    let found = archive
-        .entries()
-        .unwrap()
-        .any(|e| e.unwrap().path().unwrap().to_string_lossy() == format!("./{long}"));
+    let found = tar_gz_entries(&members[2].1)
+        .iter()
+        .any(|e| e.path == format!("./{long}"));
     assert!(found, "{long} not in the data archive");
 }
 
