@@ -213,8 +213,19 @@ impl Packaging {
                 self.maintainer
             );
         }
-        if self.release == 0 {
-            bail!("`release: 0`: Debian and RPM releases start at 1; set `release: 1`");
+        // The same rule as `--release` (one parser for both): 1 to 999999999.
+        if self
+            .release
+            .to_string()
+            .parse::<crate::pipeline::Release>()
+            .is_err()
+        {
+            bail!(
+                "`release: {}` in {DATA_FILE}: {}",
+                self.release,
+                crate::pipeline::RELEASE_HELP
+                    .replace("pass e.g. --release 2", "set e.g. `release: 1`")
+            );
         }
         if self.distros.is_empty() {
             bail!("no distros listed; add entries under `distros:`");

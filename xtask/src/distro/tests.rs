@@ -117,6 +117,10 @@ fn malformed_data_is_refused() {
             format!("{M}release: 0\ndistros:\n  - {{id: a, name: A, family: deb}}\n"),
             "release: 0",
         ),
+        (
+            format!("{M}release: 1000000000\ndistros:\n  - {{id: a, name: A, family: deb}}\n"),
+            "1 to 999999999",
+        ),
         (format!("{M}distros: []\n"), "no distros"),
         (
             format!(

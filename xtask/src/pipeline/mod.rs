@@ -15,7 +15,7 @@ mod route;
 mod source_tree;
 
 pub use plan::{Plan, Request};
-pub use release::Release;
+pub use release::{RELEASE_HELP, Release};
 pub use route::Route;
 pub use source_tree::{DKMS_CONF_TEMPLATE, HELPER_NAME, SourceTree, dkms_conf};
 
