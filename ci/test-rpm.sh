@@ -110,12 +110,10 @@ echo "== rpmbuild --rebuild per family, with the real kernel module macros"
 # each family's macros look, in a private mount namespace.
 fixtures=${NVPM_FIXTURES:-$root/../shared/fixtures}
 read -r rhel_krel rhel_krel2 suse_krel <<<"$("$here/rpm-family-env.sh" releases "$kver")"
-# The dist tags the build hosts define (SUSE defines none).
+# The dist tag each family's build hosts define: the entry's `dist` in
+# packaging/distros.yaml ("" for SUSE, which defines none).
 dist_of() {
-    case $1 in
-    rhel8) echo .el8 ;; rhel9 | rocky9 | alma9) echo .el9 ;; rhel10) echo .el10 ;;
-    fedora) echo .fc42 ;; *) echo "" ;;
-    esac
+    sed -n "/^  - id: $1\$/,/^  - id:/s/^    dist: \"\{0,1\}\([^\"]*\)\"\{0,1\}\$/\1/p" "$root/packaging/distros.yaml"
 }
 # kabi_compatible <kmod requires> <Module.symvers>: every kernel(sym) = crc
 # requirement is in the symvers with the same CRC (weak-modules' rule), and
@@ -164,7 +162,22 @@ for id in $rpm_ids; do
             --define "kernel_version $rhel_krel")
     elif grep -q '^%suse_kernel_module_package ' "$spec_id/nvidia_peer_memory.spec"; then
         route=kmp
-        load=(--load "$fixtures/suse-kmp/macros.kernel-source")
+        # The fixtures' two SUSE files come from different kernel-source
+        # versions: their macros.kernel-source is an old one that passes
+        # `-n <name>-kmp` to the subpackage template, while their
+        # kernel-module-subpackage is a current one that appends `-kmp-<flavor>`
+        # itself; together they name the package <name>-kmp-kmp-default.
+        # The macros.kernel-source SLES 15 ships with that template passes
+        # `-n %{-n*}%{!-n:%name}` (openSUSE/kernel-source rpm/macros.kernel-source
+        # @ af4117bf, read 2026-11-23), giving <name>-kmp-default. Build with
+        # the fixture's macros with that one argument as SLES 15 has it (a
+        # copy under $work, never in the repository); the sed must change
+        # exactly one line, or the fixture changed and this needs a look.
+        sed 's/-n %{-n\*}%{!-n:%name}-kmp -v/-n %{-n*}%{!-n:%name} -v/' \
+            "$fixtures/suse-kmp/macros.kernel-source" >"$work/macros.kernel-source.sles15"
+        check "$id: the fixture's macros.kernel-source differs from SLES 15's in the subpackage's -n only" sh -c \
+            "test \"\$(diff '$fixtures/suse-kmp/macros.kernel-source' '$work/macros.kernel-source.sles15' | grep -c '^[<>]')\" = 2"
+        load=(--load "$work/macros.kernel-source.sles15")
     else
         route=dkms
         load=()
@@ -177,9 +190,12 @@ for id in $rpm_ids; do
         sign=(--with modsign --define "modsign_key $work/modsign-key.pem" --define "modsign_cert $work/modsign-cert.pem")
     fi
     dist=$(dist_of "$id")
-    # rpm 4.18 refuses an empty macro body: no dist, no --define.
-    dist_define=()
-    [ -z "$dist" ] || dist_define=(--define "dist $dist")
+    check "$id: packaging/distros.yaml has its dist ('$dist')" grep -q "^    dist: " <(sed -n "/^  - id: $id\$/,/^  - id:/p" "$root/packaging/distros.yaml")
+    # rpm 4.18 refuses an empty macro body; %{nil} is how a macro is
+    # defined to nothing, so `%{?dist}` expands to "" as where it is unset.
+    dist_body=$dist
+    [ -n "$dist_body" ] || dist_body='%{nil}'
+    dist_define=(--define "dist $dist_body")
     top=$work/rpmbuild-$id
     echo "-- $id (route $route, dist '${dist}')"
     start=$SECONDS
@@ -193,11 +209,9 @@ for id in $rpm_ids; do
     suse_kver_tag=$(echo "${suse_krel%-default}" | tr - _)
     case $route in
     kmod) module=$top/RPMS/x86_64/kmod-nvidia_peer_memory-$version-$release$dist.x86_64.rpm ;;
-    # The fixtures' macros.kernel-source passes `-n <name>-kmp` and their
-    # kernel-module-subpackage names the package `<n>-kmp-<flavour>`: the
-    # two come from different kernel-source versions, so this pair names it
-    # <name>-kmp-kmp-default (a matching pair gives <name>-kmp-default).
-    kmp) module=$(ls "$top"/RPMS/x86_64/nvidia_peer_memory-kmp-*default-"$version"_k"$suse_kver_tag"-$release.x86_64.rpm 2>/dev/null | head -n 1) ;;
+    # SUSE's KMP name and version: <name>-kmp-<flavor>-<ver>_k<kernel>-<rel>
+    # (kernel-module-subpackage), no dist.
+    kmp) module=$top/RPMS/x86_64/nvidia_peer_memory-kmp-default-"$version"_k"$suse_kver_tag"-$release$dist.x86_64.rpm ;;
     dkms) module= ;;
     esac
     built=$(cd "$top/RPMS" 2>/dev/null && find . -name '*.rpm' -printf '%f\n' | sort | tr '\n' ' ')
@@ -267,7 +281,7 @@ for id in $rpm_ids; do
             ko=/lib/modules/$suse_krel/updates/nv_peer_mem.ko.xz
             check "$id: KMP has $ko (xz, as SLES compresses)" grep -qxF "$ko" "$work/$id-module.txt"
             check "$id: KMP provides multiversion(kernel) and its name with the kernel" sh -c \
-                "grep -qx 'multiversion(kernel)' '$work/$id-provides.txt' && grep -q -- '-kmp-default-k$suse_kver_tag\$' '$work/$id-provides.txt'"
+                "grep -qx 'multiversion(kernel)' '$work/$id-provides.txt' && grep -qx -- 'nvidia_peer_memory-kmp-default-k$suse_kver_tag' '$work/$id-provides.txt'"
             check "$id: KMP scriptlets are SUSE's kmp-post/kmp-preun/kmp-postun" sh -c \
                 "grep -q 'kernel-scriptlets/kmp-post ' '$work/$id-scripts.txt' && grep -q 'kernel-scriptlets/kmp-preun ' '$work/$id-scripts.txt' && grep -q 'kernel-scriptlets/kmp-postun ' '$work/$id-scripts.txt'"
         fi
