@@ -70,8 +70,7 @@ impl Route for DkmsRpm {
             spec_text.lines().any(|line| line.trim() == DKMS_TREE_COPY),
             "the spec's %prep no longer runs `{DKMS_TREE_COPY}`; update DKMS_TREE in xtask/src/dkms_package/rpm_route.rs to what it copies"
         );
-        let subpackage =
-            spec_subpackage::read(&spec_text, SUBPACKAGE, spec::dist(&plan.distro)?)?;
+        let subpackage = spec_subpackage::read(&spec_text, SUBPACKAGE, spec::dist(&plan.distro)?)?;
         let want = format!("/usr/src/{DKMS_NAME}-{}", plan.package_version);
         ensure!(
             subpackage.files == [(false, want.clone())],

@@ -218,9 +218,15 @@ fn an_incomplete_rpm_entry_or_a_deb_entry_is_refused_by_name() {
         entry("d3", "").replace("dist: .el1", "dist: \"\""),
     ))
     .unwrap();
-    let e = format!("{:#}", validate_rpm_distro(dists.find("d1").unwrap()).unwrap_err());
+    let e = format!(
+        "{:#}",
+        validate_rpm_distro(dists.find("d1").unwrap()).unwrap_err()
+    );
     assert!(e.contains("d1") && e.contains("no `dist`"), "{e}");
-    let e = format!("{:#}", validate_rpm_distro(dists.find("d2").unwrap()).unwrap_err());
+    let e = format!(
+        "{:#}",
+        validate_rpm_distro(dists.find("d2").unwrap()).unwrap_err()
+    );
     assert!(e.contains("d2") && e.contains("dist: el9"), "{e}");
     assert_eq!(dist(dists.find("d3").unwrap()).unwrap(), "");
     assert_eq!(dist(packaging.find("el1").unwrap()).unwrap(), ".el1");
