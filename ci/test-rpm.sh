@@ -8,7 +8,9 @@
 #   rpmbuild --rebuild --nodeps --define "KVERSION <Debian headers>" yields
 #   both binary rpms with the right files, dependencies and a .ko that
 #   modinfo accepts; rpmlint (with rpm/rpmlint.toml's justified filters)
-#   reports 0 errors and 0 warnings on the source and binary rpms.
+#   reports 0 errors and 0 warnings on the source and binary rpms;
+#   Mellanox's 1.3 rpm (ci/mellanox13-rpm.sh) installed into a scratch root
+#   is replaced by `rpm -U` of rhel9's -common and kmod, keeping its conf.
 # Everything is built under $NVPM_TEST_DIR (default /var/tmp/nv-peer-mem-
 # test-rpm); nothing is installed. Last line: "N passed, M failed"; exit
 # status 1 when anything failed, 2 when the machine is not set up.
@@ -315,8 +317,49 @@ for id in $rpm_ids; do
     dbpath=$(rpm --eval '%{_dbpath}')
     check "$id: rpm -e --root <scratch> leaves no file behind but rpm's database" sh -c \
         "rpm -e --root '$sroot' --nodeps --noscripts \$(rpm -qa --root '$sroot' --qf '%{NAME} ') && test -z \"\$(find '$sroot' ! -type d ! -path '$sroot$dbpath/*' -print)\""
-    if [ "$id" = rhel9 ]; then dkms_rpm=$dkms; fi
+    if [ "$id" = rhel9 ]; then dkms_rpm=$dkms rhel9_common=$common rhel9_module=$module; fi
 done
+
+echo "== upgrade from Mellanox's nvidia_peer_memory 1.3 rpm (rhel9's packages)"
+# 1.3's binary rpm, built from the fixture tarball with its own spec for
+# this kernel (ci/mellanox13-rpm.sh: MLNX_OFED and NVIDIA stand-ins with the
+# real symbol names), installed into a scratch root, its conf edited by the
+# administrator, then `rpm -U` of rhel9's -common and kmod. Without
+# scriptlets (1.3's run depmod, modprobe, perl and chkconfig, ours
+# systemctl and weak-modules: none exist in the scratch root); what rpm
+# itself does on the upgrade is what is checked: Obsoletes, file removal,
+# %config(noreplace).
+fixture13=$fixtures/nv_peer_memory-1.3.tar.gz
+if [ ! -f "$fixture13" ]; then
+    echo "SKIP: upgrade from 1.3: no fixture at $fixture13 (set NVPM_FIXTURES)"
+elif [ -z "${rhel9_common:-}" ] || [ ! -f "${rhel9_module:-}" ]; then
+    fail "upgrade from 1.3: rhel9's -common and kmod were not built (see above)"
+else
+    start=$SECONDS
+    rpm13=$("$here/mellanox13-rpm.sh" "$fixture13" "$kver" "$work/mellanox13" 2>>"$work/log")
+    check "Mellanox 1.3's binary rpm builds from the fixture with its own spec ($(basename "${rpm13:-none}"))" \
+        test -f "${rpm13:-/nonexistent}"
+    echo "   ($((SECONDS - start)) s)"
+    sroot=$work/root-upgrade13
+    rm -rf "$sroot"; mkdir -p "$sroot"
+    conf=$sroot/etc/infiniband/nv_peer_mem.conf
+    check "rpm -i --root <scratch> 1.3: its init script, conf and module in place" sh -c \
+        "rpm -i --root '$sroot' --nodeps --noscripts '$rpm13' && test -f '$sroot/etc/init.d/nv_peer_mem' -a -f '$conf' -a -f '$sroot/lib/modules/$kver/extra/nv_peer_mem.ko'"
+    # The administrator's settings, which the upgrade must keep.
+    sed -i 's/^ONBOOT=.*/ONBOOT=no/' "$conf" 2>>"$work/log" && echo '# site setting' >>"$conf"
+    check "rpm -U --root <scratch> rhel9's -common and kmod over 1.3" \
+        rpm -U --root "$sroot" --nodeps --noscripts "$rhel9_common" "$rhel9_module"
+    check "1.3's nvidia_peer_memory is gone (Obsoletes); -common and kmod are installed" sh -c \
+        "! rpm -q --root '$sroot' --qf '%{VERSION}\n' nvidia_peer_memory | grep -qx 1.3 && rpm -q --root '$sroot' nvidia_peer_memory-common kmod-nvidia_peer_memory"
+    check "1.3's /etc/init.d/nv_peer_mem and its module are gone" sh -c \
+        "test ! -e '$sroot/etc/init.d/nv_peer_mem' -a ! -e '$sroot/lib/modules/$kver/extra/nv_peer_mem.ko'"
+    check "the administrator's nv_peer_mem.conf is kept (ONBOOT=no, the added line)" sh -c \
+        "grep -qx 'ONBOOT=no' '$conf' && grep -qx '# site setting' '$conf'"
+    # 1.3 shipped the conf as a plain file, ours is %config(noreplace): rpm
+    # leaves the modified file and writes the new default beside it.
+    check "ours is beside it as nv_peer_mem.conf.rpmnew (%config(noreplace)), not .rpmsave" sh -c \
+        "grep -q '^ONBOOT=yes' '$conf.rpmnew' && test ! -e '$conf.rpmsave'"
+fi
 
 echo "== -dkms scriptlets (rhel9's package)"
 dkms_rpm=${dkms_rpm:-/nonexistent}
