@@ -46,7 +46,17 @@ release=1
 # <upstream>-<release><suffix>, as debian/changelog gives it.
 suffix=$(sed -n '/^  - id: debian12$/,/^  - id:/s/^    version_suffix: "\(.*\)"$/\1/p' "$root/packaging/distros.yaml")
 deb_name=${package}_${upstream}-${release}${suffix}_all.deb
-rpm_name=nvidia_peer_memory-dkms-$version-$release.noarch.rpm
+# An rpm distro entry's dist (packaging/distros.yaml: the distribution's
+# %dist macro, "" for SUSE): rpmbuild there appends it to the release, and
+# build-dkms names its rpm the same way.
+dist_of() {
+    sed -n "/^  - id: $1\$/,/^  - id:/s/^    dist: \"\{0,1\}\([^\"]*\)\"\{0,1\}\$/\1/p" "$root/packaging/distros.yaml"
+}
+# --format both with a deb --distro builds the rpm for the rpm family's
+# default on a Debian host, rhel9.
+rpm_name=nvidia_peer_memory-dkms-$version-$release$(dist_of rhel9).noarch.rpm
+fedora_dist=$(dist_of fedora)
+fedora_rpm_name=nvidia_peer_memory-dkms-$version-$release$fedora_dist.noarch.rpm
 
 echo "== build-dkms"
 check "xtask unit tests (dkms_package::, pipeline::)" cargo test --quiet --release --manifest-path "$root/Cargo.toml" -p xtask -- dkms_package:: pipeline::
@@ -178,12 +188,14 @@ mkdir -p "$work/rpm-route/xtask" "$work/rpm-route/xtask-2"
 "$xtask" build-srpm --out "$work/rpm-route" --distro fedora >>"$work/log" 2>&1
 "$xtask" build-dkms --out "$work/rpm-route/xtask" --distro fedora --format rpm >>"$work/log" 2>&1
 "$xtask" build-dkms --out "$work/rpm-route/xtask-2" --distro fedora --format rpm --release 2 >>"$work/log" 2>&1
-fedora_rpm=$work/rpm-route/xtask/$rpm_name
-release2_rpm=$work/rpm-route/xtask-2/nvidia_peer_memory-dkms-$version-2.noarch.rpm
-check "rpmbuild --rebuild --nodeps of build-srpm's fedora source rpm" \
+fedora_rpm=$work/rpm-route/xtask/$fedora_rpm_name
+release2_rpm=$work/rpm-route/xtask-2/nvidia_peer_memory-dkms-$version-2$fedora_dist.noarch.rpm
+check "fedora's dist is in packaging/distros.yaml (${fedora_dist:-none})" test -n "$fedora_dist"
+# As Fedora's build hosts define it (fedora-release's macros.dist).
+check "rpmbuild --rebuild --nodeps --define 'dist $fedora_dist' of build-srpm's fedora source rpm" \
     rpmbuild --rebuild --nodeps --define "_topdir $work/rpm-route/top" --define "_tmppath $work/rpm-route/tmp" \
-    "$work/rpm-route/nvidia_peer_memory-$version-$release.src.rpm"
-route_rpm=$work/rpm-route/top/RPMS/noarch/$rpm_name
+    --define "dist $fedora_dist" "$work/rpm-route/nvidia_peer_memory-$version-$release.src.rpm"
+route_rpm=$work/rpm-route/top/RPMS/noarch/$fedora_rpm_name
 # What must be equal: files with modes, owners, digests and flags; the
 # header tags a user sees; every dependency kind; the scriptlets with
 # their interpreters; the changelog. Not the build host, build time or source rpm name.
@@ -204,10 +216,10 @@ compare_rpms() {  # compare_rpms DISTRO_BUILT_RPM XTASK_RPM
         diff -r "$work/cmp-rpm/route" "$work/cmp-rpm/xtask"
 }
 if [ -f "$route_rpm" ]; then
-    check "build-dkms's rpm = rpmbuild's $rpm_name (files, modes, owners, digests, tags, dependencies, scriptlets, changelog)" compare_rpms "$route_rpm" "$fedora_rpm"
+    check "build-dkms's rpm = rpmbuild's $fedora_rpm_name (files, modes, owners, digests, tags, dependencies, scriptlets, changelog)" compare_rpms "$route_rpm" "$fedora_rpm"
     check "the rpm comparison fails on a different package (--release 2)" differs compare_rpms "$route_rpm" "$release2_rpm"
 else
-    fail "rpmbuild made no $rpm_name"
+    fail "rpmbuild made no $fedora_rpm_name"
 fi
 
 echo "== install on this host (waiting for the host package lock)"

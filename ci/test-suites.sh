@@ -11,7 +11,7 @@
 #     `dpkg-buildpackage -us -uc`, lintian (0 errors); Mellanox 1.3's debs
 #     (built from the fixture with its own debian/) installed and the
 #     administrator's nv_peer_mem.conf edited; `dpkg -i` of both debs, the
-#     upgrade from 1.3 (its init script, upstart job and DKMS tree gone, the
+#     upgrade from 1.3 (its init script, sysvinit links, upstart job and DKMS tree gone, the
 #     settings kept),
 #     while the kernel has no MLNX_OFED/NVIDIA symbols (DKMS skips it with
 #     one line, dpkg and the kernel's dkms hook succeed, no module), then
@@ -147,9 +147,18 @@ for suite in "${suites[@]}"; do
         check "$suite: Mellanox 1.3's debs build from the fixture" in_chroot sh -c \
             "cd /build/v13/nv_peer_memory-1.3 && dpkg-buildpackage -b -us -uc -d"
         echo 'BUILD_EXCLUSIVE_KERNEL="^$"' >"$chroot_dir/etc/dkms/nv_peer_mem-1.3.conf"
+        # 1.3's postinst and prerm (debian/nvidia-peer-memory.{postinst,prerm})
+        # run `lsb_release -s -i` and call update-rc.d only when it does not
+        # say ubuntu: without lsb_release they never make (or remove) the
+        # sysvinit links a Debian machine with 1.3 has. The chroot keeps its
+        # package lists (ci/chroot.sh), so install it from the suite.
+        check "$suite: lsb-release installed (1.3's maintainer scripts call lsb_release)" \
+            in_chroot apt-get install -y -q lsb-release
         check "$suite: Mellanox 1.3's debs install" in_chroot sh -c "dpkg -i /build/v13/*.deb"
         check "$suite: 1.3 put its init script, upstart job and DKMS tree in place" in_chroot sh -c \
             "test -f /etc/init.d/nv_peer_mem && test -f /etc/init/nv_peer_mem.conf && test -d /var/lib/dkms/nv_peer_mem/1.3 && test -d /usr/src/nv_peer_mem-1.3"
+        check "$suite: 1.3's postinst made its sysvinit links (update-rc.d defaults: S in rc2-5, K in rc0, rc1, rc6)" sh -c \
+            "test \"\$(ls '$chroot_dir'/etc/rc[0-6S].d/ | grep -c '^[SK][0-9][0-9]nv_peer_mem\$')\" = 7"
         # The administrator's settings, which the upgrade must keep.
         in_chroot sh -c "sed -i 's/^ONBOOT=.*/ONBOOT=no/' /etc/infiniband/nv_peer_mem.conf && echo '# site setting' >>/etc/infiniband/nv_peer_mem.conf"
         from13=1
@@ -168,6 +177,8 @@ for suite in "${suites[@]}"; do
     if [ -n "$from13" ]; then
         check "$suite: upgrade from 1.3 removed /etc/init.d/nv_peer_mem and /etc/init/nv_peer_mem.conf" sh -c \
             "! ls -d '$chroot_dir'/etc/init.d/nv_peer_mem* '$chroot_dir'/etc/init/nv_peer_mem.conf* 2>/dev/null | grep -q ."
+        check "$suite: upgrade from 1.3 left no /etc/rc?.d/*nv_peer_mem link" sh -c \
+            "! ls '$chroot_dir'/etc/rc[0-6S].d/ | grep -q 'nv_peer_mem\$'"
         check "$suite: upgrade from 1.3 removed its nv_peer_mem 1.3 DKMS tree and sources" sh -c \
             "test ! -e '$chroot_dir/var/lib/dkms/nv_peer_mem/1.3' -a ! -e '$chroot_dir/usr/src/nv_peer_mem-1.3'"
         check "$suite: upgrade from 1.3 kept the administrator's nv_peer_mem.conf" sh -c \

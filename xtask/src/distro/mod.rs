@@ -102,6 +102,11 @@ pub struct Distro {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub version_suffix: String,
     // --- rpm family ---
+    /// The distribution's `%dist` macro (`.el9`, `.fc42`; empty where the
+    /// build hosts define none, as on SLES): the suffix rpmbuild there puts
+    /// after the release. Required in rpm entries (srpm/spec.rs checks it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dist: Option<String>,
     /// How the distribution packages a kernel module (distro/rpm.rs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rpm: Option<RpmPackaging>,

@@ -176,16 +176,28 @@ fn same_inputs_give_the_same_packages() {
 fn the_rpm_reads_back_with_its_name_files_and_scriptlets() {
     let out = scratch("rpm");
     let prepared = pipeline::prepare::<DkmsRpm>(&request(&out, "rhel9")).unwrap();
+    // rhel9's dist (.el9, packaging/distros.yaml) is in the name and the
+    // header's release, as rpmbuild on RHEL 9 writes them.
     assert_eq!(
         prepared.path.file_name().unwrap().to_string_lossy(),
         format!(
-            "nvidia_peer_memory-dkms-{}-1.noarch.rpm",
+            "nvidia_peer_memory-dkms-{}-1.el9.noarch.rpm",
             workspace::version()
         )
     );
     let package = rpm::Package::parse(&mut prepared.bytes.as_slice()).unwrap();
     let metadata = &package.metadata;
     assert_eq!(metadata.get_name().unwrap(), "nvidia_peer_memory-dkms");
+    assert_eq!(metadata.get_release().unwrap(), "1.el9");
+    // SLES has no %dist: no suffix.
+    let sles = pipeline::prepare::<DkmsRpm>(&request(&out, "sles15")).unwrap();
+    assert_eq!(
+        sles.path.file_name().unwrap().to_string_lossy(),
+        format!(
+            "nvidia_peer_memory-dkms-{}-1.noarch.rpm",
+            workspace::version()
+        )
+    );
     assert_eq!(metadata.get_arch().unwrap(), "noarch");
     let dkms_dir = format!("/usr/src/nv_peer_mem-{}", workspace::version());
     let paths: Vec<String> = metadata

@@ -1,6 +1,6 @@
 //! `cargo xtask build-dkms`: the binary DKMS packages,
 //! `nvidia-peer-memory-dkms_<ver>-<rel>_all.deb` and
-//! `nvidia_peer_memory-dkms-<ver>-<rel>.noarch.rpm`, straight from the
+//! `nvidia_peer_memory-dkms-<ver>-<rel><dist>.noarch.rpm`, straight from the
 //! workspace, without dpkg-buildpackage, debhelper or rpmbuild.
 //!
 //! Two routes over the packaging pipeline (pipeline/), one per format:
@@ -31,7 +31,8 @@ use std::path::{Path, PathBuf};
 /// `build-dkms --help`'s description.
 pub const BUILD_LONG_ABOUT: &str = "Build the DKMS binary packages \
 nvidia-peer-memory-dkms_<version>-<release>_all.deb and/or \
-nvidia_peer_memory-dkms-<version>-<release>.noarch.rpm directly, without dpkg-buildpackage, \
+nvidia_peer_memory-dkms-<version>-<release><dist>.noarch.rpm (<dist>: the distro's %dist, \
+e.g. .el9, .fc42; none for SLES) directly, without dpkg-buildpackage, \
 debhelper or rpmbuild. They hold what the -dkms packages built from build-deb's and \
 build-srpm's sources hold (the module sources in /usr/src/nv_peer_mem-<version>, dkms.conf, \
 the same dependencies and scripts); installing one makes DKMS build the module for every \

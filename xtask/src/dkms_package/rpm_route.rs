@@ -1,4 +1,4 @@
-//! build-dkms's rpm: `nvidia_peer_memory-dkms-<ver>-<rel>.noarch.rpm` as
+//! build-dkms's rpm: `nvidia_peer_memory-dkms-<ver>-<rel><dist>.noarch.rpm` as
 //! `rpmbuild --rebuild` of build-srpm's source rpm makes it, written by the
 //! `rpm` crate's `PackageBuilder` (already xtask's dependency for the
 //! source rpm). Everything the package says comes from the same rendered
@@ -70,7 +70,7 @@ impl Route for DkmsRpm {
             spec_text.lines().any(|line| line.trim() == DKMS_TREE_COPY),
             "the spec's %prep no longer runs `{DKMS_TREE_COPY}`; update DKMS_TREE in xtask/src/dkms_package/rpm_route.rs to what it copies"
         );
-        let subpackage = spec_subpackage::read(&spec_text, SUBPACKAGE)?;
+        let subpackage = spec_subpackage::read(&spec_text, SUBPACKAGE, spec::dist(&plan.distro)?)?;
         let want = format!("/usr/src/{DKMS_NAME}-{}", plan.package_version);
         ensure!(
             subpackage.files == [(false, want.clone())],
@@ -82,10 +82,10 @@ impl Route for DkmsRpm {
         }
         subpackage.tag("Summary")?;
         // The file name (artifact_name) is made from the plan: the header
-        // must say the same version and release.
+        // must say the same version and release (with the distro's dist).
         for (tag, want) in [
             ("Version", plan.package_version.clone()),
-            ("Release", plan.release.to_string()),
+            ("Release", release_with_dist(plan)?),
         ] {
             let got = subpackage.tag(tag)?;
             ensure!(
@@ -225,11 +225,13 @@ impl Route for DkmsRpm {
     }
 
     fn artifact_name(plan: &Plan) -> String {
+        // prepare() runs check_distro (validate_rpm_distro, which checks
+        // `dist`) before it names the artifact.
+        let release = release_with_dist(plan).expect("check_distro accepted the entry's dist");
         format!(
-            "{}-{SUBPACKAGE}-{}-{}.noarch.rpm",
+            "{}-{SUBPACKAGE}-{}-{release}.noarch.rpm",
             spec::PACKAGE_NAME,
             plan.package_version,
-            plan.release
         )
     }
 
@@ -240,6 +242,14 @@ impl Route for DkmsRpm {
             name = plan.distro.name,
         )
     }
+}
+
+/// The release as rpmbuild on the distribution writes it: `Release:
+/// N%{?dist}` with the entry's `dist` (packaging/distros.yaml), so the
+/// file is named as that family's rpmbuild names it (`-1.el9.noarch.rpm`,
+/// `-1.fc42.noarch.rpm`; `-1.noarch.rpm` on SUSE, which has no %dist).
+fn release_with_dist(plan: &Plan) -> Result<String> {
+    Ok(format!("{}{}", plan.release, spec::dist(&plan.distro)?))
 }
 
 /// The dependencies of one tag's value: comma- or space-separated items,

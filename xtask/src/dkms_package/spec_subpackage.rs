@@ -6,8 +6,8 @@
 //! Only the spec language the subpackage uses is understood: `Tag: value`
 //! and `Tag(qualifiers): value` lines, `%global`/`%define` at top level
 //! (definitions inside `%if` blocks are left alone, they configure the
-//! kmod build), `%{name}`, `%{?name}` (empty when undefined) and plain
-//! `%%`. Anything else in the subpackage's sections (a conditional, a
+//! kmod build), the build host's `%dist`, `%{name}`, `%{?name}` (empty
+//! when undefined) and plain `%%`. Anything else in the subpackage's sections (a conditional, a
 //! `-p` interpreter, a `%files` directive other than `%dir`, an unknown
 //! macro) is refused, naming what to extend, so a spec change cannot
 //! silently make the two routes differ.
@@ -92,9 +92,14 @@ fn section_header(line: &str) -> Option<(&str, &str)> {
         .then(|| (word, rest[word_end..].trim()))
 }
 
-/// Reads subpackage @suffix (`%package dkms`) of @spec.
-pub fn read(spec: &str, suffix: &str) -> Result<Subpackage> {
+/// Reads subpackage @suffix (`%package dkms`) of @spec, as rpmbuild reads
+/// it on a build host whose `%dist` is @dist (packaging/distros.yaml's
+/// `dist`; empty: undefined, as on SUSE).
+pub fn read(spec: &str, suffix: &str, dist: &str) -> Result<Subpackage> {
     let mut macros = Macros::default();
+    if !dist.is_empty() {
+        macros.define("dist", dist);
+    }
     let mut main_tags: BTreeMap<String, String> = BTreeMap::new();
     let mut sections: Vec<(String, String, Vec<&str>)> = Vec::new();
     let mut if_depth = 0usize;

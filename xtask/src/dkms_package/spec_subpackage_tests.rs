@@ -55,7 +55,7 @@ dkms remove -m %{module}
 
 #[test]
 fn subpackage_has_its_tags_inherited_tags_dependencies_scripts_and_files() {
-    let package = read(SPEC, "dkms").unwrap();
+    let package = read(SPEC, "dkms", "").unwrap();
     assert_eq!(package.name, "foo-dkms");
     let tags: Vec<(&str, &str)> = package
         .tags
@@ -103,7 +103,7 @@ fn subpackage_has_its_tags_inherited_tags_dependencies_scripts_and_files() {
 
 #[test]
 fn a_missing_subpackage_or_unknown_spec_language_is_refused() {
-    let error = read(SPEC, "devel").unwrap_err().to_string();
+    let error = read(SPEC, "devel", "").unwrap_err().to_string();
     assert!(error.contains("no `%package devel`"), "{error}");
 
     for (change, expected) in [
@@ -134,9 +134,17 @@ fn a_missing_subpackage_or_unknown_spec_language_is_refused() {
     ] {
         assert!(SPEC.contains(change.0), "{change:?}");
         let spec = SPEC.replace(change.0, change.1);
-        let error = format!("{:#}", read(&spec, "dkms").unwrap_err());
+        let error = format!("{:#}", read(&spec, "dkms", "").unwrap_err());
         assert!(error.contains(expected), "{change:?}: {error}");
     }
+}
+
+#[test]
+fn the_build_hosts_dist_reaches_release_and_what_uses_it() {
+    let package = read(SPEC, "dkms", ".el9").unwrap();
+    assert_eq!(package.tag("Release").unwrap(), "3.el9");
+    let bare = read(SPEC, "dkms", "").unwrap();
+    assert_eq!(bare.tag("Release").unwrap(), "3");
 }
 
 #[test]
@@ -145,8 +153,11 @@ fn the_real_spec_has_a_dkms_subpackage_build_dkms_can_read() {
     for distro in packaging.family(crate::distro::Family::Rpm) {
         let spec =
             crate::srpm::spec::render(&packaging, distro, "1.4.0", 1, 1_795_305_600).unwrap();
-        let package = read(&spec, "dkms").unwrap();
+        let dist = crate::srpm::spec::dist(distro).unwrap();
+        let package = read(&spec, "dkms", dist).unwrap();
         assert_eq!(package.name, "nvidia_peer_memory-dkms", "{}", distro.id);
+        // rpmbuild on that distribution's build host appends its %dist.
+        assert_eq!(package.tag("Release").unwrap(), format!("1{dist}"));
         assert_eq!(package.tag("BuildArch").unwrap(), "noarch");
         assert_eq!(
             package.files,

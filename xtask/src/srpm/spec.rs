@@ -36,6 +36,7 @@ pub fn validate_rpm_distro(distro: &Distro) -> Result<&RpmPackaging> {
             "{DATA_FILE}: distro `{id}` has no `rpm:` block; add one (route, group, arches, kernel_devel, build_requires, rust_packages, dkms_requires; see the comment above the rpm entries)"
         );
     };
+    dist(distro)?;
     for (field, value) in [("group", &rpm.group), ("kernel_devel", &rpm.kernel_devel)] {
         ensure!(
             !value.trim().is_empty(),
@@ -107,6 +108,27 @@ pub fn validate_rpm_distro(distro: &Distro) -> Result<&RpmPackaging> {
         }
     }
     Ok(rpm)
+}
+
+/// The entry's `dist` (the distribution's `%dist` macro, possibly empty),
+/// or an error naming the entry and the fix.
+pub fn dist(distro: &Distro) -> Result<&str> {
+    let id = &distro.id;
+    let Some(dist) = distro.dist.as_deref() else {
+        bail!(
+            "{DATA_FILE}: distro `{id}` has no `dist`; add the distribution's %dist macro (`rpm --eval %{{?dist}}` on it), e.g. `dist: .el9`, or `dist: \"\"` where it defines none"
+        );
+    };
+    ensure!(
+        dist.is_empty()
+            || (dist.starts_with('.')
+                && dist.len() > 1
+                && dist[1..]
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_')),
+        "{DATA_FILE}: distro `{id}` has `dist: {dist}`; write the %dist macro's value: a dot and letters, digits, `.` or `_` (e.g. .el9, .fc42), or \"\""
+    );
+    Ok(dist)
 }
 
 /// Renders the spec for `distro` of `packaging` at `version` (the

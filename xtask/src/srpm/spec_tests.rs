@@ -183,7 +183,7 @@ fn changelog_parsing_rejects_bad_headings() {
 fn an_incomplete_rpm_entry_or_a_deb_entry_is_refused_by_name() {
     let base = "{route: kmod, group: G, arches: [x86_64], kernel_devel: kernel-devel, macros: m, flavor: default, module_dir: extra/nvidia_peer_memory, compression: xz, build_requires: [gcc], rust_packages: [rust], dkms_requires: [dkms]";
     let entry = |id: &str, extra: &str| {
-        format!("  - {{id: {id}, name: A, family: rpm, rpm: {base}{extra}}}}}\n")
+        format!("  - {{id: {id}, name: A, family: rpm, dist: .el1, rpm: {base}{extra}}}}}\n")
     };
     let text = format!(
         "maintainer: A B <a@b.example>\ndistros:\n{}{}{}  - {{id: deb1, name: B, family: deb}}\n  - {{id: el4, name: D, family: rpm}}\n",
@@ -210,6 +210,26 @@ fn an_incomplete_rpm_entry_or_a_deb_entry_is_refused_by_name() {
     assert!(e.contains("rpm one"), "{e}");
     let e = error("el4");
     assert!(e.contains("el4") && e.contains("rpm:"), "{e}");
+    // `dist` must be there (empty is a value: SLES) and look like %dist.
+    let dists = Packaging::parse(&format!(
+        "maintainer: A B <a@b.example>\ndistros:\n{}{}{}",
+        entry("d1", "").replace("dist: .el1, ", ""),
+        entry("d2", "").replace("dist: .el1", "dist: el9"),
+        entry("d3", "").replace("dist: .el1", "dist: \"\""),
+    ))
+    .unwrap();
+    let e = format!(
+        "{:#}",
+        validate_rpm_distro(dists.find("d1").unwrap()).unwrap_err()
+    );
+    assert!(e.contains("d1") && e.contains("no `dist`"), "{e}");
+    let e = format!(
+        "{:#}",
+        validate_rpm_distro(dists.find("d2").unwrap()).unwrap_err()
+    );
+    assert!(e.contains("d2") && e.contains("dist: el9"), "{e}");
+    assert_eq!(dist(dists.find("d3").unwrap()).unwrap(), "");
+    assert_eq!(dist(packaging.find("el1").unwrap()).unwrap(), ".el1");
     // A dkms-route entry must not carry module-package fields.
     let dkms = Packaging::parse(&format!(
         "maintainer: A B <a@b.example>\ndistros:\n{}",
