@@ -242,6 +242,14 @@ check "arm64: modinfo vermagic $kver_arm64 ... aarch64, version" arm64_modinfo
 check "arm64: rustc ran with the kernel's arm64 flags (softfloat target, -neon, pac-ret per CONFIG_ARM64_PTR_AUTH_KERNEL)" arm64_rust_flags
 check "arm64: builds with NVIDIA 535's nv-p2p.h" build "$kver_arm64" "${arm64_make[@]}" NV_SRC="$nv_src"
 check "arm64: nv_mem_nc client compiled in with NVIDIA 535" nc_compiled
+# bookworm-backports' 6.12 arm64 kernel: the same flags (no BTI there
+# either), its own headers.
+arm64_bpo_root=$(bash ci/fetch-arm64-kernel.sh "$KVER_BACKPORTS" 2>"$log/fetch-arm64") || { cat "$log/fetch-arm64"; arm64_bpo_root=""; }
+kver_arm64_bpo=${KVER_BACKPORTS%-amd64}-arm64
+check "arm64 $kver_arm64_bpo: cross-builds offline" build "$kver_arm64_bpo" \
+    KDIR="$arm64_bpo_root/usr/src/linux-headers-$kver_arm64_bpo" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu-
+check "arm64 $kver_arm64_bpo: object verified" arm64_verified
+check "arm64 $kver_arm64_bpo: modinfo vermagic" sh -c 'modinfo -F vermagic kmod/nv_peer_mem.ko | grep -q "^$1 .*aarch64"' _ "$kver_arm64_bpo"
 flags_for() {  # flags_for 'CONFIG_A=y ...': rust-flags.sh on the arm64 config with these options set
     local cfg; cfg=$(mktemp)
     grep -Ev '^(# )?(CONFIG_ARM64_BTI_KERNEL|CONFIG_ARM64_PTR_AUTH_KERNEL|CONFIG_SHADOW_CALL_STACK|CONFIG_DYNAMIC_SCS)[= ]' "$kdir_arm64/.config" >"$cfg"
