@@ -25,6 +25,8 @@ pkgs=(
   "linux-headers-$KVER_BOOKWORM" "linux-headers-$KVER_BACKPORTS/bookworm-backports"
   # packaging tests
   rpm rpmlint dpkg-dev debhelper dh-dkms dkms lintian equivs fakeroot git
+  # arm64: cross compiler for the module and the VM test modules
+  gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu
   # boot tests
   busybox-static cpio
   # trixie/sid chroots (ci/chroot.sh); bookworm's own mmdebstrap 1.3.5 makes
@@ -34,10 +36,11 @@ pkgs=(
 # qemu-utils may already come from backports on these machines; qemu-system
 # must then match it, and seabios with it.
 if dpkg-query -W -f='${Version}' qemu-utils 2>/dev/null | grep -q bpo12; then
-  pkgs+=(qemu-system-x86/bookworm-backports qemu-system-common/bookworm-backports
+  pkgs+=(qemu-system-x86/bookworm-backports qemu-system-arm/bookworm-backports
+         qemu-system-common/bookworm-backports
          qemu-system-data/bookworm-backports seabios/bookworm-backports)
 else
-  pkgs+=(qemu-system-x86)
+  pkgs+=(qemu-system-x86 qemu-system-arm)
 fi
 apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
 

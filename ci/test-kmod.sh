@@ -215,4 +215,74 @@ verifier_catches_sse() {
 }
 check "object verifier rejects SSE registers" verifier_catches_sse
 
+echo "== arm64: cross build for Debian's arm64 kernel (docs/kmod-build.md, \"arm64\")"
+# The arm64 kernel of the bookworm ABI, unpacked from Debian's archive
+# without installing it (ci/fetch-arm64-kernel.sh), built with the cross
+# compiler as an arm64 DKMS build would natively.
+arm64_root=$(bash ci/fetch-arm64-kernel.sh "$KVER_BOOKWORM" 2>"$log/fetch-arm64") || { cat "$log/fetch-arm64"; arm64_root=""; }
+kver_arm64=${KVER_BOOKWORM%-amd64}-arm64
+kdir_arm64=$arm64_root/usr/src/linux-headers-$kver_arm64
+arm64_make=(KDIR="$kdir_arm64" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu-)
+check "arm64 headers and kernel unpacked from Debian's archive ($kver_arm64)" test -f "$kdir_arm64/.config"
+arm64_machine() { readelf -h kmod/nv_peer_mem.ko | grep -q 'Machine: *AArch64' || { readelf -h kmod/nv_peer_mem.ko | grep Machine; return 1; }; }
+arm64_verified() { grep -q "verified .*arm64, no GOT, no FP/SIMD, branch protection 'PAC' as the glue's, Rust reached by direct calls only" "$log/build" || { tail -n 5 "$log/build"; return 1; }; }
+arm64_modinfo() {
+    case "$(modinfo -F vermagic kmod/nv_peer_mem.ko)" in "$kver_arm64 "*aarch64*) ;; *) modinfo -F vermagic kmod/nv_peer_mem.ko; return 1;; esac
+    [ "$(modinfo -F version kmod/nv_peer_mem.ko)" = "$version" ]
+}
+arm64_rust_flags() {  # the Rust object's command line has the kernel's arm64 flags (PAC, no BTI: Debian's 6.1 config)
+    local cmd=kmod/.nv_peer_mem_rust.o.cmd
+    grep -q -- '--target=aarch64-unknown-none-softfloat' $cmd && grep -q -- '-Ctarget-feature=-neon' $cmd &&
+        grep -q -- '-Zbranch-protection=pac-ret ' $cmd && ! grep -q -- 'bti' $cmd || { cat $cmd; return 1; }
+}
+check "arm64 $kver_arm64: cross-builds offline without MLNX_OFED or NVIDIA sources" build "$kver_arm64" "${arm64_make[@]}"
+check "arm64: the module is an AArch64 object" arm64_machine
+check "arm64: object verified (no GOT, no FP/SIMD, branch protection as the glue's, no Rust address taken)" arm64_verified
+check "arm64: modinfo vermagic $kver_arm64 ... aarch64, version" arm64_modinfo
+check "arm64: rustc ran with the kernel's arm64 flags (softfloat target, -neon, pac-ret per CONFIG_ARM64_PTR_AUTH_KERNEL)" arm64_rust_flags
+check "arm64: builds with NVIDIA 535's nv-p2p.h" build "$kver_arm64" "${arm64_make[@]}" NV_SRC="$nv_src"
+check "arm64: nv_mem_nc client compiled in with NVIDIA 535" nc_compiled
+# bookworm-backports' 6.12 arm64 kernel: the same flags (no BTI there
+# either), its own headers.
+arm64_bpo_root=$(bash ci/fetch-arm64-kernel.sh "$KVER_BACKPORTS" 2>"$log/fetch-arm64") || { cat "$log/fetch-arm64"; arm64_bpo_root=""; }
+kver_arm64_bpo=${KVER_BACKPORTS%-amd64}-arm64
+check "arm64 $kver_arm64_bpo: cross-builds offline" build "$kver_arm64_bpo" \
+    KDIR="$arm64_bpo_root/usr/src/linux-headers-$kver_arm64_bpo" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu-
+check "arm64 $kver_arm64_bpo: object verified" arm64_verified
+check "arm64 $kver_arm64_bpo: modinfo vermagic" sh -c 'modinfo -F vermagic kmod/nv_peer_mem.ko | grep -q "^$1 .*aarch64"' _ "$kver_arm64_bpo"
+flags_for() {  # flags_for 'CONFIG_A=y ...': rust-flags.sh on the arm64 config with these options set
+    local cfg; cfg=$(mktemp)
+    grep -Ev '^(# )?(CONFIG_ARM64_BTI_KERNEL|CONFIG_ARM64_PTR_AUTH_KERNEL|CONFIG_SHADOW_CALL_STACK|CONFIG_DYNAMIC_SCS)[= ]' "$kdir_arm64/.config" >"$cfg"
+    printf '%s\n' $1 >>"$cfg"
+    sh kmod/scripts/rust-flags.sh "$cfg" "$(sh kmod/scripts/find-rustc.sh)"; local rc=$?; rm -f "$cfg"; return $rc
+}
+flags_have() {  # flags_have 'CONFIG...' WANT NOT: flags contain WANT and not NOT
+    local flags; flags=$(flags_for "$1") || return 1; echo "$flags"
+    case " $flags " in *" $2 "*) ;; *) return 1;; esac
+    [ -z "$3" ] || case " $flags " in *"$3"*) return 1;; esac
+}
+check "arm64 flags: CONFIG_ARM64_BTI_KERNEL -> -Zbranch-protection=bti,pac-ret" \
+    flags_have 'CONFIG_ARM64_PTR_AUTH_KERNEL=y CONFIG_ARM64_BTI_KERNEL=y' -Zbranch-protection=bti,pac-ret ''
+check "arm64 flags: neither PAC nor BTI -> no branch protection" \
+    flags_have '' -Ccode-model=small branch-protection
+check "arm64 flags: CONFIG_SHADOW_CALL_STACK -> x18 reserved and the SCS instrumentation" \
+    flags_have 'CONFIG_SHADOW_CALL_STACK=y' '-Zfixed-x18 -Zsanitizer=shadow-call-stack' ''
+verifier_catches_arm64() {  # verifier_catches_arm64 PATTERN C-SOURCE [gcc flags]: an arm64 object the verifier rejects
+    local pattern=$1 src=$2; shift 2
+    local dir; dir=$(mktemp -d); mkdir -p "$dir/build" "$dir/glue"
+    printf '%b' "$src" >"$dir/t.c"
+    printf 'extern void nvpm_rs_exit(void);\nvoid *nvpm_taken = (void *)nvpm_rs_exit;\n' >"$dir/g.c"
+    aarch64-linux-gnu-gcc -O2 -mbranch-protection=pac-ret "$@" -c "$dir/t.c" -o "$dir/nv_peer_mem_rust.o" &&
+        aarch64-linux-gnu-gcc -O2 -mbranch-protection=pac-ret -c "$dir/g.c" -o "$dir/glue/nv_peer_mem_glue.o" &&
+        touch "$dir/nv_peer_mem.ko" || return 1
+    CROSS_COMPILE=aarch64-linux-gnu- fails_with "$pattern" sh kmod/scripts/verify-object.sh "$dir"
+    local rc=$?; rm -rf "$dir"; return $rc
+}
+check "object verifier rejects FP/SIMD registers in an arm64 object" \
+    verifier_catches_arm64 'FP/SIMD registers used' 'double f(double a, double b) { return a * b; }\n'
+check "object verifier rejects an arm64 Rust function whose address the glue takes (BTI)" \
+    verifier_catches_arm64 'address of Rust code is taken.*nvpm_rs_exit' 'void nvpm_rs_exit(void) {}\n' -mgeneral-regs-only
+check "object verifier rejects arm64 branch protection other than the glue's" \
+    verifier_catches_arm64 "branch protection differs: Rust object 'BTI, PAC', C glue 'PAC'" 'void nvpm_rs_exit(void) {}\n' -mbranch-protection=pac-ret+bti
+
 finish

@@ -18,6 +18,8 @@
 #                                 chroots (their own headers, gcc, rustc)
 #   9. cargo xtask test-vm        the module in booted kernels (QEMU), against
 #                                 MLNX_OFED's own PeerDirect core
+#  10. cargo xtask test-vm --arch arm64   the same in Debian's arm64 kernel
+#                                 (cross-built, qemu-system-aarch64, TCG)
 # Module builds of the test suites are strict (NVPM_STRICT=1: warnings are
 # errors); the packaged builds (DKMS, rpmbuild) are not.
 # Every suite runs even if an earlier one failed; the last line sums them
@@ -70,6 +72,8 @@ suite "dkms packages" bash ci/test-dkms.sh
 # ci/chroot.sh keeps the chroots for a week.
 suite "newer suites" bash ci/test-suites.sh
 suite "booted kernels" env NVPM_STRICT=1 cargo xtask test-vm
+# arm64, bookworm's kernel only: warm ~100 s, cold ~330 s (docs/testing.md).
+suite "booted kernels (arm64)" env NVPM_STRICT=1 cargo xtask test-vm --arch arm64 --kernel 6.1
 
 echo
 [ ${#broken[@]} = 0 ] || echo "failed suites: ${broken[*]}"

@@ -74,7 +74,7 @@ fn each_route_renders_its_own_module_package() {
     let spec = render(&packaging, sles, "2.0.1", 3, GOLDEN_EPOCH).unwrap();
     assert!(spec.contains("\nVersion:        2.0.1\n"));
     assert!(spec.contains("\nRelease:        3%{?dist}\n"));
-    assert!(spec.contains("\nExclusiveArch:  x86_64\n"));
+    assert!(spec.contains("\nExclusiveArch:  x86_64 aarch64\n"));
     assert!(spec.contains("\n%suse_kernel_module_package -n %{name} "));
     assert!(!spec.contains("\n%kernel_module_package "));
     assert!(spec.contains("%config(noreplace) %{_sysconfdir}/infiniband/nv_peer_mem.conf"));

@@ -2,6 +2,7 @@
 //! the console reader, within two bounds: the kernel must reach init within
 //! BOOT_BOUND, and the whole run must end within the caller's bound.
 
+use super::arch::Arch;
 use super::console::{Console, Outcome};
 use anyhow::{Context, Result};
 use std::fs;
@@ -24,6 +25,7 @@ enum Event {
 /// returns the count.
 pub fn boot(
     kver: &str,
+    arch: Arch,
     vmlinuz: &Path,
     initrd: &Path,
     work: &Path,
@@ -36,24 +38,28 @@ pub fn boot(
     // passing silently. oops=panic + panic=-1 + -no-reboot: a crash ends
     // QEMU at once. loglevel=5: warnings and worse reach the console as
     // they happen; init dumps the full dmesg at the end.
-    let append = "console=ttyS0 panic=-1 oops=panic loglevel=5 slub_debug=FZP";
+    // nvpm.iter_divisor: the guest's init reads it (Arch::iter_divisor).
+    let (qemu, machine, console) = arch.qemu();
+    let append = format!(
+        "console={console} panic=-1 oops=panic loglevel=5 slub_debug=FZP nvpm.iter_divisor={}",
+        arch.iter_divisor()
+    );
     println!(
-        "  [{kver}] booting qemu-system-x86_64 (TCG, 2 vCPUs); console log: {}",
+        "  [{kver}] booting {qemu} (TCG, 2 vCPUs); console log: {}",
         log_path.display()
     );
-    let mut child = Command::new("qemu-system-x86_64")
-        .args([
-            "-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "2", "-kernel",
-        ])
+    let mut child = Command::new(qemu)
+        .args(machine)
+        .args(["-m", "1024", "-smp", "2", "-kernel"])
         .arg(vmlinuz)
         .arg("-initrd")
         .arg(initrd)
-        .args(["-append", append, "-nographic", "-no-reboot"])
+        .args(["-append", &append, "-nographic", "-no-reboot"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .context("starting qemu-system-x86_64 (apt-get install qemu-system-x86)")?;
+        .with_context(|| format!("starting {qemu} (apt-get install {})", arch.qemu_package()))?;
     let (tx, rx) = mpsc::channel();
     for stream in [
         Box::new(child.stdout.take().expect("piped")) as Box<dyn std::io::Read + Send>,

@@ -43,6 +43,7 @@ pub(super) fn kbuild(kdir: &Path, dir: &Path, vars: &[(&str, String)], what: &st
         .arg(kdir)
         .arg(format!("M={}", dir.display()))
         .arg("modules");
+    super::arch::cross_make_vars(&mut cmd);
     for (k, v) in vars {
         cmd.arg(format!("{k}={v}"));
     }
@@ -158,6 +159,7 @@ pub fn build_module(
         .arg(format!("KDIR={}", kdir.display()))
         .arg(format!("OFA_KERNEL={}", d.ofa_dir.display()))
         .arg(format!("NV_SRC={}", nv_dir.display()));
+    super::arch::cross_make_vars(&mut cmd);
     run(
         &mut cmd,
         &format!("make -C kmod KVER={kver} (nv_peer_mem.ko against the test doubles)"),

@@ -11,28 +11,31 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-const BUSYBOX: &str = "/bin/busybox";
-
-/// Lays out @work/initramfs (busybox, init, the doubles, the scenario
+/// Lays out @work/initramfs (@busybox: a static one of the guest's
+/// architecture, init, the doubles, the scenario
 /// driver, nv_peer_mem.ko and its no-persistent-API build) and packs it
 /// into @work/initramfs.cpio. @extra: more (file, path in the image), the
 /// oracle phase's (oracle.rs).
 pub fn make_initramfs(
     work: &Path,
+    busybox: &Path,
     d: &Doubles,
     module: &Path,
     no_persistent: &Path,
     extra: &[(PathBuf, String)],
 ) -> Result<PathBuf> {
-    if !Path::new(BUSYBOX).is_file() || !is_static(BUSYBOX) {
-        bail!("/bin/busybox is missing or not static: apt-get install busybox-static");
+    if !busybox.is_file() || !is_static(busybox) {
+        bail!(
+            "{} is missing or not static: apt-get install busybox-static",
+            busybox.display()
+        );
     }
     let root = work.join("initramfs");
     let _ = fs::remove_dir_all(&root);
     for dir in ["bin", "lib/nvpm", "proc", "sys", "dev", "tmp"] {
         fs::create_dir_all(root.join(dir))?;
     }
-    fs::copy(BUSYBOX, root.join("bin/busybox"))?;
+    fs::copy(busybox, root.join("bin/busybox"))?;
     fs::copy(
         workspace::path("kmod/tests/vm/guest/init"),
         root.join("init"),
@@ -66,7 +69,7 @@ pub fn make_initramfs(
 
 /// A guest without a dynamic loader runs only a static busybox: `file -L`
 /// says "statically linked", or `ldd` says "not a dynamic executable".
-fn is_static(program: &str) -> bool {
+fn is_static(program: &Path) -> bool {
     let says = |tool: &str, args: &[&str], needle: &str| {
         Command::new(tool)
             .args(args)

@@ -8,6 +8,7 @@
 //! The run fails on any failed or missing scenario, on any kernel splat in
 //! the console, and on a guest that does not finish within a bound.
 
+mod arch;
 mod boot;
 mod builds;
 mod command;
@@ -21,6 +22,7 @@ mod sync;
 
 use crate::{fixtures, workspace};
 use anyhow::{Context, Result, bail};
+use arch::{Arch, GuestKernel};
 use builds::{Variant, build_doubles, build_module};
 use console::{Outcome, SCENARIOS};
 use kernel_image::{cache_dir, kernel_image};
@@ -34,6 +36,12 @@ pub struct TestVmArgs {
     /// Kernel to test: 6.1 (bookworm), 6.12 (bookworm-backports) or all
     #[arg(long, default_value = "all", value_parser = ["6.1", "6.12", "all"])]
     kernel: String,
+    /// Guest architecture: x86_64, or arm64 (Debian's arm64 kernel of the
+    /// same ABI, cross-built and booted in qemu-system-aarch64 with TCG;
+    /// the scenarios' loops run a tenth of their iterations there, see
+    /// `Arch::iter_divisor`; no oracle phase)
+    #[arg(long, default_value = "x86_64", value_parser = ["x86_64", "arm64"])]
+    arch: String,
     /// Seconds one guest may run before it is killed and failed
     #[arg(long, default_value_t = 600)]
     timeout: u64,
@@ -62,6 +70,8 @@ fn test_vm(args: &TestVmArgs) -> Result<bool> {
         "6.12" => vec![backports],
         _ => vec![bookworm, backports],
     };
+    let arch = Arch::parse(&args.arch);
+    arch::set_build_arch(arch);
     // Every scenario runs against MLNX_OFED's own PeerDirect core: without
     // that fixture there is nothing honest to run, so all are skipped.
     let mofed = match fixtures::file(fixtures::MOFED_TARBALL) {
@@ -79,10 +89,17 @@ fn test_vm(args: &TestVmArgs) -> Result<bool> {
     let nv_src = nvidia_src()?;
     let mut all_ok = true;
     let mut summary = Vec::new();
-    for kver in &kvers {
+    for amd64_kver in &kvers {
         let t0 = Instant::now();
+        // arm64: the kernel of the same ABI, fetched before anything else.
+        let guest = arch.guest_kernel(amd64_kver);
+        let kver = match &guest {
+            Ok(g) => g.kver.clone(),
+            Err(_) => format!("{amd64_kver} ({arch:?})"),
+        };
         println!("==> [{kver}] preparing");
-        let outcome = match prepare_and_boot(kver, &cache, &nv_src, &mofed, args) {
+        let prepared = guest.and_then(|g| prepare_and_boot(&g, &cache, &nv_src, &mofed, args));
+        let outcome = match prepared {
             Ok(o) => o,
             Err(e) => {
                 // A setup failure fails every scenario of this kernel.
@@ -143,13 +160,14 @@ fn nvidia_src() -> Result<PathBuf> {
 }
 
 fn prepare_and_boot(
-    kver: &str,
+    guest: &GuestKernel,
     cache: &Path,
     nv_src: &Path,
     mofed: &Path,
     args: &TestVmArgs,
 ) -> Result<Outcome> {
-    let kdir = PathBuf::from(format!("/usr/src/linux-headers-{kver}"));
+    let kver = guest.kver.as_str();
+    let kdir = guest.kdir.clone();
     if !kdir.join("Makefile").is_file() {
         bail!(
             "no headers at {}: install linux-headers-{kver} (sudo bash ci/setup-host.sh)",
@@ -160,7 +178,10 @@ fn prepare_and_boot(
     fs::create_dir_all(&work)?;
 
     let t = Instant::now();
-    let vmlinuz = kernel_image(kver, cache)?;
+    let vmlinuz = match &guest.vmlinuz {
+        Some(image) => image.clone(),
+        None => kernel_image(kver, cache)?,
+    };
     println!(
         "  [{kver}] kernel image {} ({:.1} s)",
         vmlinuz.display(),
@@ -202,21 +223,45 @@ fn prepare_and_boot(
     let no_persistent = build_module(kver, &kdir, &work, &mods, Variant::NoPersistentApi)?;
     // The other clients and the benchmark (oracle.rs): information only,
     // so nothing here fails the run.
-    let t = Instant::now();
-    let plan = oracle::prepare(kver, &kdir, &work, &mods, nv_src);
-    println!(
-        "  [{kver}] oracle clients and benchmark built ({:.1} s)",
-        t.elapsed().as_secs_f64()
-    );
-    let extra = plan.files(&work)?;
-    let initrd = initramfs::make_initramfs(&work, &mods, &module, &no_persistent, &extra)?;
+    // On arm64 there is no oracle phase: the other clients are x86 builds
+    // of NVIDIA's and Mellanox's code, and TCG time goes to our scenarios.
+    let plan = if guest.arch == Arch::X86_64 {
+        let t = Instant::now();
+        let plan = oracle::prepare(kver, &kdir, &work, &mods, nv_src);
+        println!(
+            "  [{kver}] oracle clients and benchmark built ({:.1} s)",
+            t.elapsed().as_secs_f64()
+        );
+        Some(plan)
+    } else {
+        println!(
+            "  [{kver}] no oracle phase on {:?} (x86_64 only)",
+            guest.arch
+        );
+        None
+    };
+    let extra = match &plan {
+        Some(plan) => plan.files(&work)?,
+        None => Vec::new(),
+    };
+    let initrd = initramfs::make_initramfs(
+        &work,
+        &guest.busybox,
+        &mods,
+        &module,
+        &no_persistent,
+        &extra,
+    )?;
     let outcome = boot::boot(
         kver,
+        guest.arch,
         &vmlinuz,
         &initrd,
         &work,
         Duration::from_secs(args.timeout),
     )?;
-    oracle_report::report(kver, &plan, &outcome.ours, &outcome.oracle);
+    if let Some(plan) = &plan {
+        oracle_report::report(kver, plan, &outcome.ours, &outcome.oracle);
+    }
     Ok(outcome)
 }

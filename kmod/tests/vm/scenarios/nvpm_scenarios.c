@@ -38,6 +38,16 @@
 MODULE_LICENSE("Dual BSD/GPL");
 MODULE_DESCRIPTION("Scenario driver for nv_peer_mem VM tests");
 
+/*
+ * The race's and the benchmark's loops run their counts divided by this
+ * (the guest's init passes nvpm.iter_divisor= from the kernel command line;
+ * test-vm sets it to 10 for arm64 under TCG, xtask/src/vm/arch.rs). The
+ * scenarios and their checks are the same; only the rounds are fewer.
+ */
+static int iter_divisor = 1;
+module_param(iter_divisor, int, 0444);
+MODULE_PARM_DESC(iter_divisor, "divide the race's and the benchmark's iteration counts by this (>= 1)");
+
 #define SZ64K 0x10000UL
 #define NV "nv_mem"
 #define NC "nv_mem_nc"
@@ -752,7 +762,7 @@ static int sc_inject(void)
 
 /* ----------------------------------------------------------------- race */
 
-#define RACE_ITERS 10000
+#define RACE_ITERS (10000 / iter_divisor)
 
 static struct {
 	atomic_t go, done;
@@ -879,7 +889,7 @@ static int sc_race(void)
 
 /* ------------------------------------------------------------ benchmark */
 
-#define BENCH_ITERS 100000
+#define BENCH_ITERS (100000 / iter_divisor)
 
 static int sc_bench(void)
 {
@@ -1158,6 +1168,10 @@ static struct dentry *dir;
 
 static int __init nvpm_init(void)
 {
+	if (iter_divisor < 1 || iter_divisor > 100) {
+		pr_err("nvpm_scenarios: iter_divisor=%d, want 1..100\n", iter_divisor);
+		return -EINVAL;
+	}
 	dir = debugfs_create_dir("nvpm", NULL);
 	debugfs_create_file("ctl", 0200, dir, NULL, &ctl_fops);
 	debugfs_create_file("result", 0400, dir, NULL, &result_fops);
