@@ -9,8 +9,11 @@
  * (535.261.03):
  *   - get_pages needs a 64 KiB aligned range inside GPU memory and a free
  *     callback; get_pages_persistent has none and needs flags == 0;
- *   - put_pages of a table the driver already unlinked (cudaFree running or
- *     done) returns 0: the driver looks it up and does not dereference it;
+ *   - cudaFree runs under the API lock that put_pages takes, so put_pages
+ *     waits for its callbacks; of a table a cudaFree has freed it returns
+ *     0: the driver looks it up and does not dereference it;
+ *   - a failed put_pages leaves the table pinned and its callback due, a
+ *     failed get_pages a dead table in the caller's slot (a tombstone here);
  *   - dma_unmap_pages dereferences the page table (so an unknown table there
  *     is a use-after-free in the real driver) but tolerates a mapping that
  *     is already unlinked;
