@@ -211,9 +211,7 @@ impl<P: Platform> Driver<P> {
                 // The unpin failed with the table still pinned: the
                 // driver calls the probe callback with this ticket when
                 // the memory goes, maybe long after this "not mine".
-                self.orphan(c, || {
-                    c.probe_page_table.load(Ordering::SeqCst).is_null()
-                });
+                self.orphan(c, || c.probe_page_table.load(Ordering::SeqCst).is_null());
                 self.put_ref(c);
             }
             return Acquired::NotMine;

@@ -166,11 +166,14 @@ pub fn build_module(
     // The symbol CRCs come from the doubles' Module.symvers, which make does
     // not track: a warm copy built against other ones (a double's exports
     // changed) would keep stale CRCs and fail to load. Key the build on them.
-    let symvers_key = [d.ofa_dir.join("Module.symvers"), nv_dir.join("Module.symvers")]
-        .iter()
-        .map(|p| fs::read(p).map_err(|e| anyhow::anyhow!("reading {}: {e}", p.display())))
-        .collect::<Result<Vec<_>>>()?
-        .concat();
+    let symvers_key = [
+        d.ofa_dir.join("Module.symvers"),
+        nv_dir.join("Module.symvers"),
+    ]
+    .iter()
+    .map(|p| fs::read(p).map_err(|e| anyhow::anyhow!("reading {}: {e}", p.display())))
+    .collect::<Result<Vec<_>>>()?
+    .concat();
     let key_file = copy.with_extension("symvers-key");
     if fs::read(&key_file).ok().as_deref() != Some(&symvers_key[..]) {
         run(
