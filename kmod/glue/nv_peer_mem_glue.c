@@ -398,9 +398,30 @@ static int __init nv_peer_mem_init(void)
 	return nvpm_rs_init(peerdirect_support, persistent_api_support, NVPM_HAVE_PERSISTENT);
 }
 
+/*
+ * No free callback may run module code after unload (docs/contracts.md,
+ * "Late free callbacks"). By now every page table the module got was put
+ * back or has had its free callback called (a failed put keeps a module
+ * reference until its callback), so none can start; one may still be
+ * running, past the point where it dropped its references. nvidia.ko calls
+ * free callbacks under RM's API lock, which every nvidia_p2p_get_pages
+ * takes (535: rm_p2p_get_pages in osapi.c): a get_pages that fails (VA 0
+ * is never GPU memory) returns only after such a callback has returned.
+ */
+static void nvpm_wait_for_running_free_callbacks(void)
+{
+	struct nvidia_p2p_page_table *page_table = NULL;
+
+	/* The data is no ticket (they are <= INT_MAX): a callback finds nothing. */
+	if (!nvidia_p2p_get_pages(0, 0, 0, 64u << 10, &page_table,
+				  nv_mem_probe_free_callback, (void *)ULONG_MAX))
+		nvidia_p2p_put_pages(0, 0, 0, page_table);
+}
+
 static void __exit nv_peer_mem_exit(void)
 {
 	nvpm_rs_exit();
+	nvpm_wait_for_running_free_callbacks();
 	/* Empty: every context held a module reference until it left. */
 	idr_destroy(&nvpm_registry);
 }

@@ -176,6 +176,7 @@ impl<P: Platform> Driver<P> {
             return Acquired::NotMine;
         }
         c.ticket.store(ticket, Ordering::Release);
+        c.in_registry.store(true, Ordering::Release);
         let data = ticket as usize as *mut c_void;
         if p.p2p_get_pages(
             range.start,
@@ -199,13 +200,20 @@ impl<P: Platform> Driver<P> {
             p.p2p_put_pages(range.start, probed)
         };
         if let Err(e) = unpinned {
-            // Expected only when the memory was freed during the probe.
             p.log(
                 Level::Debug,
                 "acquire: memory freed during the probe, nvidia_p2p_put_pages",
                 e.to_kernel().into(),
             );
-            self.forget(c);
+            if probed.is_null() {
+                self.forget(c);
+            } else {
+                // The unpin failed with the table still pinned: the
+                // driver calls the probe callback with this ticket when
+                // the memory goes, maybe long after this "not mine".
+                self.orphan(c, || c.probe_page_table.load(Ordering::SeqCst).is_null());
+                self.put_ref(c);
+            }
             return Acquired::NotMine;
         }
         // Unpinned: a late callback (535 reports an unlinked page table as
@@ -225,7 +233,7 @@ impl<P: Platform> Driver<P> {
         let p = &self.platform;
         p.module_get();
         if let Some(c) = self.find(data) {
-            let page_table = c.probe_page_table.swap(ptr::null_mut(), Ordering::AcqRel);
+            let page_table = c.probe_page_table.swap(ptr::null_mut(), Ordering::SeqCst);
             if !page_table.is_null() {
                 if let Err(e) = p.p2p_free_page_table(page_table) {
                     p.log(
@@ -235,9 +243,37 @@ impl<P: Platform> Driver<P> {
                     );
                 }
             }
+            self.drop_orphan(c);
             self.callback_done(c);
         }
         p.module_put();
+    }
+
+    /// `nvidia_p2p_put_pages` failed on a page table the driver may still
+    /// hold, with this context's ticket as its free callback's data (see
+    /// [`Context::orphaned`]): keeps the context in the registry and the
+    /// module loaded until that callback comes, so it never calls into an
+    /// unloaded module. `callback_ran` says whether the callback has taken
+    /// the table over already; then nothing is due and the orphan is
+    /// dropped at once. Either this or the callback drops it, never both.
+    fn orphan(&self, c: &Context, callback_ran: impl FnOnce() -> bool) {
+        c.refs.fetch_add(1, Ordering::AcqRel);
+        self.platform.module_get();
+        // SeqCst with the callback's take of the table and its
+        // `drop_orphan`: at least one side sees the other's write.
+        c.orphaned.store(true, Ordering::SeqCst);
+        if callback_ran() {
+            self.drop_orphan(c);
+        }
+    }
+
+    /// Drops what [`Driver::orphan`] kept, if it is still kept.
+    fn drop_orphan(&self, c: &Context) {
+        if c.orphaned.swap(false, Ordering::SeqCst) {
+            self.leave_registry(c);
+            self.put_ref(c);
+            self.platform.module_put();
+        }
     }
 
     /// Looks a free callback's ticket up, takes a reference on its context
@@ -267,9 +303,16 @@ impl<P: Platform> Driver<P> {
 
     /// Removes a context from the registry and drops the core's reference.
     fn forget(&self, c: &Context) {
-        self.platform
-            .registry_remove(c.ticket.load(Ordering::Acquire));
+        self.leave_registry(c);
         self.put_ref(c);
+    }
+
+    /// Removes the context's ticket from the registry, once.
+    fn leave_registry(&self, c: &Context) {
+        if c.in_registry.swap(false, Ordering::AcqRel) {
+            self.platform
+                .registry_remove(c.ticket.load(Ordering::Acquire));
+        }
     }
 
     /// Drops one reference; the last one frees the context.
@@ -541,14 +584,21 @@ impl<P: Platform> Driver<P> {
                 ClientKind::Mem => p.p2p_put_pages(c.range.start, page_table),
                 ClientKind::Nc => p.p2p_put_pages_persistent(c.range.start, page_table),
             };
-            // Fails when the memory was freed concurrently: expected, the
-            // driver frees the page table then.
             if let Err(e) = result {
                 p.log(
                     Level::Debug,
                     "put_pages: nvidia_p2p_put_pages failed",
                     e.to_kernel().into(),
                 );
+                // 535 reports a table a cudaFree took as unpinned (0), so
+                // a failure (-ENOMEM before the driver reached RM) leaves
+                // the table pinned, its free callback due.
+                if c.kind == ClientKind::Mem {
+                    self.orphan(c, || {
+                        let _guard = lock_client(p);
+                        c.in_callback.load(Ordering::Acquire)
+                    });
+                }
             }
         }
         if c.sg_allocated.swap(false, Ordering::AcqRel) {
@@ -572,8 +622,11 @@ impl<P: Platform> Driver<P> {
         };
         let p = &self.platform;
         // No free callback can find the context after this; one that did
-        // holds a reference and counts as running.
-        p.registry_remove(c.ticket.load(Ordering::Acquire));
+        // holds a reference and counts as running. An orphan (a failed
+        // put_pages) stays findable: its callback is still due.
+        if !c.orphaned.load(Ordering::SeqCst) {
+            self.leave_registry(c);
+        }
         // MLNX_OFED's core frees its side of the registration as soon as
         // release returns, while an invalidation it is running for this
         // registration may still read it (peer_mem.c: "release() can be
@@ -610,7 +663,11 @@ impl<P: Platform> Driver<P> {
         // 535 reports put_pages of an unlinked page table as success, and
         // calls this afterwards); it has nothing left to invalidate.
         if let Some(c) = self.find(data) {
+            // An orphan's registration is gone from the core, and with it
+            // its mapping (dma_unmap came before the failed put_pages), so
+            // `invalidate` only frees the page table.
             self.invalidate(c);
+            self.drop_orphan(c);
             self.callback_done(c);
         }
         p.module_put();

@@ -48,6 +48,9 @@ pub struct Context {
     /// This context's ticket in the platform's registry (the NVIDIA free
     /// callbacks' data); fixed once `acquire` has registered it.
     pub ticket: AtomicU64,
+    /// Whether the ticket is still in the registry; whoever swaps it to
+    /// false removes it (release and an orphan's callback may both try).
+    pub in_registry: AtomicBool,
     /// The thread running this registration's free callback, so that the
     /// `dma_unmap`/`put_pages` the core makes from inside the invalidation
     /// (legacy clients) are recognised and do nothing.
@@ -56,8 +59,18 @@ pub struct Context {
     /// none is, since MLNX_OFED's core tears its registration down as soon
     /// as `release` returns, under an invalidation still in progress.
     pub callbacks_running: AtomicU32,
+    /// `nvidia_p2p_put_pages` failed (the driver fails it before reaching
+    /// RM on -ENOMEM): the driver still holds the page table, with this
+    /// context's ticket as its free callback's data, and will call that
+    /// callback when the GPU memory is freed. Until then the context stays
+    /// in the registry and holds one reference and one module reference,
+    /// so the module cannot be unloaded under the callback; whoever swaps
+    /// this from true to false (the callback, or the thread that failed the
+    /// put on finding the callback already ran) drops them.
+    pub orphaned: AtomicBool,
     /// References: one held by the core from `acquire` to `release`, one
-    /// by each free callback while it runs. The last one frees the context.
+    /// by each free callback while it runs, one while `orphaned`. The last
+    /// one frees the context.
     pub refs: AtomicU32,
 }
 
@@ -82,8 +95,10 @@ impl Context {
             saved_sg: UnsafeCell::new(SavedSgTable::default()),
             probe_page_table: AtomicPtr::new(core::ptr::null_mut()),
             ticket: AtomicU64::new(0),
+            in_registry: AtomicBool::new(false),
             callback_task: AtomicPtr::new(core::ptr::null_mut()),
             callbacks_running: AtomicU32::new(0),
+            orphaned: AtomicBool::new(false),
             refs: AtomicU32::new(1),
         }
     }

@@ -6,6 +6,7 @@ use super::command::run;
 use super::sync::{sync_bytes, sync_file, sync_tree};
 use crate::{fixtures, workspace};
 use anyhow::{Result, bail};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -152,18 +153,41 @@ pub fn build_module(
         &copy.join("VERSION"),
         format!("{}\n", workspace::version()).as_bytes(),
     )?;
-    let mut cmd = Command::new("make");
-    cmd.arg("-C")
-        .arg(&copy)
-        .arg(format!("KVER={kver}"))
-        .arg(format!("KDIR={}", kdir.display()))
-        .arg(format!("OFA_KERNEL={}", d.ofa_dir.display()))
-        .arg(format!("NV_SRC={}", nv_dir.display()));
-    super::arch::cross_make_vars(&mut cmd);
+    let make = |target: Option<&str>| {
+        let mut cmd = Command::new("make");
+        cmd.arg("-C")
+            .arg(&copy)
+            .arg(format!("KVER={kver}"))
+            .arg(format!("KDIR={}", kdir.display()))
+            .arg(format!("OFA_KERNEL={}", d.ofa_dir.display()))
+            .arg(format!("NV_SRC={}", nv_dir.display()));
+        super::arch::cross_make_vars(&mut cmd);
+        cmd.args(target);
+        cmd
+    };
+    // The symbol CRCs come from the doubles' Module.symvers, which make does
+    // not track: a warm copy built against other ones (a double's exports
+    // changed) would keep stale CRCs and fail to load. Key the build on them.
+    let symvers_key = [
+        d.ofa_dir.join("Module.symvers"),
+        nv_dir.join("Module.symvers"),
+    ]
+    .iter()
+    .map(|p| fs::read(p).map_err(|e| anyhow::anyhow!("reading {}: {e}", p.display())))
+    .collect::<Result<Vec<_>>>()?
+    .concat();
+    let key_file = copy.with_extension("symvers-key");
+    if fs::read(&key_file).ok().as_deref() != Some(&symvers_key[..]) {
+        run(
+            &mut make(Some("clean")),
+            &format!("make -C kmod clean (the doubles' Module.symvers changed for {kver})"),
+        )?;
+    }
     run(
-        &mut cmd,
+        &mut make(None),
         &format!("make -C kmod KVER={kver} (nv_peer_mem.ko against the test doubles)"),
     )?;
+    sync_bytes(&key_file, &symvers_key)?;
     let ko = copy.join("nv_peer_mem.ko");
     if !ko.is_file() {
         bail!("make succeeded but left no {}", ko.display());

@@ -79,6 +79,10 @@ pub const DIFFERENCES: &[(&str, &str)] = &[
         "ours registers peerdirect_support=1 as an old-style client (version[15]=0, what MLNX_OFED 4.9's core reads); nvidia-peermem sets the new-style byte with ex_size 0, which MOFED 25.10 also treats as legacy, so only the registration bytes differ",
     ),
     (
+        "inject",
+        "a failed nvidia_p2p_put_pages (535/550: -ENOMEM before RM) leaves the page table pinned with its free callback due: ours keeps the context and a module reference until that callback comes and frees the table there; nvidia-peermem forgets it, so its callback skips nvidia_p2p_free_page_table (flagged by the double, a no-op on 535) and the module can be unloaded with the callback due",
+    ),
+    (
         "free_during_get",
         "ours calls nvidia_p2p_free_page_table from a free callback that arrives before dma_map, as the double requires (a no-op in 535's driver); nvidia-peermem returns early ('invalid dma_mapping') without it: flagged by the double, harmless on 535",
     ),

@@ -10,6 +10,12 @@ use std::collections::BTreeMap;
 /// differences and the benchmark. @ours: nv_peer_mem's results by scenario.
 pub fn report(kver: &str, plan: &Plan, ours: &BTreeMap<String, bool>, seen: &Observed) {
     println!("  [{kver}] differential oracle (information; only ours decides the run):");
+    // Ours' column comes from its own scenarios, which load it with
+    // persistent_api_support=0 (the default 1 registers the persistent
+    // client alone): the same two clients 535/550 always register.
+    println!(
+        "    ours loaded with persistent_api_support=0: nv_mem (invalidating) + nv_mem_nc, as nvidia-peermem 535/550 register"
+    );
     for o in &plan.oracles {
         if let Err(why) = &o.ko {
             let why = if why.is_empty() {
@@ -142,7 +148,9 @@ fn report_bench(kver: &str, plan: &Plan, seen: &Observed) {
             _ => println!("    {what:<22} no figures (see NVPMBENCH lines in the console log)"),
         }
     }
-    println!("    (reference: {label})");
+    println!(
+        "    (reference: {label}; like for like: ours loaded with persistent_api_support=0, both through their invalidating nv_mem; persistent vs persistent is not measured: nvidia-peermem 535/550 register nv_mem first, which claims all GPU memory, so the core never reaches their nv_mem_nc)"
+    );
     for f in &seen.bench_failures {
         println!("    benchmark failure: {f}");
     }

@@ -186,6 +186,8 @@ void pcd_umem_put(struct pcd_umem *umem);
 int pcd_client_acquire(const char *client, unsigned long addr, size_t size,
 		       void **ctx);
 void pcd_client_release(const char *client, void *ctx);
+int pcd_client_dma_map_after_failed_get_pages(const char *client, unsigned long addr, size_t size,
+					      int *get_ret, int *map_ret);
 unsigned long pcd_umem_page_size(struct pcd_umem *umem);
 const char *pcd_umem_client_name(struct pcd_umem *umem);
 /* Registered clients in order; returns their number (at most @max). */

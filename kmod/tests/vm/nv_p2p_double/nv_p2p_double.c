@@ -9,8 +9,11 @@
  * (535.261.03):
  *   - get_pages needs a 64 KiB aligned range inside GPU memory and a free
  *     callback; get_pages_persistent has none and needs flags == 0;
- *   - put_pages of a table the driver already unlinked (cudaFree running or
- *     done) returns 0: the driver looks it up and does not dereference it;
+ *   - cudaFree runs under the API lock that put_pages takes, so put_pages
+ *     waits for its callbacks; of a table a cudaFree has freed it returns
+ *     0: the driver looks it up and does not dereference it;
+ *   - a failed put_pages leaves the table pinned and its callback due, a
+ *     failed get_pages a dead table in the caller's slot (a tombstone here);
  *   - dma_unmap_pages dereferences the page table (so an unknown table there
  *     is a use-after-free in the real driver) but tolerates a mapping that
  *     is already unlinked;
@@ -107,6 +110,18 @@ static int nvd_fail_err;
 static u8 nvd_uuid[16] = { 0x6e, 0x76, 0x70, 0x6d, 0x2d, 0x64, 0x6f, 0x75,
 			   0x62, 0x6c, 0x65, 0x2d, 0x67, 0x70, 0x75, 0x30 };
 static struct nvd_stats st;	/* under nvd_lock */
+/*
+ * What a failed get_pages leaves in the caller's page-table slot. 535's
+ * nv_p2p_get_pages sets *page_table to its new table before asking RM, and
+ * its failure path frees that table without clearing the slot: the caller
+ * holds a dangling pointer. The double hands out this tombstone instead of
+ * freed memory (a valid 64 KiB header, so a client reads nothing odd) and
+ * counts any later use of it as a contract violation.
+ */
+static struct nvidia_p2p_page_table nvd_failed_get_table = {
+	.version = NVIDIA_P2P_PAGE_TABLE_VERSION,
+	.page_size = NVIDIA_P2P_PAGE_SIZE_64KB,
+};
 
 static void nvd_error(const char *fmt, ...) __printf(1, 2);
 static void nvd_error(const char *fmt, ...)
@@ -199,6 +214,10 @@ static struct nvd_table *nvd_find_table(struct nvidia_p2p_page_table *pt)
 {
 	struct nvd_table *t;
 
+	if (pt == &nvd_failed_get_table) {
+		nvd_error("a client used the page table a failed get_pages had freed (stale pointer kept)");
+		return NULL;
+	}
 	list_for_each_entry(t, &nvd_tables, node)
 		if (&t->pt == pt)
 			return t;
@@ -324,6 +343,8 @@ int nvidia_p2p_get_pages(uint64_t p2p_token, uint32_t va_space,
 	st.last_get_len = length;
 	if (nvd_should_fail("get_pages")) {
 		ret = nvd_fail_err;
+		if (page_table)
+			*page_table = &nvd_failed_get_table;
 	} else if (!free_callback) {
 		nvd_error("get_pages without a free callback");	/* -EINVAL in nv-p2p.c */
 		ret = -EINVAL;
@@ -361,6 +382,8 @@ int nvidia_p2p_get_pages_persistent(uint64_t virtual_address, uint64_t length,
 	st.last_get_len = length;
 	if (nvd_should_fail("get_pages_persistent")) {
 		ret = nvd_fail_err;
+		if (page_table)
+			*page_table = &nvd_failed_get_table;
 	} else if (flags) {
 		nvd_error("get_pages_persistent with flags %#x (must be 0)", flags);
 		ret = -EINVAL;
@@ -387,6 +410,10 @@ static int nvd_put(const char *call, u64 va, struct nvidia_p2p_page_table *pt,
 		return -EINVAL;
 	}
 	t = nvd_find_table(pt);
+	/* 535's nvidia_p2p_put_pages fails -ENOMEM (nv_kmem_cache_alloc_stack)
+	 * before reaching RM: the table stays pinned, its free callback due. */
+	if (fail && !persistent && t && !t->unlinked)
+		return nvd_fail_err;
 	if (!t || (t->unlinked && !persistent)) {
 		if (persistent) {
 			/* no callback can free a persistent table: the client
@@ -652,8 +679,18 @@ void nvd_free_during_get_pages(u64 va, long nth)
 }
 EXPORT_SYMBOL_GPL(nvd_free_during_get_pages);
 
-/* cudaFree. @api_held: the caller (an injected free inside get_pages)
- * holds the API lock already, as the driver would in that case. */
+/*
+ * cudaFree. @api_held: the caller (an injected free inside get_pages) holds
+ * the API lock already, as the driver would in that case.
+ *
+ * The whole free runs under the API lock, as RM's memory free does
+ * (CliDelThirdPartyP2PVidmemInfo, under the lock every rm_p2p_* entry point
+ * takes): for each table, the client's free callback, then the table and
+ * its mappings freed (nv-p2p.c's nv_p2p_mem_info_free_callback) and the
+ * table unlinked. So a put_pages on another thread waits for the callbacks
+ * and then finds the table gone (0): once nvidia_p2p_put_pages has
+ * returned, no free callback for that table is running or will come.
+ */
 static int nvd_free_inner(u64 va, bool api_held)
 {
 	struct nvd_alloc *a, *found = NULL;
@@ -675,36 +712,24 @@ static int nvd_free_inner(u64 va, bool api_held)
 	}
 	found->freed = true;
 	found->tables++;	/* pinned until we are done with it */
-	/* Unlink first (RM's tracker), so a concurrent put_pages gets
-	 * NOT_FOUND; the tables stay in nvd_tables until freed below. */
+	/* Marked now; nobody else can look before the free is over (the API
+	 * lock), but the client's own calls from inside a callback can. */
 	list_for_each_entry(t, &nvd_tables, node)
 		if (t->alloc == found && !t->persistent)
 			t->unlinked = true;
-	mutex_unlock(&nvd_lock);
-	if (!api_held)
-		mutex_unlock(&nvd_api_lock);
 
-	/* One callback at a time under the API lock (not nvd_lock), as the
-	 * driver does; between two, other threads' calls get in, and may find
-	 * a table unlinked whose callback is still to come. The callback calls
-	 * back into free_page_table / free_dma_mapping. */
+	/* One callback at a time; the callback calls back into
+	 * free_page_table / free_dma_mapping. */
 	for (;;) {
 		struct nvd_table *next = NULL;
 
-		if (!api_held)
-			mutex_lock(&nvd_api_lock);
-		mutex_lock(&nvd_lock);
 		list_for_each_entry(t, &nvd_tables, node)
 			if (t->alloc == found && t->unlinked && !t->cb_task) {
 				next = t;
 				break;
 			}
-		if (!next) {
-			mutex_unlock(&nvd_lock);
-			if (!api_held)
-				mutex_unlock(&nvd_api_lock);
+		if (!next)
 			break;
-		}
 		next->cb_task = current;
 		st.callbacks++;
 		mutex_unlock(&nvd_lock);
@@ -726,15 +751,13 @@ static int nvd_free_inner(u64 va, bool api_held)
 				nvd_error("free callback called free_dma_mapping %d times on a live mapping (want 1)",
 					  map->free_calls);
 		nvd_free_table(next);
-		mutex_unlock(&nvd_lock);
-		if (!api_held)
-			mutex_unlock(&nvd_api_lock);
 	}
 
-	mutex_lock(&nvd_lock);
 	found->tables--;	/* persistent tables may still pin it */
 	nvd_free_alloc_if_done(found);
 	mutex_unlock(&nvd_lock);
+	if (!api_held)
+		mutex_unlock(&nvd_api_lock);
 	return calls;
 }
 

@@ -629,6 +629,45 @@ void pcd_client_release(const char *client, void *ctx)
 }
 EXPORT_SYMBOL_GPL(pcd_client_release);
 
+/*
+ * Test hook: acquire, get_pages (which the scenario makes fail), then
+ * dma_map regardless, which the core never does: a client that kept the
+ * page-table pointer a failed nvidia_p2p_get_pages left behind (535 frees
+ * that table without clearing the caller's slot) hands it to the driver
+ * here. Undoes whatever succeeded. 0, or -ENXIO when not acquired.
+ */
+int pcd_client_dma_map_after_failed_get_pages(const char *client, unsigned long addr, size_t size,
+					      int *get_ret, int *map_ret)
+{
+	struct sg_table sg = {};
+	struct pcd_client *c;
+	void *ctx = NULL;
+	int nmap = 0, ret = -ENOENT;
+
+	mutex_lock(&hca_reg_lock);
+	c = find_name(client);
+	if (c) {
+		ret = c->shadow.client.acquire(addr, size, NULL, NULL, &ctx);
+		if (ret == 1) {
+			struct peer_memory_client *cl = &c->shadow.client;
+
+			*get_ret = cl->get_pages(addr, size, 1, 0, &sg, ctx, 0);
+			*map_ret = cl->dma_map(&sg, ctx, pcd_dma_device(), 0, &nmap);
+			if (!*map_ret)
+				cl->dma_unmap(&sg, ctx, pcd_dma_device());
+			if (!*get_ret)
+				cl->put_pages(&sg, ctx);
+			cl->release(ctx);
+			ret = 0;
+		} else {
+			ret = -ENXIO;
+		}
+	}
+	mutex_unlock(&hca_reg_lock);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(pcd_client_dma_map_after_failed_get_pages);
+
 unsigned long pcd_umem_page_size(struct pcd_umem *u)
 {
 	return u->client->shadow.client.get_page_size(u->client_ctx);
