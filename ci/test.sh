@@ -18,6 +18,8 @@
 #                                 chroots (their own headers, gcc, rustc)
 #   9. cargo xtask test-vm        the module in booted kernels (QEMU), against
 #                                 MLNX_OFED's own PeerDirect core
+#  10. cargo xtask test-vm --mutants  the same suite kills every deliberate
+#                                 defect of kmod/tests/vm/mutants
 # Module builds of the test suites are strict (NVPM_STRICT=1: warnings are
 # errors); the packaged builds (DKMS, rpmbuild) are not.
 # Every suite runs even if an earlier one failed; the last line sums them
@@ -70,6 +72,9 @@ suite "dkms packages" bash ci/test-dkms.sh
 # ci/chroot.sh keeps the chroots for a week.
 suite "newer suites" bash ci/test-suites.sh
 suite "booted kernels" env NVPM_STRICT=1 cargo xtask test-vm
+# Each mutant of kmod/tests/vm/mutants must fail the booted-kernel suite on
+# 6.1; the same NVPM_STRICT as above, so the builds above are reused.
+suite "mutation check" env NVPM_STRICT=1 cargo xtask test-vm --mutants --kernel 6.1
 
 echo
 [ ${#broken[@]} = 0 ] || echo "failed suites: ${broken[*]}"
