@@ -227,6 +227,8 @@ fn prepare_and_boot(
         &work,
         Duration::from_secs(args.timeout),
     )?;
+    // --mutants reuses a clean pass of the same inputs as its baseline.
+    mutants::note_baseline(&work, &mods, &module, &no_persistent, outcome.failed == 0)?;
     oracle_report::report(kver, &plan, &outcome.ours, &outcome.oracle);
     Ok(outcome)
 }

@@ -130,11 +130,73 @@ pub struct Setup<'a> {
     pub timeout: Duration,
 }
 
+/// Where the normal run notes that the module passed every scenario, and
+/// with which inputs (`baseline_key`).
+const BASELINE_STAMP: &str = "baseline-passed";
+
+/// A digest of everything nv_peer_mem's part of the guest depends on: the
+/// module, its no-persistent-API build, the doubles, the scenario driver
+/// and the guest's init. Same digest, same baseline boot.
+fn baseline_key(mods: &Doubles, module: &Path, no_persistent: &Path) -> Result<String> {
+    use std::hash::Hasher;
+    // SipHash with fixed keys: deterministic for one xtask build, which is
+    // all a cache key needs (another build just reruns the baseline).
+    let mut h = std::hash::DefaultHasher::new();
+    let init = workspace::path("kmod/tests/vm/guest/init");
+    for f in [
+        module,
+        no_persistent,
+        &mods.nv_ko,
+        &mods.core_ko,
+        &mods.scen_ko,
+        &init,
+    ] {
+        let bytes = fs::read(f).with_context(|| format!("reading {}", f.display()))?;
+        h.write(&bytes);
+        h.write_usize(bytes.len());
+    }
+    Ok(format!("{:016x}", h.finish()))
+}
+
+/// Called by the normal run after a boot: notes a clean pass of these
+/// inputs in @work, or forgets an earlier one.
+pub fn note_baseline(
+    work: &Path,
+    mods: &Doubles,
+    module: &Path,
+    no_persistent: &Path,
+    passed: bool,
+) -> Result<()> {
+    let stamp = work.join(BASELINE_STAMP);
+    if passed {
+        fs::write(&stamp, baseline_key(mods, module, no_persistent)?)?;
+    } else {
+        let _ = fs::remove_file(&stamp);
+    }
+    Ok(())
+}
+
+/// Whether the normal run passed with exactly these inputs.
+fn baseline_noted(s: &Setup) -> bool {
+    let noted = fs::read_to_string(s.work.join(BASELINE_STAMP)).ok();
+    noted.is_some() && baseline_key(s.mods, s.module, s.no_persistent).ok() == noted
+}
+
 /// What one boot showed.
 struct Verdict {
     /// scenarios (and `console`) that failed or never reported
     failing: Vec<String>,
-    seconds: f64,
+    /// None: the normal run's boot, reused
+    seconds: Option<f64>,
+}
+
+impl Verdict {
+    fn took(&self) -> String {
+        match self.seconds {
+            Some(s) => format!("{s:.0} s"),
+            None => "in the normal run".to_string(),
+        }
+    }
 }
 
 /// Builds every mutant, boots the baseline and the mutants
@@ -148,7 +210,15 @@ pub fn run(s: &Setup) -> Result<bool> {
     // Built one at a time (each build is a heavy job on its own); a build
     // failure is an error naming the mutant, never a kill.
     let mut jobs: VecDeque<(String, PathBuf)> = VecDeque::new();
-    jobs.push_back(("baseline".to_string(), s.module.to_path_buf()));
+    let baseline_reused = baseline_noted(s);
+    if baseline_reused {
+        println!(
+            "  [{}] baseline: the normal run passed with this module, these doubles and this guest; not booted again",
+            s.kver
+        );
+    } else {
+        jobs.push_back(("baseline".to_string(), s.module.to_path_buf()));
+    }
     for m in &mutants {
         let t = Instant::now();
         let dir = root.join(&m.name);
@@ -188,6 +258,15 @@ pub fn run(s: &Setup) -> Result<bool> {
         }
     });
     let mut results = results.into_inner().expect("results");
+    if baseline_reused {
+        results.push((
+            "baseline".to_string(),
+            Ok(Verdict {
+                failing: Vec::new(),
+                seconds: None,
+            }),
+        ));
+    }
     let order = |n: &str| {
         mutants
             .iter()
@@ -207,7 +286,7 @@ fn boot_one(s: &Setup, dir: &Path, name: &str, ko: &Path) -> Result<Verdict> {
     let outcome = boot(&label, s.vmlinuz, &initrd, dir, s.timeout)?;
     Ok(Verdict {
         failing: failing(&outcome),
-        seconds: t.elapsed().as_secs_f64(),
+        seconds: Some(t.elapsed().as_secs_f64()),
     })
 }
 
@@ -235,7 +314,7 @@ fn report(kver: &str, mutants: &[Mutant], results: &[(String, Result<Verdict>)])
         let (cell, detail, good) = match (name.as_str(), r) {
             (_, Err(e)) => ("error", format!("{e:#}"), false),
             ("baseline", Ok(v)) if v.failing.is_empty() => {
-                ("n/a", format!("none: the unmutated module passes ({:.0} s)", v.seconds), true)
+                ("n/a", format!("none: the unmutated module passes ({})", v.took()), true)
             }
             ("baseline", Ok(v)) => (
                 "n/a",
@@ -250,7 +329,7 @@ fn report(kver: &str, mutants: &[Mutant], results: &[(String, Result<Verdict>)])
             }
             (_, Ok(v)) => (
                 "killed",
-                format!("{} ({:.0} s)", v.failing.join(", "), v.seconds),
+                format!("{} ({})", v.failing.join(", "), v.took()),
                 true,
             ),
         };
