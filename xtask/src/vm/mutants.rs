@@ -51,8 +51,8 @@ pub fn list(dir: &Path) -> Result<Vec<Mutant>> {
         else {
             continue;
         };
-        let text = fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let text =
+            fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
         let defect = text
             .lines()
             .next()
@@ -99,9 +99,12 @@ pub fn apply(m: &Mutant, tree: &Path, dry_run: bool) -> Result<()> {
     if dry_run {
         cmd.arg("--dry-run");
     }
-    let out = cmd
-        .output()
-        .with_context(|| format!("mutant {}: cannot run patch (apt-get install patch)", m.name))?;
+    let out = cmd.output().with_context(|| {
+        format!(
+            "mutant {}: cannot run patch (apt-get install patch)",
+            m.name
+        )
+    })?;
     if !out.status.success() {
         let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
         text.push_str(&String::from_utf8_lossy(&out.stderr));
@@ -313,9 +316,11 @@ fn report(kver: &str, mutants: &[Mutant], results: &[(String, Result<Verdict>)])
     for (name, r) in results {
         let (cell, detail, good) = match (name.as_str(), r) {
             (_, Err(e)) => ("error", format!("{e:#}"), false),
-            ("baseline", Ok(v)) if v.failing.is_empty() => {
-                ("n/a", format!("none: the unmutated module passes ({})", v.took()), true)
-            }
+            ("baseline", Ok(v)) if v.failing.is_empty() => (
+                "n/a",
+                format!("none: the unmutated module passes ({})", v.took()),
+                true,
+            ),
             ("baseline", Ok(v)) => (
                 "n/a",
                 format!(
@@ -324,9 +329,11 @@ fn report(kver: &str, mutants: &[Mutant], results: &[(String, Result<Verdict>)])
                 ),
                 false,
             ),
-            (_, Ok(v)) if v.failing.is_empty() => {
-                ("SURVIVED", "none: the suite misses this defect".to_string(), false)
-            }
+            (_, Ok(v)) if v.failing.is_empty() => (
+                "SURVIVED",
+                "none: the suite misses this defect".to_string(),
+                false,
+            ),
             (_, Ok(v)) => (
                 "killed",
                 format!("{} ({})", v.failing.join(", "), v.took()),
@@ -345,7 +352,11 @@ fn report(kver: &str, mutants: &[Mutant], results: &[(String, Result<Verdict>)])
             ("baseline", Ok(v)) => v.failing.is_empty(),
             (_, Ok(v)) => !v.failing.is_empty(),
         };
-        println!("{} passed, {} failed", usize::from(good), usize::from(!good));
+        println!(
+            "{} passed, {} failed",
+            usize::from(good),
+            usize::from(!good)
+        );
     }
     ok
 }
@@ -387,7 +398,10 @@ mod tests {
         assert_eq!(m.name, "stale_mutant");
         assert_eq!(m.defect, "something");
         let err = format!("{:#}", apply(m, &dir.join("tree"), true).unwrap_err());
-        assert!(err.contains("mutant stale_mutant no longer applies"), "{err}");
+        assert!(
+            err.contains("mutant stale_mutant no longer applies"),
+            "{err}"
+        );
         // The same patch against the text it was made for applies.
         fs::write(dir.join("tree/src/a.rs"), "one\ntwo\nthree\n").unwrap();
         apply(m, &dir.join("tree"), false).unwrap();
