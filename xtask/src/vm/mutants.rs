@@ -137,32 +137,38 @@ pub struct Setup<'a> {
 /// with which inputs (`baseline_key`).
 const BASELINE_STAMP: &str = "baseline-passed";
 
-/// A digest of everything nv_peer_mem's part of the guest depends on: the
-/// module, its no-persistent-API build, the doubles, the scenario driver
-/// and the guest's init. Same digest, same baseline boot.
-fn baseline_key(mods: &Doubles, module: &Path, no_persistent: &Path) -> Result<String> {
-    use std::hash::Hasher;
+/// Everything nv_peer_mem's part of the guest depends on: the module, its
+/// no-persistent-API build, the doubles, the scenario driver and the
+/// guest's init.
+fn baseline_inputs(mods: &Doubles, module: &Path, no_persistent: &Path) -> Vec<PathBuf> {
+    vec![
+        module.to_path_buf(),
+        no_persistent.to_path_buf(),
+        mods.nv_ko.clone(),
+        mods.core_ko.clone(),
+        mods.scen_ko.clone(),
+        workspace::path("kmod/tests/vm/guest/init"),
+    ]
+}
+
+/// A digest of @files' bytes and of the scenario list the host expects.
+/// Same digest, same baseline boot.
+fn digest(files: &[PathBuf]) -> Result<String> {
+    use std::hash::{Hash, Hasher};
     // SipHash with fixed keys: deterministic for one xtask build, which is
     // all a cache key needs (another build just reruns the baseline).
     let mut h = std::hash::DefaultHasher::new();
-    let init = workspace::path("kmod/tests/vm/guest/init");
-    for f in [
-        module,
-        no_persistent,
-        &mods.nv_ko,
-        &mods.core_ko,
-        &mods.scen_ko,
-        &init,
-    ] {
-        let bytes = fs::read(f).with_context(|| format!("reading {}", f.display()))?;
-        h.write(&bytes);
-        h.write_usize(bytes.len());
+    SCENARIOS.hash(&mut h);
+    for f in files {
+        fs::read(f)
+            .with_context(|| format!("reading {}", f.display()))?
+            .hash(&mut h);
     }
     Ok(format!("{:016x}", h.finish()))
 }
 
-/// Called by the normal run after a boot: notes a clean pass of these
-/// inputs in @work, or forgets an earlier one.
+/// Called by the normal run after a boot: notes in @work that the guest
+/// passed with these inputs, or forgets an earlier pass.
 pub fn note_baseline(
     work: &Path,
     mods: &Doubles,
@@ -170,19 +176,22 @@ pub fn note_baseline(
     no_persistent: &Path,
     passed: bool,
 ) -> Result<()> {
+    note(work, &baseline_inputs(mods, module, no_persistent), passed)
+}
+
+fn note(work: &Path, files: &[PathBuf], passed: bool) -> Result<()> {
     let stamp = work.join(BASELINE_STAMP);
+    let _ = fs::remove_file(&stamp);
     if passed {
-        fs::write(&stamp, baseline_key(mods, module, no_persistent)?)?;
-    } else {
-        let _ = fs::remove_file(&stamp);
+        fs::write(&stamp, digest(files)?)?;
     }
     Ok(())
 }
 
-/// Whether the normal run passed with exactly these inputs.
-fn baseline_noted(s: &Setup) -> bool {
-    let noted = fs::read_to_string(s.work.join(BASELINE_STAMP)).ok();
-    noted.is_some() && baseline_key(s.mods, s.module, s.no_persistent).ok() == noted
+/// Whether a pass with exactly @files is noted in @work.
+fn noted(work: &Path, files: &[PathBuf]) -> bool {
+    let stamp = fs::read_to_string(work.join(BASELINE_STAMP)).ok();
+    stamp.is_some() && digest(files).ok() == stamp
 }
 
 /// What one boot showed.
@@ -213,7 +222,7 @@ pub fn run(s: &Setup) -> Result<bool> {
     // Built one at a time (each build is a heavy job on its own); a build
     // failure is an error naming the mutant, never a kill.
     let mut jobs: VecDeque<(String, PathBuf)> = VecDeque::new();
-    let baseline_reused = baseline_noted(s);
+    let baseline_reused = noted(s.work, &baseline_inputs(s.mods, s.module, s.no_persistent));
     if baseline_reused {
         println!(
             "  [{}] baseline: the normal run passed with this module, these doubles and this guest; not booted again",

@@ -58,3 +58,26 @@ fn a_patch_without_its_defect_line_is_refused() {
     assert!(err.contains("mutant quiet"), "{err}");
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_noted_pass_counts_only_for_the_same_inputs() {
+    let dir = scratch("stamp");
+    let files = vec![dir.join("nv_peer_mem.ko"), dir.join("init")];
+    fs::write(&files[0], "module").unwrap();
+    fs::write(&files[1], "init").unwrap();
+    assert!(!noted(&dir, &files), "nothing noted yet");
+    note(&dir, &files, true).unwrap();
+    assert!(noted(&dir, &files));
+    fs::write(&files[0], "another module").unwrap();
+    assert!(
+        !noted(&dir, &files),
+        "a changed module is not the one that passed"
+    );
+    note(&dir, &files, true).unwrap();
+    note(&dir, &files, false).unwrap();
+    assert!(
+        !noted(&dir, &files),
+        "a failed run forgets the earlier pass"
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
