@@ -25,8 +25,8 @@ pkgs=(
   "linux-headers-$KVER_BOOKWORM" "linux-headers-$KVER_BACKPORTS/bookworm-backports"
   # packaging tests
   rpm rpmlint dpkg-dev debhelper dh-dkms dkms lintian equivs fakeroot git
-  # boot tests
-  busybox-static cpio
+  # boot tests; patch plants the mutation check's defects
+  busybox-static cpio patch
   # trixie/sid chroots (ci/chroot.sh); bookworm's own mmdebstrap 1.3.5 makes
   # them fine, no backport needed
   mmdebstrap

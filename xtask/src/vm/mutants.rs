@@ -4,9 +4,10 @@
 //! built like the module under test (a per-mutant copy of kmod/, kmod/'s own
 //! Makefile, the shared core cache), booted with the same guest and
 //! scenarios, and must be killed: at least one scenario, the leak ledger
-//! (`final`) or the console check fails. The unmutated module runs first in
-//! the same mode (the baseline): if it does not pass, nothing a mutant
-//! shows means anything. The oracle phase is left out of these boots (it
+//! (`final`) or the console check fails. The unmutated module runs in the
+//! same mode (the baseline; a clean normal run of byte-identical inputs
+//! stands in for it): if it does not pass, nothing a mutant shows means
+//! anything. The oracle phase is left out of these boots (it
 //! never counts for nv_peer_mem's verdict anyway).
 
 use super::boot::boot;
@@ -134,7 +135,7 @@ pub struct Setup<'a> {
 }
 
 /// Where the normal run notes that the module passed every scenario, and
-/// with which inputs (`baseline_key`).
+/// with which inputs (`digest`).
 const BASELINE_STAMP: &str = "baseline-passed";
 
 /// Everything nv_peer_mem's part of the guest depends on: the module, its
