@@ -27,8 +27,8 @@ pkgs=(
   rpm rpmlint dpkg-dev debhelper dh-dkms dkms lintian equivs fakeroot git
   # arm64: cross compiler for the module and the VM test modules
   gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu
-  # boot tests
-  busybox-static cpio
+  # boot tests; patch plants the mutation check's defects
+  busybox-static cpio patch
   # trixie/sid chroots (ci/chroot.sh); bookworm's own mmdebstrap 1.3.5 makes
   # them fine, no backport needed
   mmdebstrap

@@ -20,6 +20,8 @@
 #                                 MLNX_OFED's own PeerDirect core
 #  10. cargo xtask test-vm --arch arm64   the same in Debian's arm64 kernel
 #                                 (cross-built, qemu-system-aarch64, TCG)
+#  11. cargo xtask test-vm --mutants  the same suite kills every deliberate
+#                                 defect of kmod/tests/vm/mutants
 # Module builds of the test suites are strict (NVPM_STRICT=1: warnings are
 # errors); the packaged builds (DKMS, rpmbuild) are not.
 # Every suite runs even if an earlier one failed; the last line sums them
@@ -74,6 +76,9 @@ suite "newer suites" bash ci/test-suites.sh
 suite "booted kernels" env NVPM_STRICT=1 cargo xtask test-vm
 # arm64, bookworm's kernel only: warm ~100 s, cold ~330 s (docs/testing.md).
 suite "booted kernels (arm64)" env NVPM_STRICT=1 cargo xtask test-vm --arch arm64 --kernel 6.1
+# Each mutant of kmod/tests/vm/mutants must fail the booted-kernel suite on
+# 6.1; the same NVPM_STRICT as above, so the builds above are reused.
+suite "mutation check" env NVPM_STRICT=1 cargo xtask test-vm --mutants --kernel 6.1
 
 echo
 [ ${#broken[@]} = 0 ] || echo "failed suites: ${broken[*]}"

@@ -147,6 +147,30 @@ pub fn build_module(
         Variant::NoPersistentApi => (work.join("kmod-no-persistent"), &d.nv_dir_no_persistent),
     };
     sync_tree(&kmod, &copy, &["tests", "build", "target"])?;
+    make_module(kver, kdir, &copy, d, nv_dir)
+}
+
+/// Builds nv_peer_mem.ko against the doubles from the kmod/ tree @src (a
+/// mutant's, mutants.rs) in @copy, as `build_module` does with kmod/.
+pub(super) fn build_module_from(
+    kver: &str,
+    kdir: &Path,
+    src: &Path,
+    copy: &Path,
+    d: &Doubles,
+) -> Result<PathBuf> {
+    sync_tree(src, copy, &[])?;
+    make_module(kver, kdir, copy, d, &d.nv_dir)
+}
+
+/// `make -C @copy` for @kver against the doubles and the NVIDIA tree @nv_dir.
+fn make_module(
+    kver: &str,
+    kdir: &Path,
+    copy: &Path,
+    d: &Doubles,
+    nv_dir: &Path,
+) -> Result<PathBuf> {
     // The Makefile reads the version from ../Cargo.toml or, in packaged
     // trees, from kmod/VERSION: this copy is such a tree.
     sync_bytes(
@@ -156,7 +180,7 @@ pub fn build_module(
     let make = |target: Option<&str>| {
         let mut cmd = Command::new("make");
         cmd.arg("-C")
-            .arg(&copy)
+            .arg(copy)
             .arg(format!("KVER={kver}"))
             .arg(format!("KDIR={}", kdir.display()))
             .arg(format!("OFA_KERNEL={}", d.ofa_dir.display()))

@@ -167,7 +167,11 @@ impl Console {
         } else if line.contains("NVPMTEST-END") {
             self.ended = true;
         } else if let Some((pass, name, detail)) = parse_result(line) {
-            println!("  {} {name}: {detail}", if pass { "PASS" } else { "FAIL" });
+            // [kver]: --mutants boots two guests at once (mutants.rs)
+            println!(
+                "  [{kver}] {} {name}: {detail}",
+                if pass { "PASS" } else { "FAIL" }
+            );
             self.last_scenario = name.clone();
             self.results.insert(name, (pass, detail));
         }
@@ -220,7 +224,8 @@ impl Console {
                 None => {
                     failed += 1;
                     println!(
-                        "  FAIL {name}: did not run{}",
+                        "  [{}] FAIL {name}: did not run{}",
+                        self.kver,
                         failure
                             .as_ref()
                             .map(|f| format!(" ({f})"))

@@ -15,6 +15,7 @@ mod command;
 mod console;
 mod initramfs;
 mod kernel_image;
+mod mutants;
 mod oracle;
 mod oracle_console;
 mod oracle_report;
@@ -49,6 +50,12 @@ pub struct TestVmArgs {
     /// building kmod/ (e.g. a deliberately broken build)
     #[arg(long, value_name = "DIR")]
     prebuilt: Option<PathBuf>,
+    /// The mutation check instead of the normal run: the unmutated module
+    /// and each mutant of kmod/tests/vm/mutants, on one kernel (--kernel;
+    /// `all` means 6.1); fails unless the first passes and every mutant
+    /// fails some scenario
+    #[arg(long, conflicts_with = "prebuilt")]
+    mutants: bool,
 }
 
 /// The subcommand: fails (exit 1) when any kernel had a failure.
@@ -71,6 +78,11 @@ fn test_vm(args: &TestVmArgs) -> Result<bool> {
         _ => vec![bookworm, backports],
     };
     let arch = Arch::parse(&args.arch);
+    if args.mutants && arch != Arch::X86_64 {
+        return Err(crate::error::BadInput::error(
+            "--mutants runs on x86_64 guests only (KVM-less TCG time on arm64 goes to the scenarios); drop --arch arm64",
+        ));
+    }
     arch::set_build_arch(arch);
     // Every scenario runs against MLNX_OFED's own PeerDirect core: without
     // that fixture there is nothing honest to run, so all are skipped.
@@ -87,6 +99,9 @@ fn test_vm(args: &TestVmArgs) -> Result<bool> {
     };
     let cache = cache_dir()?;
     let nv_src = nvidia_src()?;
+    if args.mutants {
+        return test_mutants(&kvers[0], &cache, &nv_src, &mofed, args);
+    }
     let mut all_ok = true;
     let mut summary = Vec::new();
     for amd64_kver in &kvers {
@@ -260,8 +275,59 @@ fn prepare_and_boot(
         &work,
         Duration::from_secs(args.timeout),
     )?;
+    // --mutants reuses a clean pass of the same inputs as its baseline.
+    mutants::note_baseline(&work, &mods, &module, &no_persistent, outcome.failed == 0)?;
     if let Some(plan) = &plan {
         oracle_report::report(kver, plan, &outcome.ours, &outcome.oracle);
     }
     Ok(outcome)
+}
+
+/// `--mutants` on @kver (mutants.rs): the same builds as the normal run
+/// (so its caches serve both), then the baseline and every mutant booted
+/// without the oracle phase.
+fn test_mutants(
+    kver: &str,
+    cache: &Path,
+    nv_src: &Path,
+    mofed: &Path,
+    args: &TestVmArgs,
+) -> Result<bool> {
+    let started = Instant::now();
+    println!("==> [{kver}] mutation check: preparing");
+    let kdir = PathBuf::from(format!("/usr/src/linux-headers-{kver}"));
+    if !kdir.join("Makefile").is_file() {
+        bail!(
+            "no headers at {}: install linux-headers-{kver} (sudo bash ci/setup-host.sh)",
+            kdir.display()
+        );
+    }
+    let work = workspace::path(&format!("target/test-vm/{kver}"));
+    fs::create_dir_all(&work)?;
+    let vmlinuz = kernel_image(kver, cache)?;
+    let guest = Arch::X86_64.guest_kernel(kver)?;
+    let mods = build_doubles(kver, &kdir, &work, nv_src, mofed)?;
+    let module = build_module(kver, &kdir, &work, &mods, Variant::Doubles)?;
+    let no_persistent = build_module(kver, &kdir, &work, &mods, Variant::NoPersistentApi)?;
+    let ok = mutants::run(&mutants::Setup {
+        kver,
+        kdir: &kdir,
+        vmlinuz: &vmlinuz,
+        busybox: &guest.busybox,
+        work: &work,
+        mods: &mods,
+        module: &module,
+        no_persistent: &no_persistent,
+        timeout: Duration::from_secs(args.timeout),
+    })?;
+    println!(
+        "==> test-vm --mutants: {} in {:.0} s",
+        if ok {
+            "baseline passed, every mutant killed"
+        } else {
+            "FAILED (see the table above)"
+        },
+        started.elapsed().as_secs_f64()
+    );
+    Ok(ok)
 }
