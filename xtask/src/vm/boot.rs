@@ -21,6 +21,16 @@ enum Event {
     Eof,
 }
 
+/// How long a guest runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum RunTo {
+    /// every scenario, the leak ledger and the console check
+    End,
+    /// until the first FAIL or kernel splat: all a mutant needs to be
+    /// killed (mutants.rs); a guest that passes runs to the end
+    FirstFailure,
+}
+
 /// Boots @vmlinuz with @initrd, logs the console to @work/console.log and
 /// returns the count.
 pub fn boot(
@@ -30,6 +40,19 @@ pub fn boot(
     initrd: &Path,
     work: &Path,
     bound: Duration,
+) -> Result<Outcome> {
+    boot_until(kver, arch, vmlinuz, initrd, work, bound, RunTo::End)
+}
+
+/// [`boot`], stopping the guest as @run_to says.
+pub fn boot_until(
+    kver: &str,
+    arch: Arch,
+    vmlinuz: &Path,
+    initrd: &Path,
+    work: &Path,
+    bound: Duration,
+    run_to: RunTo,
 ) -> Result<Outcome> {
     let log_path = work.join("console.log");
     let mut log = fs::File::create(&log_path)?;
@@ -75,6 +98,7 @@ pub fn boot(
     let mut console = Console::new(kver);
     let mut eofs = 0;
     let mut failure: Option<String> = None;
+    let mut stopped_early = false;
     while eofs < 2 {
         let limit = if console.booted() { bound } else { BOOT_BOUND };
         if start.elapsed() > limit {
@@ -97,6 +121,14 @@ pub fn boot(
                 writeln!(log, "{line}")?;
                 last_output = Instant::now();
                 console.line(&line, start.elapsed());
+                if run_to == RunTo::FirstFailure && console.failed_already() {
+                    println!(
+                        "  [{kver}] first failure after \"{}\": guest stopped there",
+                        console.last_scenario()
+                    );
+                    stopped_early = true;
+                    break;
+                }
             }
             Ok(Event::Eof) => eofs += 1,
             Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -112,8 +144,10 @@ pub fn boot(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
-    // QEMU exits by itself after poweroff -f; give it a moment, then kill.
-    let deadline = Instant::now() + Duration::from_secs(10);
+    // QEMU exits by itself after poweroff -f; give it a moment, then kill
+    // (at once when the guest was stopped at its first failure).
+    let grace = if stopped_early { 0 } else { 10 };
+    let deadline = Instant::now() + Duration::from_secs(grace);
     while child.try_wait()?.is_none() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -126,6 +126,12 @@ impl Console {
         self.booted
     }
 
+    /// A scenario reported FAIL or the kernel splatted: enough to kill a
+    /// mutant (mutants.rs stops such a guest there).
+    pub fn failed_already(&self) -> bool {
+        !self.splats.is_empty() || self.results.values().any(|(pass, _)| !pass)
+    }
+
     /// The last scenario that reported, or "boot".
     pub fn last_scenario(&self) -> &str {
         &self.last_scenario

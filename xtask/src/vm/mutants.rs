@@ -11,7 +11,7 @@
 //! never counts for nv_peer_mem's verdict anyway).
 
 use super::arch::Arch;
-use super::boot::boot;
+use super::boot::{RunTo, boot_until};
 use super::builds::{Doubles, build_module_from};
 use super::console::{Outcome, SCENARIOS};
 use super::initramfs::make_initramfs;
@@ -299,23 +299,33 @@ fn boot_one(s: &Setup, dir: &Path, name: &str, ko: &Path) -> Result<Verdict> {
     fs::create_dir_all(dir)?;
     let initrd = make_initramfs(dir, s.busybox, s.mods, ko, s.no_persistent, &[])?;
     let label = format!("{} {name}", s.kver);
-    let outcome = boot(&label, Arch::X86_64, s.vmlinuz, &initrd, dir, s.timeout)?;
+    let outcome = boot_until(
+        &label,
+        Arch::X86_64,
+        s.vmlinuz,
+        &initrd,
+        dir,
+        s.timeout,
+        RunTo::FirstFailure,
+    )?;
     Ok(Verdict {
         failing: failing(&outcome),
         seconds: Some(t.elapsed().as_secs_f64()),
     })
 }
 
-/// The scenarios of @o that did not pass, plus `console` when the console
-/// check failed (the count has one more failure than the scenarios).
+/// The scenarios of @o that said FAIL, plus `console` when the count has
+/// more failures than those (a splat, a crash, scenarios that never ran).
 fn failing(o: &Outcome) -> Vec<String> {
+    // The guest stops at its first failure (RunTo::FirstFailure): the
+    // scenarios after it never ran, so only those that said FAIL are named.
     let mut names: Vec<String> = SCENARIOS
         .iter()
-        .filter(|n| o.ours.get(**n) != Some(&true))
+        .filter(|n| o.ours.get(**n) == Some(&false))
         .map(|n| n.to_string())
         .collect();
     if o.failed > names.len() {
-        names.push("console".to_string());
+        names.push("console (splat, crash or missing scenarios)".to_string());
     }
     names
 }
