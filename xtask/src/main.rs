@@ -13,6 +13,7 @@ mod dkms_package;
 mod error;
 mod fixtures;
 mod pipeline;
+mod release;
 mod render;
 mod srpm;
 #[cfg(test)]

@@ -10,10 +10,12 @@
 //! than a silently ignored setting.
 
 mod data_errors;
+mod host;
 pub mod rpm;
 
 use anyhow::{Context, Result, bail};
 use data_errors::{data_error, id_lines};
+pub use host::host_distro_id;
 pub use rpm::{Compression, ModuleRoute, RpmPackaging};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -222,13 +224,13 @@ impl Packaging {
         if self
             .release
             .to_string()
-            .parse::<crate::pipeline::Release>()
+            .parse::<crate::release::Release>()
             .is_err()
         {
             bail!(
                 "`release: {}` in {DATA_FILE}: {}",
                 self.release,
-                crate::pipeline::RELEASE_HELP
+                crate::release::RELEASE_HELP
                     .replace("pass e.g. --release 2", "set e.g. `release: 1`")
             );
         }
@@ -337,36 +339,6 @@ impl Packaging {
     pub fn family(&self, family: Family) -> impl Iterator<Item = &Distro> {
         self.distros.iter().filter(move |d| d.family == family)
     }
-}
-
-/// The distros.yaml id an os-release file describes, whether or not the
-/// data file has it: `debian` 12 -> debian12, `ubuntu` 22.04 -> ubuntu2204,
-/// RHEL/CentOS 9.4 -> rhel9, Rocky -> rocky9, AlmaLinux -> alma9, Fedora ->
-/// fedora, SLES/SLED/Leap 15.6 -> sles15. Ubuntu's ids carry the whole
-/// version (its releases are YY.MM), the others the major version. None
-/// without an ID, or without a VERSION_ID (Debian testing/sid) except for
-/// Fedora, whose id has no version.
-pub fn host_distro_id(os_release: &str) -> Option<String> {
-    let field = |key: &str| {
-        os_release.lines().find_map(|line| {
-            line.strip_prefix(key)?
-                .strip_prefix('=')
-                .map(|value| value.trim().trim_matches('"').to_owned())
-        })
-    };
-    let id = field("ID")?;
-    if id == "fedora" {
-        return Some(id);
-    }
-    let version = field("VERSION_ID").filter(|v| !v.is_empty())?;
-    let major = version.split('.').next().unwrap_or_default();
-    Some(match id.as_str() {
-        "ubuntu" => format!("ubuntu{}", version.replace('.', "")),
-        "rhel" | "centos" => format!("rhel{major}"),
-        "almalinux" => format!("alma{major}"),
-        "sles" | "sled" | "opensuse-leap" => format!("sles{major}"),
-        other => format!("{other}{major}"),
-    })
 }
 
 fn is_distro_id(id: &str) -> bool {

@@ -10,12 +10,12 @@
 //! input (exit 2, see error.rs), the same on every route.
 
 mod plan;
-mod release;
+
 mod route;
 mod source_tree;
 
+pub use crate::release::Release;
 pub use plan::{Plan, Request};
-pub use release::{RELEASE_HELP, Release};
 pub use route::Route;
 pub use source_tree::{DKMS_CONF_TEMPLATE, HELPER_NAME, SourceTree, dkms_conf};
 

@@ -3,8 +3,8 @@
 //! version, release, timestamp and output directory. Nothing is written
 //! before a plan exists.
 
-use super::release::Release;
 use crate::distro::{Distro, Packaging};
+use crate::release::Release;
 use crate::render;
 use anyhow::{Context, Result, ensure};
 use std::path::{Path, PathBuf};

@@ -1,5 +1,6 @@
-//! The package release (Debian revision, RPM Release) as `--release` takes
-//! it on every route: one parser, one message.
+//! The package release (Debian revision, RPM Release) as `--release` and
+//! `release:` in packaging/distros.yaml take it on every route: one parser,
+//! one message. Its own module: both distro and pipeline read it.
 
 use std::fmt;
 use std::str::FromStr;
