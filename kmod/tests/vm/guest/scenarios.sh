@@ -1,0 +1,193 @@
+# The VM scenarios, sourced by a guest after it set:
+#   M                 directory holding nvpm_scenarios.ko (and $PROVIDERS' .ko)
+#   PROVIDERS         modules to insmod from $M before the scenario driver
+#                     (the busybox guest: the two doubles; a booted image
+#                     whose packages loaded them already: none)
+#   PROVIDERS_ARE     what the providers are, for the load line
+#   UNLOAD            modules to rmmod at the end, after the scenario driver
+#   KO                the nv_peer_mem.ko under test
+#   KO_NO_PERSISTENT  nv_peer_mem.ko built against an nv-p2p.h without the
+#                     persistent API
+# and nv_peer_mem not loaded. Prints one line per scenario:
+#   NVPMTEST PASS <name>: <detail>
+#   NVPMTEST FAIL <name>: <reason>
+# and leaves the counts in $pass and $fail. Returns 1 (after a FAIL line)
+# when a provider cannot be loaded. Runs under busybox sh and dash.
+CTL=/sys/kernel/debug/nvpm/ctl
+RES=/sys/kernel/debug/nvpm/result
+pass=0
+fail=0
+
+echo "NVPMTEST-BOOTED $(uname -r) $(nproc) vCPUs"
+
+report() { # name PASS|FAIL detail
+	if [ "$2" = PASS ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+	echo "NVPMTEST $2 $1: $3"
+}
+# ctl "command": runs it in nvpm_scenarios.ko; RESULT holds PASS/FAIL text
+ctl() {
+	echo "$1" >$CTL 2>/dev/null
+	rc=$?
+	RESULT=$(cat $RES)
+	return $rc
+}
+refcnt() { cat /sys/module/nv_peer_mem/refcnt 2>/dev/null || echo none; }
+loaded() { [ -d /sys/module/nv_peer_mem ]; }
+# scenario name "command": a kernel scenario, plus the module's refcount
+# check (every context must have dropped its module reference)
+scenario() {
+	name=$1
+	if ctl "$2"; then
+		r=$(refcnt)
+		if [ "$r" != 0 ] && [ "$r" != none ]; then
+			report "$name" FAIL "nv_peer_mem refcount is $r after the scenario (a context kept its module reference)"
+		else
+			report "$name" PASS "${RESULT#PASS }"
+		fi
+	else
+		report "$name" FAIL "${RESULT#FAIL }"
+	fi
+}
+slab_kb() { awk '/^Slab:/ { print $2 }' /proc/meminfo; }
+
+for m in $PROVIDERS nvpm_scenarios; do
+	if ! out=$(insmod $M/$m.ko 2>&1); then
+		report load FAIL "insmod $m.ko: $out"
+		return 1
+	fi
+done
+
+# --- load order and registration --------------------------------------
+if [ ! -f "$KO" ]; then
+	report load FAIL "$KO does not exist (see the host's build output)"
+elif out=$(insmod "$KO" 2>&1); then
+	report load PASS "insmod $KO after nvidia and ib_core ($PROVIDERS_ARE)"
+else
+	report load FAIL "insmod $KO: $out"
+fi
+
+if loaded; then
+	scenario register "run register"
+	scenario acquire "run acquire"
+	scenario lifecycle "run lifecycle"
+	scenario several "run several"
+	scenario dma_map_refusals "run dma_map_refusals"
+	scenario invalidate "run invalidate"
+	scenario free_during_get "run free_during_get"
+	scenario nc "run nc"
+	scenario inject "run inject"
+	scenario race "run race"
+	before=$(slab_kb)
+	scenario bench "run bench"
+	after=$(slab_kb)
+	# 100,000 lifecycles: a leaked sg table or context per lifecycle would
+	# grow the slab by >= 3 MB
+	if [ $((after - before)) -lt 1024 ]; then
+		report no_slab_growth PASS "slab ${before} kB -> ${after} kB over the benchmark's 100,000 lifecycles"
+	else
+		report no_slab_growth FAIL "slab grew ${before} kB -> ${after} kB over 100,000 lifecycles (leak per registration?)"
+	fi
+
+	# --- rmmod while a registration is alive -------------------------
+	if ctl "hold 2"; then
+		r=$(refcnt)
+		if rmmod nv_peer_mem 2>/dev/null; then
+			report rmmod_busy FAIL "rmmod nv_peer_mem succeeded with 2 registrations alive (refcount was $r)"
+		elif [ "$r" != 2 ]; then
+			ctl drop
+			report rmmod_busy FAIL "refcount $r with 2 registrations alive, want 2 (one module reference per context)"
+		else
+			ctl drop
+			r=$(refcnt)
+			if [ "$r" != 0 ]; then
+				report rmmod_busy FAIL "refcount $r after releasing every registration, want 0"
+			elif ! out=$(rmmod nv_peer_mem 2>&1); then
+				report rmmod_busy FAIL "rmmod after release failed: $out"
+			else
+				report rmmod_busy PASS "rmmod refused with 2 registrations alive (refcount 2), succeeded after release"
+			fi
+		fi
+	else
+		report rmmod_busy FAIL "${RESULT#FAIL }"
+	fi
+	loaded && rmmod nv_peer_mem
+	scenario unregister "run register_none"
+fi
+
+# --- 200 load/unload cycles --------------------------------------------
+ctl snapshot
+i=0
+err=
+while [ $i -lt 200 ]; do
+	out=$(insmod "$KO" 2>&1) || { err="load $i: $out"; break; }
+	out=$(rmmod nv_peer_mem 2>&1) || { err="unload $i: $out"; break; }
+	i=$((i + 1))
+done
+if [ -n "$err" ]; then
+	report load_cycles FAIL "$err"
+	loaded && rmmod nv_peer_mem
+else
+	scenario load_cycles "cycles 200"
+fi
+
+# --- parameters ---------------------------------------------------------
+if out=$(insmod "$KO" persistent_api_support=0 2>&1); then
+	scenario persistent_off "run register_no_nc"
+	rmmod nv_peer_mem
+else
+	report persistent_off FAIL "insmod persistent_api_support=0: $out"
+fi
+
+# The same module built against an nv-p2p.h without the persistent API
+# (the project's own ABI description): nv_mem_nc is not compiled in.
+if out=$(insmod "$KO_NO_PERSISTENT" 2>&1); then
+	scenario no_persistent_api "run register_no_nc"
+	rmmod nv_peer_mem
+else
+	report no_persistent_api FAIL "insmod of the module built without the persistent API: $out"
+fi
+
+if out=$(insmod "$KO" peerdirect_support=1 2>&1); then
+	scenario legacy "run register_legacy"
+	scenario invalidate_legacy "run invalidate"
+	rmmod nv_peer_mem
+else
+	report legacy FAIL "insmod peerdirect_support=1: $out"
+	report invalidate_legacy FAIL "insmod peerdirect_support=1: $out"
+fi
+
+dmesg -c >/dev/null
+if out=$(insmod "$KO" peerdirect_support=2 2>&1); then
+	rmmod nv_peer_mem
+	report peerdirect_invalid FAIL "insmod peerdirect_support=2 succeeded"
+else
+	log=$(dmesg | grep -i peerdirect_support)
+	case "$out" in
+	*"Invalid argument"*)
+		if [ -z "$log" ]; then
+			report peerdirect_invalid FAIL "insmod failed with EINVAL but the kernel log says nothing about peerdirect_support"
+		elif ctl "run register_none"; then
+			report peerdirect_invalid PASS "insmod: EINVAL; log: $(echo "$log" | head -n1 | sed 's/^\[[^]]*\] //')"
+		else
+			report peerdirect_invalid FAIL "${RESULT#FAIL }"
+		fi ;;
+	*) report peerdirect_invalid FAIL "insmod peerdirect_support=2 failed with \"$out\", want EINVAL (Invalid argument)" ;;
+	esac
+fi
+
+# --- second registration fails: the first one is rolled back -------------
+ctl "fail_register 2"
+if out=$(insmod "$KO" 2>&1); then
+	rmmod nv_peer_mem
+	ctl "fail_register 0"
+	report register_rollback FAIL "insmod succeeded although the core refused the second client"
+else
+	scenario register_rollback "rollback"
+fi
+
+scenario final "run final"
+rmmod nvpm_scenarios
+for m in $UNLOAD; do
+	rmmod $m
+done
+
