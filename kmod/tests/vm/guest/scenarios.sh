@@ -18,8 +18,6 @@ RES=/sys/kernel/debug/nvpm/result
 pass=0
 fail=0
 
-echo "NVPMTEST-BOOTED $(uname -r) $(nproc) vCPUs"
-
 report() { # name PASS|FAIL detail
 	if [ "$2" = PASS ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 	echo "NVPMTEST $2 $1: $3"
