@@ -161,7 +161,9 @@ if out=$(insmod "$KO" peerdirect_support=2 2>&1); then
 else
 	log=$(dmesg | grep -i peerdirect_support)
 	case "$out" in
-	*"Invalid argument"*)
+	# EINVAL as busybox's insmod words it, and as kmod's (its
+	# mod_strerror() says "Invalid parameters" for EINVAL).
+	*"Invalid argument"* | *"Invalid parameters"*)
 		if [ -z "$log" ]; then
 			report peerdirect_invalid FAIL "insmod failed with EINVAL but the kernel log says nothing about peerdirect_support"
 		elif ctl "run register_none"; then
@@ -169,7 +171,7 @@ else
 		else
 			report peerdirect_invalid FAIL "${RESULT#FAIL }"
 		fi ;;
-	*) report peerdirect_invalid FAIL "insmod peerdirect_support=2 failed with \"$out\", want EINVAL (Invalid argument)" ;;
+	*) report peerdirect_invalid FAIL "insmod peerdirect_support=2 failed with \"$out\", want EINVAL (Invalid argument / Invalid parameters)" ;;
 	esac
 fi
 
