@@ -1,27 +1,47 @@
 //! Booting one guest in QEMU (TCG, 2 vCPUs) and streaming its console into
-//! the console reader, within two bounds: the kernel must reach init within
-//! BOOT_BOUND, and the whole run must end within the caller's bound.
+//! the console reader, within two bounds: the guest must report that it
+//! booted within a boot bound, and the whole run must end within the
+//! caller's bound.
 
 use super::console::{Console, Outcome};
 use anyhow::{Context, Result};
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// test-vm's busybox guest reaches init in seconds.
 const BOOT_BOUND: Duration = Duration::from_secs(120);
 /// A quiet console gets a "still running" line this often.
 const QUIET_NOTICE: Duration = Duration::from_secs(30);
+
+/// slub_debug=FZP: sanity checks, red zones and poisoning, so a double free
+/// or a write after free is reported (and fails the run) instead of passing
+/// silently. oops=panic + panic=-1 + -no-reboot: a crash ends QEMU at once.
+/// loglevel=5: warnings and worse reach the console as they happen.
+pub const KERNEL_ARGS: &str = "console=ttyS0 panic=-1 oops=panic loglevel=5 slub_debug=FZP";
+
+/// What QEMU boots.
+pub struct Guest {
+    pub kernel: PathBuf,
+    pub initrd: PathBuf,
+    /// The kernel command line.
+    pub append: String,
+    /// A raw disk image attached as virtio (/dev/vda), if any.
+    pub disk: Option<PathBuf>,
+    /// How long the guest may take to print NVPMTEST-BOOTED.
+    pub boot_bound: Duration,
+}
 
 enum Event {
     Line(String),
     Eof,
 }
 
-/// Boots @vmlinuz with @initrd, logs the console to @work/console.log and
-/// returns the count.
+/// Boots @vmlinuz with @initrd (test-vm's busybox guest), logs the console
+/// to @work/console.log and returns the count.
 pub fn boot(
     kver: &str,
     vmlinuz: &Path,
@@ -29,26 +49,46 @@ pub fn boot(
     work: &Path,
     bound: Duration,
 ) -> Result<Outcome> {
-    let log_path = work.join("console.log");
-    let mut log = fs::File::create(&log_path)?;
-    // slub_debug=FZP: sanity checks, red zones and poisoning, so a double
-    // free or a write after free is reported (and fails the run) instead of
-    // passing silently. oops=panic + panic=-1 + -no-reboot: a crash ends
-    // QEMU at once. loglevel=5: warnings and worse reach the console as
-    // they happen; init dumps the full dmesg at the end.
-    let append = "console=ttyS0 panic=-1 oops=panic loglevel=5 slub_debug=FZP";
+    let guest = Guest {
+        kernel: vmlinuz.to_path_buf(),
+        initrd: initrd.to_path_buf(),
+        append: KERNEL_ARGS.to_string(),
+        disk: None,
+        boot_bound: BOOT_BOUND,
+    };
+    boot_guest(&guest, Console::new(kver), &work.join("console.log"), bound)
+}
+
+/// Boots @guest, feeds its console to @console, logs it to @log_path and
+/// returns @console's count.
+pub fn boot_guest(
+    guest: &Guest,
+    mut console: Console,
+    log_path: &Path,
+    bound: Duration,
+) -> Result<Outcome> {
+    let kver = console.kver().to_string();
+    let mut log =
+        fs::File::create(log_path).with_context(|| format!("creating {}", log_path.display()))?;
     println!(
         "  [{kver}] booting qemu-system-x86_64 (TCG, 2 vCPUs); console log: {}",
         log_path.display()
     );
-    let mut child = Command::new("qemu-system-x86_64")
-        .args([
-            "-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "2", "-kernel",
-        ])
-        .arg(vmlinuz)
-        .arg("-initrd")
-        .arg(initrd)
-        .args(["-append", append, "-nographic", "-no-reboot"])
+    let mut qemu = Command::new("qemu-system-x86_64");
+    qemu.args([
+        "-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "2", "-kernel",
+    ])
+    .arg(&guest.kernel)
+    .arg("-initrd")
+    .arg(&guest.initrd)
+    .args(["-append", &guest.append, "-nographic", "-no-reboot"])
+    // No network device: the guests need none.
+    .args(["-nic", "none"]);
+    if let Some(disk) = &guest.disk {
+        qemu.arg("-drive")
+            .arg(format!("file={},format=raw,if=virtio", disk.display()));
+    }
+    let mut child = qemu
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -66,11 +106,14 @@ pub fn boot(
 
     let start = Instant::now();
     let mut last_output = Instant::now();
-    let mut console = Console::new(kver);
     let mut eofs = 0;
     let mut failure: Option<String> = None;
     while eofs < 2 {
-        let limit = if console.booted() { bound } else { BOOT_BOUND };
+        let limit = if console.booted() {
+            bound
+        } else {
+            guest.boot_bound
+        };
         if start.elapsed() > limit {
             failure = Some(if console.booted() {
                 format!(
@@ -80,8 +123,8 @@ pub fn boot(
                 )
             } else {
                 format!(
-                    "kernel did not boot to init within {} s",
-                    BOOT_BOUND.as_secs()
+                    "guest did not report booting within {} s",
+                    guest.boot_bound.as_secs()
                 )
             });
             break;
@@ -106,7 +149,7 @@ pub fn boot(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
-    // QEMU exits by itself after poweroff -f; give it a moment, then kill.
+    // QEMU exits by itself after a power-off; give it a moment, then kill.
     let deadline = Instant::now() + Duration::from_secs(10);
     while child.try_wait()?.is_none() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
@@ -115,7 +158,7 @@ pub fn boot(
         let _ = child.kill();
         let _ = child.wait();
     }
-    Ok(console.verdict(failure, &log_path))
+    Ok(console.verdict(failure, log_path))
 }
 
 /// Sends each line of @stream (without its line end; invalid UTF-8
