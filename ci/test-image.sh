@@ -67,7 +67,10 @@ build_our_debs() {
 }
 rm -rf "$debs" && mkdir -p "$debs"
 check "build-deb + dpkg-buildpackage -b" build_our_debs
-our_debs=("$work/src/nvidia-peer-memory_${upstream}-1_all.deb" "$work/src/nvidia-peer-memory-dkms_${upstream}-1_all.deb")
+# debian12's Debian version (its version_suffix in packaging/distros.yaml).
+debver=$(dpkg-parsechangelog -l "$work/src/nvidia-peer-memory-$upstream/debian/changelog" -S Version 2>>"$work/log")
+our_debs=("$work/src/nvidia-peer-memory_${debver}_all.deb" "$work/src/nvidia-peer-memory-dkms_${debver}_all.deb")
+check "our debs built (${debver:-no version})" test -f "${our_debs[0]}" -a -f "${our_debs[1]}"
 lap "our debs"
 
 # The VM harness's modules for both kernels, as the modules they stand in for.
