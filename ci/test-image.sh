@@ -8,9 +8,13 @@
 # mke2fs -d) and its test unit (kmod/tests/vm/image/run) checks each boot:
 #   onboot     ONBOOT=yes: the service loaded DKMS's module; the VM
 #              harness's scenarios pass against it
-#   onboot-no  ONBOOT=no: not loaded, the journal says why
+#   onboot-no  ONBOOT=no: not loaded, the journal says why; then, on the
+#              running system, the kernel's own ib_core (no peer memory
+#              API) and an MLNX_OFED update with other ib_* symbol
+#              versions: the service fails and `systemctl status` says why
 #   peermem    nvidia_peermem loaded at boot: the service refuses, naming
-#              the fix
+#              the fix; then DKMS's build removed: status says there is
+#              no module and how to build it
 #   newkernel  bookworm-backports' kernel installed with apt later (DKMS
 #              builds for it from the kernel's hook), booted: the service
 #              loaded the module; then apt-get purge leaves nothing
@@ -137,6 +141,30 @@ stage_nvidia_source() {
 check "stand-in debs for $k1 built" stage_standins "$k1"
 check "stand-in debs for $k2 built" stage_standins "$k2"
 check "stand-in NVIDIA source deb built" stage_nvidia_source
+# An MLNX_OFED update for $k1 whose ib_* symbol versions differ (vm-standins'
+# abi_variant/): the same package at a newer version, so the guest
+# upgrades to it with dpkg -i as an admin updating MLNX_OFED would.
+abi_crc() {  # abi_crc SYMVERS: ib_register_peer_memory_client's CRC in it
+    awk '$2 == "ib_register_peer_memory_client" { print $1 }' "$1"
+}
+abi_crcs_differ() {
+    local a b
+    a=$(abi_crc "$work/standins/$k1/ofa_kernel/Module.symvers")
+    b=$(abi_crc "$work/standins/$k1/abi_variant/Module.symvers")
+    echo "ib_register_peer_memory_client: $a, the update's $b"
+    [ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ]
+}
+check "the stand-in MLNX_OFED update has another ib_register_peer_memory_client CRC" abi_crcs_differ
+stage_abi_update() {
+    local name=nvpm-standin-mofed-$k1 d=$work/abi-update
+    rm -rf "$d" && cp -a "$debs/$name" "$d" || return 1
+    install -m 0644 "$work/standins/$k1/abi_variant/ib_core.ko" "$d/lib/modules/$k1/updates/ib_core.ko" &&
+        install -m 0644 "$work/standins/$k1/abi_variant/Module.symvers" "$d/usr/src/ofa_kernel/x86_64/$k1/Module.symvers" &&
+        sed -i 's/^Version: 0-test$/Version: 1-test/' "$d/DEBIAN/control" &&
+        mkdir -p "$debs/update" &&
+        dpkg-deb --root-owner-group --build "$d" "$debs/update/${name}_1-test_amd64.deb" >/dev/null
+}
+check "stand-in MLNX_OFED update deb (1-test) built" stage_abi_update
 
 echo "== install into the image (chroot)"
 unpack() { rm -rf "$tree" && mkdir -p "$tree" && tar -C "$tree" -xf "$tarball"; }
@@ -167,6 +195,9 @@ install_test_unit() {
     install -D -m 0755 "$root/kmod/tests/vm/image/run" "$t/run" &&
     install -D -m 0644 "$root/kmod/tests/vm/guest/scenarios.sh" "$t/scenarios.sh" &&
     install -D -m 0644 "$root/kmod/tests/vm/image/nvpm-image-test.service" "$tree/etc/systemd/system/nvpm-image-test.service" || return 1
+    # The guest switches MLNX_OFED stand-ins for $k1 with dpkg -i.
+    install -D -m 0644 "$debs/nvpm-standin-mofed-${k1}_0-test_amd64.deb" "$t/debs/nvpm-standin-mofed-${k1}_0-test_amd64.deb" &&
+    install -D -m 0644 "$debs/update/nvpm-standin-mofed-${k1}_1-test_amd64.deb" "$t/debs/nvpm-standin-mofed-${k1}_1-test_amd64.deb" || return 1
     for k in "$k1" "$k2"; do
         install -D -m 0644 "$work/standins/$k/nvpm_scenarios.ko" "$t/$k/nvpm_scenarios.ko" &&
         install -D -m 0644 "$work/standins/$k/nv_peer_mem_no_persistent.ko" "$t/$k/nv_peer_mem_no_persistent.ko" || return 1
@@ -210,6 +241,10 @@ boot() {
         return
     fi
     passed=$((passed + p)) failed=$((failed + f))
+    # What the guest kept of `nv_peer_mem-service status` and `systemctl
+    # status nv_peer_mem` (/var/log/nvpm-image-test), for the record.
+    rm -rf "$work/status-$phase" && mkdir -p "$work/status-$phase" &&
+        debugfs -R "rdump /var/log/nvpm-image-test $work/status-$phase" "$work/disk.img" >>"$work/log" 2>&1
 }
 kernel_from_image() {  # KVER: the image's vmlinuz and initrd, copied out
     cp "$tree/boot/vmlinuz-$1" "$work/vmlinuz-$1" && cp "$tree/boot/initrd.img-$1" "$work/initrd.img-$1"
@@ -220,11 +255,14 @@ check "disk image (mke2fs -d)" make_disk
 check "kernel and initrd of $k1 from the image's /boot" kernel_from_image "$k1"
 lap "disk"
 boot "$k1" onboot service_loaded_module journal_says_loaded loaded_is_dkms_build providers_are_standins \
-    status_loaded service_stop --vm-scenarios
+    status_loaded status_diagnoses_loaded systemctl_status_loaded service_stop --vm-scenarios
 lap "boot onboot"
-boot "$k1" onboot-no not_loaded_onboot_no journal_says_onboot_no status_onboot_no
+boot "$k1" onboot-no not_loaded_onboot_no journal_says_onboot_no status_onboot_no systemctl_status_onboot_no \
+    inbox_ib_core_loaded inbox_start_fails status_inbox systemctl_status_inbox no_splat_inbox \
+    abi_update_installed crc_start_fails status_crc systemctl_status_crc no_splat_crc abi_restored
 lap "boot onboot-no"
-boot "$k1" peermem peermem_loaded refused_beside_peermem journal_names_fix status_names_peermem
+boot "$k1" peermem peermem_loaded refused_beside_peermem journal_names_fix status_names_peermem \
+    systemctl_status_peermem dkms_remove status_no_module
 lap "boot peermem"
 
 echo "== a second kernel: $k2"

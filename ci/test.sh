@@ -18,9 +18,9 @@
 #                                 chroots (their own headers, gcc, rustc)
 #   9. cargo xtask test-vm        the module in booted kernels (QEMU), against
 #                                 MLNX_OFED's own PeerDirect core
-#   9. ci/test-image.sh           our debs installed with apt in a booted
-#                                 Debian 12 system (DKMS, systemd, a second
-#                                 kernel, purge)
+#  10. ci/test-image.sh           our debs installed with apt in a booted
+#                                 Debian 12 system (DKMS, systemd, the status
+#                                 diagnoses, a second kernel, purge)
 # Module builds of the test suites are strict (NVPM_STRICT=1: warnings are
 # errors); the packaged builds (DKMS, rpmbuild) are not.
 # Every suite runs even if an earlier one failed; the last line sums them

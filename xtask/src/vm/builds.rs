@@ -146,6 +146,46 @@ pub fn build_doubles(
     })
 }
 
+/// The stand-in ib_core of an MLNX_OFED update whose `ib_*` symbol versions
+/// differ from @d's core: the same sources with `struct peer_memory_client`
+/// renamed, so genksyms computes another CRC for
+/// ib_register_peer_memory_client (it hashes the full type of the
+/// exported function's parameters), as a change to that struct in a real
+/// update does. Returns its ib_core.ko and Module.symvers.
+pub fn build_core_abi_variant(
+    kver: &str,
+    kdir: &Path,
+    work: &Path,
+    d: &Doubles,
+    names: &Names,
+) -> Result<(PathBuf, PathBuf)> {
+    let dir = work.join("peer_core_abi_variant");
+    sync_tree(&d.src_dir.join("peer_core"), &dir, &[])?;
+    kbuild(
+        kdir,
+        &dir,
+        &[
+            (
+                "NVPM_OFA_INC",
+                d.ofa_dir.join("include").display().to_string(),
+            ),
+            ("NVPM_CORE_NAME", names.core.to_string()),
+            (
+                "NVPM_CORE_ABI_CFLAGS",
+                "-Dpeer_memory_client=nvpm_peer_memory_client_abi_variant".to_string(),
+            ),
+        ],
+        &format!(
+            "building {}.ko with other ib_* symbol versions for {kver}",
+            names.core
+        ),
+    )?;
+    Ok((
+        dir.join(format!("{}.ko", names.core)),
+        dir.join("Module.symvers"),
+    ))
+}
+
 /// Which NVIDIA header a module build sees.
 #[derive(Clone, Copy)]
 pub enum Variant {

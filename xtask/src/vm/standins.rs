@@ -5,10 +5,12 @@
 //! the header and Module.symvers a real install puts where kmod/Makefile
 //! (and so DKMS) looks; a module named `nvidia_peermem`; the scenario
 //! driver; and nv_peer_mem.ko built against an nv-p2p.h without the
-//! persistent API (the `no_persistent_api` scenario, as in test-vm).
+//! persistent API (the `no_persistent_api` scenario, as in test-vm); and
+//! the ib_core of an MLNX_OFED "update" whose ib_* symbol versions differ.
 
 use super::builds::{
-    IMAGE_NAMES, Variant, build_doubles, build_module, build_nvidia_peermem_standin,
+    IMAGE_NAMES, Variant, build_core_abi_variant, build_doubles, build_module,
+    build_nvidia_peermem_standin,
 };
 use super::nvidia_src;
 use super::sync::sync_file;
@@ -25,7 +27,9 @@ pub struct VmStandinsArgs {
     /// Directory to write into (made if missing; its files are replaced):
     /// ib_core.ko, nvidia.ko, nvidia_peermem.ko, nvpm_scenarios.ko,
     /// nv_peer_mem_no_persistent.ko, ofa_kernel/{include/rdma/peer_mem.h,
-    /// Module.symvers}, nvidia/{nvidia/nv-p2p.h, Module.symvers}
+    /// Module.symvers}, nvidia/{nvidia/nv-p2p.h, Module.symvers},
+    /// abi_variant/{ib_core.ko, Module.symvers} (an MLNX_OFED update with
+    /// other ib_* symbol versions)
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
 }
@@ -48,6 +52,7 @@ pub fn vm_standins_command(args: &VmStandinsArgs) -> Result<()> {
     let mods = build_doubles(kver, &kdir, &work, &nv_src, &mofed, &IMAGE_NAMES)?;
     let peermem = build_nvidia_peermem_standin(kver, &kdir, &work)?;
     let no_persistent = build_module(kver, &kdir, &work, &mods, Variant::NoPersistentApi)?;
+    let (abi_ko, abi_symvers) = build_core_abi_variant(kver, &kdir, &work, &mods, &IMAGE_NAMES)?;
     let out = &args.out;
     fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     for (from, name) in [
@@ -56,6 +61,8 @@ pub fn vm_standins_command(args: &VmStandinsArgs) -> Result<()> {
         (&peermem, "nvidia_peermem.ko"),
         (&mods.scen_ko, "nvpm_scenarios.ko"),
         (&no_persistent, "nv_peer_mem_no_persistent.ko"),
+        (&abi_ko, "abi_variant/ib_core.ko"),
+        (&abi_symvers, "abi_variant/Module.symvers"),
     ] {
         sync_file(from, &out.join(name))?;
     }
