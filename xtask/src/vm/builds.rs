@@ -155,11 +155,11 @@ pub fn build_doubles(
 pub fn build_core_abi_variant(
     kver: &str,
     kdir: &Path,
-    work: &Path,
     d: &Doubles,
     names: &Names,
 ) -> Result<(PathBuf, PathBuf)> {
-    let dir = work.join("peer_core_abi_variant");
+    // Beside peer_core/ in the doubles' tree: its Kbuild includes ../include.
+    let dir = d.src_dir.join("peer_core_abi_variant");
     sync_tree(&d.src_dir.join("peer_core"), &dir, &[])?;
     kbuild(
         kdir,

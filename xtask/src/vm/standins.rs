@@ -52,7 +52,7 @@ pub fn vm_standins_command(args: &VmStandinsArgs) -> Result<()> {
     let mods = build_doubles(kver, &kdir, &work, &nv_src, &mofed, &IMAGE_NAMES)?;
     let peermem = build_nvidia_peermem_standin(kver, &kdir, &work)?;
     let no_persistent = build_module(kver, &kdir, &work, &mods, Variant::NoPersistentApi)?;
-    let (abi_ko, abi_symvers) = build_core_abi_variant(kver, &kdir, &work, &mods, &IMAGE_NAMES)?;
+    let (abi_ko, abi_symvers) = build_core_abi_variant(kver, &kdir, &mods, &IMAGE_NAMES)?;
     let out = &args.out;
     fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     for (from, name) in [
