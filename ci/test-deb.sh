@@ -140,13 +140,17 @@ check "preinst does not stop nv_peer_mem.service on upgrade" sh -c \
     "! dpkg-deb -I '$deb' preinst 2>/dev/null | grep -E 'deb-systemd-invoke (stop|restart)'"
 # The prerm (debian/nvidia-peer-memory.prerm) run as dpkg runs it, with
 # systemd "running" (a tmpfs /run holding /run/systemd/system in a private
-# mount namespace) and deb-systemd-invoke recording what it was asked.
+# mount namespace) and deb-systemd-invoke recording what it was asked;
+# dpkg-maintscript-helper (the maintscript file's rm_conffile, which
+# needs dpkg's environment) does nothing here: the upgrade tests in
+# ci/test-suites.sh run it for real.
 prerm_invokes() {  # prerm_invokes ARG: the deb-systemd-invoke calls of "prerm ARG"
     local d=$work/prerm-run
     rm -rf "$d" && mkdir -p "$d/bin" || return 1
     dpkg-deb -I "$deb" prerm >"$d/prerm" 2>/dev/null || { echo "no prerm in $deb"; return 1; }
     printf '#!/bin/sh\necho "$*" >>%s/invoked\n' "$d" >"$d/bin/deb-systemd-invoke"
-    chmod +x "$d/bin/deb-systemd-invoke"
+    printf '#!/bin/sh\nexit 0\n' >"$d/bin/dpkg-maintscript-helper"
+    chmod +x "$d/bin/deb-systemd-invoke" "$d/bin/dpkg-maintscript-helper"
     : >"$d/invoked"
     unshare --mount sh -c "mount -t tmpfs nvpm-run /run && mkdir -p /run/systemd/system && PATH='$d/bin':\$PATH sh '$d/prerm' '$1'" >>"$work/log" 2>&1 || return 1
     cat "$d/invoked"
