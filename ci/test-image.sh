@@ -195,7 +195,8 @@ install_test_unit() {
     install -D -m 0755 "$root/kmod/tests/vm/image/run" "$t/run" &&
     install -D -m 0644 "$root/kmod/tests/vm/guest/scenarios.sh" "$t/scenarios.sh" &&
     install -D -m 0644 "$root/kmod/tests/vm/image/nvpm-image-test.service" "$tree/etc/systemd/system/nvpm-image-test.service" || return 1
-    # The guest installs this MLNX_OFED update for $k1 with dpkg -i.
+    # The guest switches MLNX_OFED stand-ins for $k1 with dpkg -i.
+    install -D -m 0644 "$debs/nvpm-standin-mofed-${k1}_0-test_amd64.deb" "$t/debs/nvpm-standin-mofed-${k1}_0-test_amd64.deb" &&
     install -D -m 0644 "$debs/update/nvpm-standin-mofed-${k1}_1-test_amd64.deb" "$t/debs/nvpm-standin-mofed-${k1}_1-test_amd64.deb" || return 1
     for k in "$k1" "$k2"; do
         install -D -m 0644 "$work/standins/$k/nvpm_scenarios.ko" "$t/$k/nvpm_scenarios.ko" &&
@@ -258,7 +259,7 @@ boot "$k1" onboot service_loaded_module journal_says_loaded loaded_is_dkms_build
 lap "boot onboot"
 boot "$k1" onboot-no not_loaded_onboot_no journal_says_onboot_no status_onboot_no systemctl_status_onboot_no \
     inbox_ib_core_loaded inbox_start_fails status_inbox systemctl_status_inbox no_splat_inbox \
-    abi_update_installed crc_start_fails status_crc systemctl_status_crc no_splat_crc
+    abi_update_installed crc_start_fails status_crc systemctl_status_crc no_splat_crc abi_restored
 lap "boot onboot-no"
 boot "$k1" peermem peermem_loaded refused_beside_peermem journal_names_fix status_names_peermem \
     systemctl_status_peermem dkms_remove status_no_module
