@@ -138,8 +138,29 @@ echo "== maintainer scripts"
 # from it (ci/test-suites.sh runs both for real in its chroots).
 check "preinst does not stop nv_peer_mem.service on upgrade" sh -c \
     "! dpkg-deb -I '$deb' preinst 2>/dev/null | grep -E 'deb-systemd-invoke (stop|restart)'"
-check "prerm does not stop it on upgrade either" sh -c \
-    "! dpkg-deb -I '$deb' prerm 2>/dev/null | grep -B3 -E 'deb-systemd-invoke stop' | grep -q upgrade"
+# The prerm (debian/nvidia-peer-memory.prerm) run as dpkg runs it, with
+# systemd "running" (a tmpfs /run holding /run/systemd/system in a private
+# mount namespace) and deb-systemd-invoke recording what it was asked;
+# dpkg-maintscript-helper (the maintscript file's rm_conffile, which
+# needs dpkg's environment) does nothing here: the upgrade tests in
+# ci/test-suites.sh run it for real.
+prerm_invokes() {  # prerm_invokes ARG: the deb-systemd-invoke calls of "prerm ARG"
+    local d=$work/prerm-run
+    rm -rf "$d" && mkdir -p "$d/bin" || return 1
+    dpkg-deb -I "$deb" prerm >"$d/prerm" 2>/dev/null || { echo "no prerm in $deb"; return 1; }
+    printf '#!/bin/sh\necho "$*" >>%s/invoked\n' "$d" >"$d/bin/deb-systemd-invoke"
+    printf '#!/bin/sh\nexit 0\n' >"$d/bin/dpkg-maintscript-helper"
+    chmod +x "$d/bin/deb-systemd-invoke" "$d/bin/dpkg-maintscript-helper"
+    : >"$d/invoked"
+    unshare --mount sh -c "mount -t tmpfs nvpm-run /run && mkdir -p /run/systemd/system && PATH='$d/bin':\$PATH sh '$d/prerm' '$1'" >>"$work/log" 2>&1 || return 1
+    cat "$d/invoked"
+}
+prerm_stops_on_remove() { test "$(prerm_invokes remove)" = "stop nv_peer_mem.service"; }
+prerm_stops_nothing() { local out; out=$(prerm_invokes "$1") && test -z "$out"; }
+check "prerm remove stops nv_peer_mem.service (its ExecStop unloads the module)" prerm_stops_on_remove
+for arg in upgrade failed-upgrade deconfigure; do
+    check "prerm $arg stops nothing (an upgrade keeps the module loaded)" prerm_stops_nothing "$arg"
+done
 # (debhelper writes the prior-version 1.4.0~ as 1.4.0\~.)
 for conffile in /etc/init.d/nv_peer_mem /etc/init/nv_peer_mem.conf; do
     check "preinst and postinst remove 1.3's $conffile (rm_conffile)" sh -c \

@@ -171,6 +171,12 @@ new_machine
 echo '[   12.345678] nv_peer_mem: disagrees about version of symbol ib_register_peer_memory_client' >"$fake/klog"
 check "kernel log 'disagrees about version': MLNX_OFED named, rebuild command" \
     status_says 3 "last load failure .*disagrees about version of symbol ib_register_peer_memory_client.*MLNX_OFED's ib_core.*dkms remove nv_peer_mem --all"
+# What the kernel logs for a version mismatch: the Unknown symbol line
+# (err -22) follows the disagrees line; the diagnosis is the mismatch.
+printf '%s\n' '[   12.345678] nv_peer_mem: disagrees about version of symbol ib_register_peer_memory_client' \
+    '[   12.345679] nv_peer_mem: Unknown symbol ib_register_peer_memory_client (err -22)' >"$fake/klog"
+check "kernel log 'disagrees' then 'Unknown symbol (err -22)': the version mismatch, rebuild command" \
+    status_says 3 "last load failure .*disagrees about version of symbol ib_register_peer_memory_client.*MLNX_OFED's ib_core.*dkms remove nv_peer_mem --all"
 echo '[   12.345678] nv_peer_mem: Unknown symbol nvidia_p2p_get_pages (err -2)' >"$fake/klog"
 check "kernel log 'Unknown symbol': the NVIDIA driver named" \
     status_says 3 "last load failure .*Unknown symbol nvidia_p2p_get_pages \\(err -2\\)': the NVIDIA driver \\(nvidia\\) was not loaded or does not export nvidia_p2p_get_pages"
@@ -183,6 +189,9 @@ cat >"$fake/bin/dkms" <<EOF2
 EOF2
 chmod +x "$fake/bin/dkms"
 check "DKMS has a build: its state line" status_says 3 "DKMS: nv_peer_mem/1.4.0, $kver, x86_64: installed"
+printf '#!/bin/sh\necho "nv_peer_mem/1.4.0: added"\n' >"$fake/bin/dkms"
+check "DKMS has the sources but no build: the autoinstall command" \
+    status_says 3 "DKMS has no build of nv_peer_mem for kernel $kver \\(nv_peer_mem/1.4.0: added\\): run 'dkms autoinstall -k $kver'"
 printf '#!/bin/sh\nexit 0\n' >"$fake/bin/dkms"
 check "DKMS has no build: the autoinstall command" status_says 3 "DKMS has no build of nv_peer_mem for kernel $kver: run 'dkms autoinstall -k $kver'"
 

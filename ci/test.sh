@@ -22,6 +22,9 @@
 #                                 (cross-built, qemu-system-aarch64, TCG)
 #  11. cargo xtask test-vm --mutants  the same suite kills every deliberate
 #                                 defect of kmod/tests/vm/mutants
+#  12. ci/test-image.sh           our debs installed with apt in a booted
+#                                 Debian 12 system (DKMS, systemd, the status
+#                                 diagnoses, a second kernel, purge)
 # Module builds of the test suites are strict (NVPM_STRICT=1: warnings are
 # errors); the packaged builds (DKMS, rpmbuild) are not.
 # Every suite runs even if an earlier one failed; the last line sums them
@@ -79,6 +82,7 @@ suite "booted kernels (arm64)" env NVPM_STRICT=1 cargo xtask test-vm --arch arm6
 # Each mutant of kmod/tests/vm/mutants must fail the booted-kernel suite on
 # 6.1; the same NVPM_STRICT as above, so the builds above are reused.
 suite "mutation check" env NVPM_STRICT=1 cargo xtask test-vm --mutants --kernel 6.1
+suite "booted image" bash ci/test-image.sh
 
 echo
 [ ${#broken[@]} = 0 ] || echo "failed suites: ${broken[*]}"

@@ -58,6 +58,12 @@ enum Command {
     /// Boot Debian's kernels in QEMU and prove nv_peer_mem.ko there against
     /// PeerDirect and NVIDIA P2P test doubles (kmod/tests/vm).
     TestVm(vm::TestVmArgs),
+    /// Build the VM harness's doubles for one kernel as the modules they
+    /// stand in for (ib_core, nvidia), for ci/test-image.sh to package.
+    VmStandins(vm::VmStandinsArgs),
+    /// Boot a Debian disk image in QEMU and check what its test unit
+    /// reports on the console (ci/test-image.sh).
+    BootImage(vm::BootImageArgs),
     /// Build both source packages, the .src.rpm (build-srpm) and the Debian
     /// .orig.tar.gz (build-deb), and both DKMS binary packages (build-dkms),
     /// for this host's distribution or the defaults those commands pick.
@@ -79,6 +85,8 @@ fn main() -> ExitCode {
         Command::BenchDeb(args) => exit_status(deb::bench_deb_command(&args)),
         Command::BuildDkms(args) => exit_status(dkms_package::build_dkms_command(&args)),
         Command::TestVm(args) => exit_status(vm::test_vm_command(&args)),
+        Command::VmStandins(args) => exit_status(vm::vm_standins_command(&args)),
+        Command::BootImage(args) => exit_status(vm::boot_image_command(&args)),
         Command::Dist(args) => exit_status(dist(&args)),
         Command::BenchKmod(args) => exit_status(bench_kmod::bench_kmod_command(&args)),
     }

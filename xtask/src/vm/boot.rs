@@ -1,24 +1,43 @@
 //! Booting one guest in QEMU (TCG, 2 vCPUs) and streaming its console into
-//! the console reader, within two bounds: the kernel must reach init within
-//! BOOT_BOUND, and the whole run must end within the caller's bound.
+//! the console reader, within two bounds: the guest must report that it
+//! booted within a boot bound, and the whole run must end within the
+//! caller's bound.
 
 use super::arch::Arch;
 use super::console::{Console, Outcome};
 use anyhow::{Context, Result};
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// test-vm's busybox guest reaches init in seconds.
 const BOOT_BOUND: Duration = Duration::from_secs(120);
 /// A quiet console gets a "still running" line this often.
 const QUIET_NOTICE: Duration = Duration::from_secs(30);
 
-enum Event {
-    Line(String),
-    Eof,
+/// slub_debug=FZP: sanity checks, red zones and poisoning, so a double free
+/// or a write after free is reported (and fails the run) instead of passing
+/// silently. oops=panic + panic=-1 + -no-reboot: a crash ends QEMU at once.
+/// loglevel=5: warnings and worse reach the console as they happen.
+/// The console device comes first (Arch::qemu), the iteration divisor
+/// after (Arch::iter_divisor; the guest's scenarios read it).
+pub const KERNEL_ARGS: &str = "panic=-1 oops=panic loglevel=5 slub_debug=FZP";
+
+/// What QEMU boots.
+pub struct Guest {
+    pub kernel: PathBuf,
+    pub initrd: PathBuf,
+    /// The kernel command line.
+    pub append: String,
+    /// A raw disk image attached as virtio (/dev/vda), if any.
+    pub disk: Option<PathBuf>,
+    /// How long the guest may take to print NVPMTEST-BOOTED.
+    pub boot_bound: Duration,
+    pub arch: Arch,
+    pub run_to: RunTo,
 }
 
 /// How long a guest runs.
@@ -31,8 +50,13 @@ pub enum RunTo {
     FirstFailure,
 }
 
-/// Boots @vmlinuz with @initrd, logs the console to @work/console.log and
-/// returns the count.
+enum Event {
+    Line(String),
+    Eof,
+}
+
+/// Boots @vmlinuz with @initrd (test-vm's busybox guest), logs the console
+/// to @work/console.log and returns the count.
 pub fn boot(
     kver: &str,
     arch: Arch,
@@ -54,35 +78,62 @@ pub fn boot_until(
     bound: Duration,
     run_to: RunTo,
 ) -> Result<Outcome> {
-    let log_path = work.join("console.log");
-    let mut log = fs::File::create(&log_path)?;
-    // slub_debug=FZP: sanity checks, red zones and poisoning, so a double
-    // free or a write after free is reported (and fails the run) instead of
-    // passing silently. oops=panic + panic=-1 + -no-reboot: a crash ends
-    // QEMU at once. loglevel=5: warnings and worse reach the console as
-    // they happen; init dumps the full dmesg at the end.
-    // nvpm.iter_divisor: the guest's init reads it (Arch::iter_divisor).
-    let (qemu, machine, console) = arch.qemu();
-    let append = format!(
-        "console={console} panic=-1 oops=panic loglevel=5 slub_debug=FZP nvpm.iter_divisor={}",
-        arch.iter_divisor()
-    );
+    let (_, _, console) = arch.qemu();
+    let guest = Guest {
+        kernel: vmlinuz.to_path_buf(),
+        initrd: initrd.to_path_buf(),
+        append: format!(
+            "console={console} {KERNEL_ARGS} nvpm.iter_divisor={}",
+            arch.iter_divisor()
+        ),
+        disk: None,
+        boot_bound: BOOT_BOUND,
+        arch,
+        run_to,
+    };
+    boot_guest(&guest, Console::new(kver), &work.join("console.log"), bound)
+}
+
+/// Boots @guest, feeds its console to @console, logs it to @log_path and
+/// returns @console's count.
+pub fn boot_guest(
+    guest: &Guest,
+    mut console: Console,
+    log_path: &Path,
+    bound: Duration,
+) -> Result<Outcome> {
+    let kver = console.kver().to_string();
+    let mut log =
+        fs::File::create(log_path).with_context(|| format!("creating {}", log_path.display()))?;
+    let (program, machine, _) = guest.arch.qemu();
     println!(
-        "  [{kver}] booting {qemu} (TCG, 2 vCPUs); console log: {}",
+        "  [{kver}] booting {program} (TCG, 2 vCPUs); console log: {}",
         log_path.display()
     );
-    let mut child = Command::new(qemu)
-        .args(machine)
+    let mut qemu = Command::new(program);
+    qemu.args(machine)
         .args(["-m", "1024", "-smp", "2", "-kernel"])
-        .arg(vmlinuz)
+        .arg(&guest.kernel)
         .arg("-initrd")
-        .arg(initrd)
-        .args(["-append", &append, "-nographic", "-no-reboot"])
+        .arg(&guest.initrd)
+        .args(["-append", &guest.append, "-nographic", "-no-reboot"])
+        // No network device: the guests need none.
+        .args(["-nic", "none"]);
+    if let Some(disk) = &guest.disk {
+        qemu.arg("-drive")
+            .arg(format!("file={},format=raw,if=virtio", disk.display()));
+    }
+    let mut child = qemu
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .with_context(|| format!("starting {qemu} (apt-get install {})", arch.qemu_package()))?;
+        .with_context(|| {
+            format!(
+                "starting {program} (apt-get install {})",
+                guest.arch.qemu_package()
+            )
+        })?;
     let (tx, rx) = mpsc::channel();
     for stream in [
         Box::new(child.stdout.take().expect("piped")) as Box<dyn std::io::Read + Send>,
@@ -95,12 +146,15 @@ pub fn boot_until(
 
     let start = Instant::now();
     let mut last_output = Instant::now();
-    let mut console = Console::new(kver);
     let mut eofs = 0;
     let mut failure: Option<String> = None;
     let mut stopped_early = false;
     while eofs < 2 {
-        let limit = if console.booted() { bound } else { BOOT_BOUND };
+        let limit = if console.booted() {
+            bound
+        } else {
+            guest.boot_bound
+        };
         if start.elapsed() > limit {
             failure = Some(if console.booted() {
                 format!(
@@ -110,8 +164,8 @@ pub fn boot_until(
                 )
             } else {
                 format!(
-                    "kernel did not boot to init within {} s",
-                    BOOT_BOUND.as_secs()
+                    "guest did not report booting within {} s",
+                    guest.boot_bound.as_secs()
                 )
             });
             break;
@@ -121,7 +175,7 @@ pub fn boot_until(
                 writeln!(log, "{line}")?;
                 last_output = Instant::now();
                 console.line(&line, start.elapsed());
-                if run_to == RunTo::FirstFailure && console.failed_already() {
+                if guest.run_to == RunTo::FirstFailure && console.failed_already() {
                     println!(
                         "  [{kver}] first failure after \"{}\": guest stopped there",
                         console.last_scenario()
@@ -144,7 +198,7 @@ pub fn boot_until(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
-    // QEMU exits by itself after poweroff -f; give it a moment, then kill
+    // QEMU exits by itself after a power-off; give it a moment, then kill
     // (at once when the guest was stopped at its first failure).
     let grace = if stopped_early { 0 } else { 10 };
     let deadline = Instant::now() + Duration::from_secs(grace);
@@ -155,7 +209,7 @@ pub fn boot_until(
         let _ = child.kill();
         let _ = child.wait();
     }
-    Ok(console.verdict(failure, &log_path))
+    Ok(console.verdict(failure, log_path))
 }
 
 /// Sends each line of @stream (without its line end; invalid UTF-8

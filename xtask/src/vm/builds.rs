@@ -10,14 +10,34 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The module names the two doubles are built under.
+pub struct Names {
+    pub core: &'static str,
+    pub nv: &'static str,
+}
+
+/// test-vm's busybox guest insmods them by file, under names of their own.
+pub const HARNESS_NAMES: Names = Names {
+    core: "mofed_peer_core",
+    nv: "nv_p2p_double",
+};
+
+/// The booted image (vm-standins) installs them as the modules they stand
+/// in for: MLNX_OFED's ib_core and NVIDIA's nvidia, which
+/// nv_peer_mem.service and modprobe load by these names.
+pub const IMAGE_NAMES: Names = Names {
+    core: "ib_core",
+    nv: "nvidia",
+};
+
 pub struct Doubles {
     pub nv_ko: PathBuf,
     pub core_ko: PathBuf,
     pub scen_ko: PathBuf,
     /// dirs laid out as nv_peer_mem's Makefile expects for OFA_KERNEL= and
     /// NV_SRC=: the header each double was built with and its Module.symvers
-    pub(super) ofa_dir: PathBuf,
-    pub(super) nv_dir: PathBuf,
+    pub ofa_dir: PathBuf,
+    pub nv_dir: PathBuf,
     /// the per-kernel copy of kmod/tests/vm the doubles were built in
     pub(super) src_dir: PathBuf,
     /// The same for a driver whose nv-p2p.h does not advertise the
@@ -54,13 +74,14 @@ pub(super) fn kbuild(kdir: &Path, dir: &Path, vars: &[(&str, String)], what: &st
 /// Builds, in @work/doubles (a copy of kmod/tests/vm): the NVIDIA double
 /// against the NVIDIA sources in @nv_src; MLNX_OFED's PeerDirect core
 /// (peer_mem.c from the tarball @mofed) with the test HCA driver; the
-/// scenario driver.
+/// scenario driver. The two doubles' module names are @names'.
 pub fn build_doubles(
     kver: &str,
     kdir: &Path,
     work: &Path,
     nv_src: &Path,
     mofed: &Path,
+    names: &Names,
 ) -> Result<Doubles> {
     let src = work.join("doubles");
     sync_tree(&workspace::path("kmod/tests/vm"), &src, &["guest"])?;
@@ -73,14 +94,23 @@ pub fn build_doubles(
     kbuild(
         kdir,
         &src.join("nv_p2p_double"),
-        &[("NVPM_NV_INC", nv_inc.display().to_string())],
-        &format!("building nv_p2p_double.ko for {kver}"),
+        &[
+            ("NVPM_NV_INC", nv_inc.display().to_string()),
+            ("NVPM_NV_NAME", names.nv.to_string()),
+        ],
+        &format!("building {}.ko (the NVIDIA double) for {kver}", names.nv),
     )?;
     kbuild(
         kdir,
         &src.join("peer_core"),
-        &[("NVPM_OFA_INC", ofa_inc.display().to_string())],
-        &format!("building mofed_peer_core.ko (MLNX_OFED's peer_mem.c) for {kver}"),
+        &[
+            ("NVPM_OFA_INC", ofa_inc.display().to_string()),
+            ("NVPM_CORE_NAME", names.core.to_string()),
+        ],
+        &format!(
+            "building {}.ko (MLNX_OFED's peer_mem.c) for {kver}",
+            names.core
+        ),
     )?;
     let nv_symvers = src.join("nv_p2p_double/Module.symvers");
     let core_symvers = src.join("peer_core/Module.symvers");
@@ -108,14 +138,54 @@ pub fn build_doubles(
     )?;
     sync_file(&nv_symvers, &nv_dir_no_persistent.join("Module.symvers"))?;
     Ok(Doubles {
-        nv_ko: src.join("nv_p2p_double/nv_p2p_double.ko"),
-        core_ko: src.join("peer_core/mofed_peer_core.ko"),
+        nv_ko: src.join(format!("nv_p2p_double/{}.ko", names.nv)),
+        core_ko: src.join(format!("peer_core/{}.ko", names.core)),
         scen_ko: src.join("scenarios/nvpm_scenarios.ko"),
         ofa_dir,
         nv_dir,
         nv_dir_no_persistent,
         src_dir: src,
     })
+}
+
+/// The stand-in ib_core of an MLNX_OFED update whose `ib_*` symbol versions
+/// differ from @d's core: the same sources with `struct peer_memory_client`
+/// renamed, so genksyms computes another CRC for
+/// ib_register_peer_memory_client (it hashes the full type of the
+/// exported function's parameters), as a change to that struct in a real
+/// update does. Returns its ib_core.ko and Module.symvers.
+pub fn build_core_abi_variant(
+    kver: &str,
+    kdir: &Path,
+    d: &Doubles,
+    names: &Names,
+) -> Result<(PathBuf, PathBuf)> {
+    // Beside peer_core/ in the doubles' tree: its Kbuild includes ../include.
+    let dir = d.src_dir.join("peer_core_abi_variant");
+    sync_tree(&d.src_dir.join("peer_core"), &dir, &[])?;
+    kbuild(
+        kdir,
+        &dir,
+        &[
+            (
+                "NVPM_OFA_INC",
+                d.ofa_dir.join("include").display().to_string(),
+            ),
+            ("NVPM_CORE_NAME", names.core.to_string()),
+            (
+                "NVPM_CORE_ABI_CFLAGS",
+                "-Dpeer_memory_client=nvpm_peer_memory_client_abi_variant".to_string(),
+            ),
+        ],
+        &format!(
+            "building {}.ko with other ib_* symbol versions for {kver}",
+            names.core
+        ),
+    )?;
+    Ok((
+        dir.join(format!("{}.ko", names.core)),
+        dir.join("Module.symvers"),
+    ))
 }
 
 /// Which NVIDIA header a module build sees.
@@ -217,4 +287,22 @@ fn make_module(
         bail!("make succeeded but left no {}", ko.display());
     }
     Ok(ko)
+}
+
+/// nvidia_peermem.ko: a module with only the name of NVIDIA's peer memory
+/// client (kmod/tests/vm/nvidia_peermem_standin), built in @work/doubles.
+pub fn build_nvidia_peermem_standin(kver: &str, kdir: &Path, work: &Path) -> Result<PathBuf> {
+    let dir = work.join("doubles/nvidia_peermem_standin");
+    sync_tree(
+        &workspace::path("kmod/tests/vm/nvidia_peermem_standin"),
+        &dir,
+        &[],
+    )?;
+    kbuild(
+        kdir,
+        &dir,
+        &[],
+        &format!("building the nvidia_peermem stand-in for {kver}"),
+    )?;
+    Ok(dir.join("nvidia_peermem.ko"))
 }

@@ -91,6 +91,8 @@ impl Outcome {
 /// What one guest's console said so far.
 pub struct Console {
     kver: String,
+    /// The checks the guest must report, in order.
+    expected: Vec<String>,
     booted: bool,
     ended: bool,
     results: BTreeMap<String, (bool, String)>,
@@ -106,9 +108,16 @@ pub struct Console {
 }
 
 impl Console {
+    /// A console that expects test-vm's SCENARIOS.
     pub fn new(kver: &str) -> Self {
+        Self::expecting(kver, SCENARIOS.iter().map(|s| s.to_string()).collect())
+    }
+
+    /// A console that expects the checks @expected (a booted image's).
+    pub fn expecting(kver: &str, expected: Vec<String>) -> Self {
         Console {
             kver: kver.to_string(),
+            expected,
             booted: false,
             ended: false,
             results: BTreeMap::new(),
@@ -119,6 +128,11 @@ impl Console {
             guest_finished: false,
             oracle: Observed::default(),
         }
+    }
+
+    /// The kernel (or label) this console belongs to.
+    pub fn kver(&self) -> &str {
+        &self.kver
     }
 
     /// The guest's init has started (the boot bound no longer applies).
@@ -185,11 +199,13 @@ impl Console {
             if self.splats.is_empty() {
                 // Scenario lines print when a scenario ends: a splat
                 // belongs to the one after the last reported.
-                let during = SCENARIOS
+                let during = self
+                    .expected
                     .iter()
                     .position(|s| *s == self.last_scenario)
-                    .and_then(|i| SCENARIOS.get(i + 1))
-                    .unwrap_or(&"boot");
+                    .and_then(|i| self.expected.get(i + 1))
+                    .map(String::as_str)
+                    .unwrap_or("boot");
                 println!("  [{kver}] kernel splat during \"{during}\": {line}");
                 self.splats.push(format!("(during \"{during}\") {line}"));
                 return;
@@ -223,8 +239,8 @@ impl Console {
         }
         let mut passed = 0;
         let mut failed = 0;
-        for name in SCENARIOS {
-            match self.results.get(*name) {
+        for name in &self.expected {
+            match self.results.get(name) {
                 Some((true, _)) => passed += 1,
                 Some((false, _)) => failed += 1,
                 None => {
@@ -243,7 +259,7 @@ impl Console {
         for (name, _) in self
             .results
             .iter()
-            .filter(|(n, _)| !SCENARIOS.contains(&n.as_str()))
+            .filter(|(n, _)| !self.expected.contains(n))
         {
             println!("  note: the guest reported an unlisted scenario \"{name}\"");
         }

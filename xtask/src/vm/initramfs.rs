@@ -1,6 +1,6 @@
-//! The guest image: busybox-static, the guest's init script and the modules
-//! under test, packed as an uncompressed newc cpio (the kernel unpacks it
-//! before init runs).
+//! The guest image: busybox-static, the guest's init script, the scenarios
+//! it sources and the modules under test, packed as an uncompressed newc
+//! cpio (the kernel unpacks it before init runs).
 
 use super::builds::Doubles;
 use super::command::run;
@@ -39,6 +39,10 @@ pub fn make_initramfs(
     fs::copy(
         workspace::path("kmod/tests/vm/guest/init"),
         root.join("init"),
+    )?;
+    fs::copy(
+        workspace::path("kmod/tests/vm/guest/scenarios.sh"),
+        root.join("lib/nvpm/scenarios.sh"),
     )?;
     for (from, name) in [
         (&d.nv_ko, "nv_p2p_double.ko"),

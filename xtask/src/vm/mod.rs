@@ -10,6 +10,7 @@
 
 mod arch;
 mod boot;
+mod boot_image;
 mod builds;
 mod command;
 mod console;
@@ -19,18 +20,22 @@ mod mutants;
 mod oracle;
 mod oracle_console;
 mod oracle_report;
+mod standins;
 mod sync;
 
 use crate::{fixtures, workspace};
 use anyhow::{Context, Result, bail};
 use arch::{Arch, GuestKernel};
-use builds::{Variant, build_doubles, build_module};
+use builds::{HARNESS_NAMES, Variant, build_doubles, build_module};
 use console::{Outcome, SCENARIOS};
 use kernel_image::{cache_dir, kernel_image};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+pub use boot_image::{BootImageArgs, boot_image_command};
+pub use standins::{VmStandinsArgs, vm_standins_command};
 
 #[derive(clap::Args)]
 pub struct TestVmArgs {
@@ -158,7 +163,7 @@ fn kernels() -> Result<(String, String)> {
 
 /// The NVIDIA 535 driver source tree (ci/fetch-nvidia-src.sh downloads and
 /// unpacks it once); its nvidia/nv-p2p.h advertises the persistent API.
-fn nvidia_src() -> Result<PathBuf> {
+pub(super) fn nvidia_src() -> Result<PathBuf> {
     let out = Command::new("bash")
         .arg("ci/fetch-nvidia-src.sh")
         .current_dir(workspace::root())
@@ -204,7 +209,7 @@ fn prepare_and_boot(
     );
 
     let t = Instant::now();
-    let mods = build_doubles(kver, &kdir, &work, nv_src, mofed)?;
+    let mods = build_doubles(kver, &kdir, &work, nv_src, mofed, &HARNESS_NAMES)?;
     println!(
         "  [{kver}] test doubles and scenario driver built ({:.1} s)",
         t.elapsed().as_secs_f64()
@@ -306,7 +311,7 @@ fn test_mutants(
     fs::create_dir_all(&work)?;
     let vmlinuz = kernel_image(kver, cache)?;
     let guest = Arch::X86_64.guest_kernel(kver)?;
-    let mods = build_doubles(kver, &kdir, &work, nv_src, mofed)?;
+    let mods = build_doubles(kver, &kdir, &work, nv_src, mofed, &HARNESS_NAMES)?;
     let module = build_module(kver, &kdir, &work, &mods, Variant::Doubles)?;
     let no_persistent = build_module(kver, &kdir, &work, &mods, Variant::NoPersistentApi)?;
     let ok = mutants::run(&mutants::Setup {

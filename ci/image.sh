@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# The bootable Debian 12 system ci/test-image.sh installs our packages into
+# and boots (issue 15 item 1): made with mmdebstrap from Debian's archive,
+# systemd as init, Debian's bookworm kernel with its headers, DKMS and the
+# toolchain the -dkms deb needs; cached as a tarball.
+#
+#   ci/image.sh kernel-debs KVER   ensure the kernel's image and header debs
+#                                  in the kernels cache; print their paths
+#   ci/image.sh tarball KVER       ensure the cached system tarball with
+#                                  kernel KVER installed; print its path
+#
+# Kernel debs: /var/cache/nv-peer-mem-ci/kernels (where `cargo xtask
+# test-vm` keeps linux-image-<kver>-unsigned): linux-image-<kver>-unsigned,
+# linux-headers-<kver>, its -common and linux-kbuild, all at exactly the
+# version of the host's installed linux-headers-<kver>, so modules built on
+# the host for <kver> (the test's stand-ins) have the image's symbol CRCs.
+#
+# System tarballs: /var/cache/nv-peer-mem-ci/images/bookworm-<yyyymmdd>-<key>.tar,
+# <key> a hash of the package list, the sources and the kernel debs'
+# names; reused for NVPM_IMAGE_MAX_AGE_DAYS (default 7) days, like
+# ci/chroot.sh's chroots.
+set -euo pipefail
+
+top=${NVPM_CACHE:-/var/cache/nv-peer-mem-ci}
+kernels=$top/kernels
+cache=$top/images
+max_age_days=${NVPM_IMAGE_MAX_AGE_DAYS:-7}
+mirror=${NVPM_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+security_mirror=${NVPM_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
+
+# What a small Debian 12 server that runs our packages has: systemd as init
+# (systemd-sysv), udev (modules, /dev), initramfs-tools (the kernel's
+# postinst makes the initrd the VM boots), and what the -dkms deb depends on
+# (dkms, make, gcc, Debian 12's rust_packages from packaging/distros.yaml),
+# so installing our debs needs no download. mawk: the service helper's awk.
+packages=(
+    systemd-sysv udev kmod initramfs-tools zstd mawk procps
+    dkms make gcc libc6-dev rustc-web rust-web-src
+)
+
+die() { echo "image.sh: $*" >&2; exit 2; }
+
+sources() {
+    echo "deb $mirror bookworm main"
+    echo "deb $mirror bookworm-updates main"
+    echo "deb $security_mirror bookworm-security main"
+}
+
+# The debs of kernel KVER at the host's linux-headers-KVER version, one path
+# a line: image, headers, headers-common, kbuild.
+kernel_debs() {
+    local kver=$1 version
+    version=$(dpkg-query -W -f='${Version}' "linux-headers-$kver" 2>/dev/null) ||
+        die "linux-headers-$kver is not installed on this host; run: sudo bash ci/setup-host.sh"
+    # linux-headers-KVER's own Depends name the -common and linux-kbuild
+    # packages (6.1: linux-kbuild-6.1; 6.12 backports: linux-kbuild-6.12.95+deb12).
+    local deps
+    deps=$(apt-cache show "linux-headers-$kver=$version" | sed -n 's/^Depends: //p' | head -n 1 |
+        tr ',' '\n' | sed -n 's/^ *\(linux-\(headers\|kbuild\)-[^ ]*\).*/\1/p')
+    [ -n "$deps" ] || die "apt-cache knows no linux-headers-$kver=$version; run: sudo apt-get update"
+    mkdir -p "$kernels"
+    local pkg deb
+    for pkg in "linux-image-$kver-unsigned" "linux-headers-$kver" $deps; do
+        deb=$(find_deb "$pkg" "$version")
+        if [ -z "$deb" ]; then
+            echo "==> downloading $pkg=$version into $kernels (once)" >&2
+            # apt's _apt sandbox user may not write to the cache: download as root.
+            (cd "$kernels" && apt-get download -q -o APT::Sandbox::User=root "$pkg=$version" >&2) ||
+                die "apt-get download $pkg=$version failed (the 6.12 kernels need bookworm-backports: sudo bash ci/setup-host.sh)"
+            deb=$(find_deb "$pkg" "$version")
+            [ -n "$deb" ] || die "apt-get download left no $pkg $version deb in $kernels"
+        fi
+        echo "$deb"
+    done
+}
+
+find_deb() {  # find_deb PKG VERSION: the cached deb of PKG at VERSION, if any
+    local f
+    for f in "$kernels/$1"_*.deb; do
+        [ -f "$f" ] || continue
+        [ "$(dpkg-deb -f "$f" Package)" = "$1" ] && [ "$(dpkg-deb -f "$f" Version)" = "$2" ] && { echo "$f"; return; }
+    done
+}
+
+tarball() {
+    local kver=$1
+    command -v mmdebstrap >/dev/null || die "mmdebstrap is missing; run: sudo bash ci/setup-host.sh"
+    local -a debs
+    mapfile -t debs < <(kernel_debs "$kver")
+    [ ${#debs[@]} -ge 3 ] || exit 2
+    local key
+    key=$( { sources; printf '%s\n' "${packages[@]}"; for d in "${debs[@]}"; do basename "$d"; done; } | sha256sum | cut -c1-12)
+    mkdir -p "$cache"
+    local found="" f
+    for f in $(ls -1 "$cache"/bookworm-*-"$key".tar 2>/dev/null | sort -r); do
+        if [ -n "$(find "$f" -maxdepth 0 -mtime -"$max_age_days")" ]; then found=$f; break; fi
+    done
+    if [ -n "$found" ]; then
+        echo "==> image: cached $(basename "$found") ($(du -h "$found" | cut -f1))" >&2
+        echo "$found"; return
+    fi
+    local out
+    out=$cache/bookworm-$(date -u +%Y%m%d)-$key.tar
+    echo "==> image: creating $(basename "$out") with mmdebstrap (several minutes; log in $out.log)" >&2
+    local start=$SECONDS
+    local -a src=() aptopts=('APT::Install-Recommends "false"')
+    mapfile -t src < <(sources)
+    # As ci/chroot.sh: follow the host's Acquire::Check-Valid-Until (a frozen
+    # snapshot mirror would otherwise be refused as expired).
+    if apt-config dump Acquire::Check-Valid-Until | grep -qi '"false"'; then
+        aptopts+=('Acquire::Check-Valid-Until "false"')
+    fi
+    local -a include=("--include=$(IFS=,; echo "${packages[*]}")")
+    for f in "${debs[@]}"; do include+=("--include=$f"); done
+    # --skip=cleanup/apt/lists keeps the package lists: the test's apt-get
+    # install of our debs resolves dependencies without an update.
+    if ! mmdebstrap --variant=apt --mode=root --format=tar \
+            "${aptopts[@]/#/--aptopt=}" "${include[@]}" \
+            --skip=cleanup/apt/lists \
+            bookworm "$out.tmp" "${src[@]}" >"$out.log" 2>&1; then
+        rm -f "$out.tmp"
+        tail -n 20 "$out.log" >&2
+        die "mmdebstrap bookworm failed (full log: $out.log); is $mirror reachable?"
+    fi
+    mv "$out.tmp" "$out"
+    echo "==> image: created in $((SECONDS - start)) s ($(du -h "$out" | cut -f1))" >&2
+    for f in "$cache"/bookworm-*.tar; do
+        [ "$f" = "$out" ] || rm -f "$f" "$f.log"
+    done
+    echo "$out"
+}
+
+[ "$(id -u)" = 0 ] || die "run as root (sudo bash ci/image.sh ...)"
+cmd=${1:-}; shift || true
+case "$cmd" in
+    kernel-debs) [ $# = 1 ] || die "usage: ci/image.sh kernel-debs KVER"; kernel_debs "$1" ;;
+    tarball) [ $# = 1 ] || die "usage: ci/image.sh tarball KVER"; tarball "$1" ;;
+    *) die "usage: ci/image.sh kernel-debs KVER | tarball KVER" ;;
+esac

@@ -1,0 +1,287 @@
+#!/usr/bin/env bash
+# End to end in a booted Debian 12 system (issue 15 item 1): our debs
+# (cargo xtask build-deb + dpkg-buildpackage) installed with apt into a
+# bootable image (ci/image.sh) beside stand-in packages for MLNX_OFED's
+# ib_core and the NVIDIA driver (the VM harness's modules, `cargo xtask
+# vm-standins`), DKMS building the module there; then the image boots in
+# QEMU (kernel and initrd from its /boot, root on a virtio disk made with
+# mke2fs -d) and its test unit (kmod/tests/vm/image/run) checks each boot:
+#   onboot     ONBOOT=yes: the service loaded DKMS's module; the VM
+#              harness's scenarios pass against it
+#   onboot-no  ONBOOT=no: not loaded, the journal says why; then, on the
+#              running system, the kernel's own ib_core (no peer memory
+#              API) and an MLNX_OFED update with other ib_* symbol
+#              versions: the service fails and `systemctl status` says why
+#   peermem    nvidia_peermem loaded at boot: the service refuses, naming
+#              the fix; then DKMS's build removed: status says there is
+#              no module and how to build it
+#   newkernel  bookworm-backports' kernel installed with apt later (DKMS
+#              builds for it from the kernel's hook), booted: the service
+#              loaded the module; then apt-get purge leaves nothing
+# Last line: "N passed, M failed"; exit 1 on any failure, 2 when the host
+# is not set up. Scratch: $NVPM_TEST_DIR (default /var/tmp/nv-peer-mem-test-image).
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+work=${NVPM_TEST_DIR:-/var/tmp/nv-peer-mem-test-image}
+tree=$work/root
+debs=$work/debs
+. "$here/checks.sh"
+
+require_root_and_tools test-image.sh cargo dpkg-buildpackage dpkg-deb mmdebstrap mke2fs qemu-system-x86_64 unshare
+mkdir -p "$work"
+: >"$work/log"
+start=$SECONDS
+lap() { echo "   ($1: $((SECONDS - lap_start)) s)"; lap_start=$SECONDS; }
+lap_start=$SECONDS
+
+fixture=${NVPM_FIXTURES:-$root/../shared/fixtures}/mlnx-ofa_kernel-25.10.1.7.1.1.tar.gz
+if [ ! -f "$fixture" ]; then
+    # The stand-in ib_core is MLNX_OFED's own peer_mem.c: nothing honest to run without it.
+    echo "test-image: skipped: fixture $fixture not found (set NVPM_FIXTURES)"
+    echo "0 passed, 0 failed, 1 skipped"
+    exit 0
+fi
+. "$here/kernels.sh" || exit 2
+k1=$KVER_BOOKWORM k2=$KVER_BACKPORTS
+version=$(sed -n 's/^version *= *"\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)
+upstream=${version/-/\~}
+
+# A leftover mount under the tree would make rm -rf reach into the host.
+if grep -q " $(realpath -m "$tree")/" /proc/self/mounts; then
+    echo "test-image: something is mounted under $tree; unmount it first" >&2; exit 2
+fi
+
+echo "== the image and the packages"
+check "kernel debs of $k1 and $k2 cached" sh -c "bash '$here/image.sh' kernel-debs '$k1' >'$work/kdebs1' && bash '$here/image.sh' kernel-debs '$k2' >'$work/kdebs2'"
+tarball=$(bash "$here/image.sh" tarball "$k1" 2>>"$work/log")
+check "Debian 12 system tarball with $k1 ($(basename "${tarball:-none}"))" test -f "$tarball"
+[ -f "$tarball" ] || finish
+lap "image"
+
+# Our debs, as test-deb.sh builds them (binary only: the source package is
+# test-deb.sh's business).
+build_our_debs() {
+    cargo build --quiet --release --manifest-path "$root/Cargo.toml" -p xtask || return 1
+    rm -rf "$work/src" && mkdir -p "$work/src" || return 1
+    "$root/target/release/xtask" build-deb --out "$work/src" --distro debian12 || return 1
+    (cd "$work/src" && tar xzf "nvidia-peer-memory_${upstream}.orig.tar.gz" &&
+        cd "nvidia-peer-memory-$upstream" && dpkg-buildpackage -us -uc -b) || return 1
+}
+rm -rf "$debs" && mkdir -p "$debs"
+check "build-deb + dpkg-buildpackage -b" build_our_debs
+# debian12's Debian version (its version_suffix in packaging/distros.yaml).
+debver=$(dpkg-parsechangelog -l "$work/src/nvidia-peer-memory-$upstream/debian/changelog" -S Version 2>>"$work/log")
+our_debs=("$work/src/nvidia-peer-memory_${debver}_all.deb" "$work/src/nvidia-peer-memory-dkms_${debver}_all.deb")
+check "our debs built (${debver:-no version})" test -f "${our_debs[0]}" -a -f "${our_debs[1]}"
+lap "our debs"
+
+# The VM harness's modules for both kernels, as the modules they stand in for.
+for k in "$k1" "$k2"; do
+    check "vm-standins for $k" "$root/target/release/xtask" vm-standins --kernel "$k" --out "$work/standins/$k"
+done
+lap "stand-in modules"
+# One NVIDIA source tree serves both kernels (as /usr/src/nvidia-<ver> does
+# for a real driver): its nvidia_p2p_* CRCs must not depend on the kernel.
+nv_crcs() { awk '$2 ~ /^nvidia_p2p_/ { print $1, $2 }' "$work/standins/$1/nvidia/Module.symvers" | sort; }
+nv_crcs_equal() { [ -n "$(nv_crcs "$k1")" ] && [ "$(nv_crcs "$k1")" = "$(nv_crcs "$k2")" ]; }
+check "nvidia_p2p_* CRCs are the same for $k1 and $k2" nv_crcs_equal
+nv_ver=$(basename "$(bash "$here/fetch-nvidia-src.sh" 2>/dev/null)" | sed 's/.*-//')
+nv_ver=${nv_ver:-535}
+
+# make_deb NAME ARCH DESCRIPTION [Provides]: dpkg-deb --build of the staged
+# tree $debs/NAME (depmod for every kernel it ships modules for).
+make_deb() {
+    local name=$1 arch=$2 desc=$3 provides=${4:-} dir=$debs/$1
+    mkdir -p "$dir/DEBIAN"
+    {
+        echo "Package: $name"
+        echo "Version: 0-test"
+        echo "Architecture: $arch"
+        echo "Maintainer: nv_peer_mem tests <tests@invalid>"
+        echo "Section: kernel"
+        echo "Priority: optional"
+        [ -n "$provides" ] && echo "Provides: $provides"
+        echo "Description: $desc"
+        echo " Built and installed by ci/test-image.sh in its test image only."
+    } >"$dir/DEBIAN/control"
+    local k script
+    for k in $(cd "$dir" && ls lib/modules 2>/dev/null); do
+        # As kernel module packages do: refresh modules.dep once the kernel is there.
+        for script in postinst postrm; do
+            printf '#!/bin/sh\nset -e\nif [ -e /lib/modules/%s/modules.order ]; then depmod -a %s; fi\n' "$k" "$k" >"$dir/DEBIAN/$script"
+            chmod 0755 "$dir/DEBIAN/$script"
+        done
+    done
+    dpkg-deb --root-owner-group --build "$dir" "$debs/${name}_0-test_$arch.deb" >/dev/null
+}
+stage_standins() {
+    local k=$1 s=$work/standins/$1 d
+    d=$debs/nvpm-standin-mofed-$k
+    rm -rf "$d"
+    install -D -m 0644 "$s/ib_core.ko" "$d/lib/modules/$k/updates/ib_core.ko" &&
+    # Where MLNX_OFED keeps one kernel's build (kmod/Makefile looks here first).
+    install -D -m 0644 "$s/ofa_kernel/Module.symvers" "$d/usr/src/ofa_kernel/x86_64/$k/Module.symvers" &&
+    install -D -m 0644 "$s/ofa_kernel/include/rdma/peer_mem.h" "$d/usr/src/ofa_kernel/x86_64/$k/include/rdma/peer_mem.h" &&
+    make_deb "nvpm-standin-mofed-$k" amd64 "stand-in for MLNX_OFED's kernel modules for $k: MLNX_OFED's peer_mem.c with a test HCA driver as ib_core.ko" mlnx-ofed-kernel-modules || return 1
+    d=$debs/nvpm-standin-nvidia-$k
+    rm -rf "$d"
+    install -D -m 0644 "$s/nvidia.ko" "$d/lib/modules/$k/updates/nvidia.ko" &&
+    install -D -m 0644 "$s/nvidia_peermem.ko" "$d/lib/modules/$k/updates/nvidia_peermem.ko" &&
+    make_deb "nvpm-standin-nvidia-$k" amd64 "stand-in for the NVIDIA driver's modules for $k: the P2P double as nvidia.ko, and a module named nvidia_peermem"
+}
+stage_nvidia_source() {
+    local s=$work/standins/$k1 d=$debs/nvpm-standin-nvidia-source
+    rm -rf "$d"
+    install -D -m 0644 "$s/nvidia/nvidia/nv-p2p.h" "$d/usr/src/nvidia-$nv_ver/nvidia/nv-p2p.h" &&
+    install -D -m 0644 "$s/nvidia/Module.symvers" "$d/usr/src/nvidia-$nv_ver/Module.symvers" &&
+    make_deb nvpm-standin-nvidia-source all "stand-in for the NVIDIA driver's source tree: NVIDIA $nv_ver's nv-p2p.h and the double's Module.symvers"
+}
+check "stand-in debs for $k1 built" stage_standins "$k1"
+check "stand-in debs for $k2 built" stage_standins "$k2"
+check "stand-in NVIDIA source deb built" stage_nvidia_source
+# An MLNX_OFED update for $k1 whose ib_* symbol versions differ (vm-standins'
+# abi_variant/): the same package at a newer version, so the guest
+# upgrades to it with dpkg -i as an admin updating MLNX_OFED would.
+abi_crc() {  # abi_crc SYMVERS: ib_register_peer_memory_client's CRC in it
+    awk '$2 == "ib_register_peer_memory_client" { print $1 }' "$1"
+}
+abi_crcs_differ() {
+    local a b
+    a=$(abi_crc "$work/standins/$k1/ofa_kernel/Module.symvers")
+    b=$(abi_crc "$work/standins/$k1/abi_variant/Module.symvers")
+    echo "ib_register_peer_memory_client: $a, the update's $b"
+    [ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ]
+}
+check "the stand-in MLNX_OFED update has another ib_register_peer_memory_client CRC" abi_crcs_differ
+stage_abi_update() {
+    local name=nvpm-standin-mofed-$k1 d=$work/abi-update
+    rm -rf "$d" && cp -a "$debs/$name" "$d" || return 1
+    install -m 0644 "$work/standins/$k1/abi_variant/ib_core.ko" "$d/lib/modules/$k1/updates/ib_core.ko" &&
+        install -m 0644 "$work/standins/$k1/abi_variant/Module.symvers" "$d/usr/src/ofa_kernel/x86_64/$k1/Module.symvers" &&
+        sed -i 's/^Version: 0-test$/Version: 1-test/' "$d/DEBIAN/control" &&
+        mkdir -p "$debs/update" &&
+        dpkg-deb --root-owner-group --build "$d" "$debs/update/${name}_1-test_amd64.deb" >/dev/null
+}
+check "stand-in MLNX_OFED update deb (1-test) built" stage_abi_update
+
+echo "== install into the image (chroot)"
+unpack() { rm -rf "$tree" && mkdir -p "$tree" && tar -C "$tree" -xf "$tarball"; }
+check "unpack the system tarball" unpack
+lap "unpack"
+in_image() { bash "$here/chroot.sh" run "$tree" "$@"; }
+mkdir -p "$tree/tmp/debs"
+cp "$debs"/*.deb "${our_debs[@]}" "$tree/tmp/debs/" 2>>"$work/log"
+apt_install() { in_image apt-get install -y -q --no-install-recommends "$@"; }
+check "apt-get install the stand-ins for $k1 (MLNX_OFED, NVIDIA)" apt_install \
+    "/tmp/debs/nvpm-standin-mofed-${k1}_0-test_amd64.deb" "/tmp/debs/nvpm-standin-nvidia-${k1}_0-test_amd64.deb" \
+    /tmp/debs/nvpm-standin-nvidia-source_0-test_all.deb
+check "apt-get install nvidia-peer-memory nvidia-peer-memory-dkms" apt_install \
+    "/tmp/debs/$(basename "${our_debs[0]}")" "/tmp/debs/$(basename "${our_debs[1]}")"
+dkms_built_with_providers() {  # KVER: installed, and built against the stand-ins, not kmod/compat
+    local k=$1 log
+    in_image dkms status -m nv_peer_mem -k "$k" | grep -q ': installed' || return 1
+    log=$tree/var/lib/dkms/nv_peer_mem/$upstream/$k/x86_64/log/make.log
+    grep -q "using MLNX_OFED from /usr/src/ofa_kernel/x86_64/$k" "$log" &&
+        grep -q "using NVIDIA P2P header /usr/src/nvidia-$nv_ver/" "$log"
+}
+check "DKMS built nv_peer_mem for $k1 against the stand-ins' ib_core and nvidia" dkms_built_with_providers "$k1"
+lap "install"
+
+# The test unit and what it needs beside the packages.
+install_test_unit() {
+    local t=$tree/usr/lib/nvpm-image-test k
+    install -D -m 0755 "$root/kmod/tests/vm/image/run" "$t/run" &&
+    install -D -m 0644 "$root/kmod/tests/vm/guest/scenarios.sh" "$t/scenarios.sh" &&
+    install -D -m 0644 "$root/kmod/tests/vm/image/nvpm-image-test.service" "$tree/etc/systemd/system/nvpm-image-test.service" || return 1
+    # The guest switches MLNX_OFED stand-ins for $k1 with dpkg -i.
+    install -D -m 0644 "$debs/nvpm-standin-mofed-${k1}_0-test_amd64.deb" "$t/debs/nvpm-standin-mofed-${k1}_0-test_amd64.deb" &&
+    install -D -m 0644 "$debs/update/nvpm-standin-mofed-${k1}_1-test_amd64.deb" "$t/debs/nvpm-standin-mofed-${k1}_1-test_amd64.deb" || return 1
+    for k in "$k1" "$k2"; do
+        install -D -m 0644 "$work/standins/$k/nvpm_scenarios.ko" "$t/$k/nvpm_scenarios.ko" &&
+        install -D -m 0644 "$work/standins/$k/nv_peer_mem_no_persistent.ko" "$t/$k/nv_peer_mem_no_persistent.ko" || return 1
+    done
+    mkdir -p "$tree/etc/systemd/system/multi-user.target.wants"
+    ln -sf /etc/systemd/system/nvpm-image-test.service "$tree/etc/systemd/system/multi-user.target.wants/"
+    # The console is the test's channel: no login prompt on it.
+    ln -sf /dev/null "$tree/etc/systemd/system/serial-getty@ttyS0.service"
+    echo "/dev/vda / ext4 rw,errors=remount-ro 0 1" >"$tree/etc/fstab"
+    echo nvpm-image-test >"$tree/etc/hostname"
+    grep -qx 'ONBOOT=yes' "$tree/etc/infiniband/nv_peer_mem.conf"
+}
+check "test unit installed; the package's conf says ONBOOT=yes" install_test_unit
+
+# make_disk: the tree as an ext4 disk image (mke2fs -d: no loop mount),
+# with room for the guest's own writes.
+make_disk() {
+    local mb
+    mb=$(( $(du -sm "$tree" | cut -f1) * 5 / 4 + 512 ))
+    rm -f "$work/disk.img"
+    mke2fs -q -F -t ext4 -L nvpm-root -d "$tree" "$work/disk.img" "${mb}M"
+}
+# boot KVER PHASE CHECKS... [--vm-scenarios]: boots the disk with the
+# image's own kernel and initrd; each guest check becomes one of ours
+# (--vm-scenarios: then the VM harness's scenarios, the list test-vm expects).
+boot() {
+    local k=$1 phase=$2; shift 2
+    local checks=() flags=() a
+    for a in "$@"; do
+        case "$a" in --*) flags+=("$a") ;; *) checks+=("$a") ;; esac
+    done
+    local out=$work/boot-$phase.out
+    "$root/target/release/xtask" boot-image --label "$k $phase" \
+        --kernel "$work/vmlinuz-$k" --initrd "$work/initrd.img-$k" --disk "$work/disk.img" \
+        --append "nvpm_phase=$phase" --expect "$(IFS=,; echo "${checks[*]}")" "${flags[@]}" \
+        --log "$work/console-$phase.log" 2>&1 | tee "$out"
+    local p f
+    read -r p f < <(sed -n 's/^  boot-image .*: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$out")
+    if [ -z "${p:-}" ]; then
+        fail "boot $k $phase: no count from boot-image (see $out)"
+        return
+    fi
+    passed=$((passed + p)) failed=$((failed + f))
+    # What the guest kept of `nv_peer_mem-service status` and `systemctl
+    # status nv_peer_mem` (/var/log/nvpm-image-test), for the record.
+    rm -rf "$work/status-$phase" && mkdir -p "$work/status-$phase" &&
+        debugfs -R "rdump /var/log/nvpm-image-test $work/status-$phase" "$work/disk.img" >>"$work/log" 2>&1
+}
+kernel_from_image() {  # KVER: the image's vmlinuz and initrd, copied out
+    cp "$tree/boot/vmlinuz-$1" "$work/vmlinuz-$1" && cp "$tree/boot/initrd.img-$1" "$work/initrd.img-$1"
+}
+
+echo "== boot $k1"
+check "disk image (mke2fs -d)" make_disk
+check "kernel and initrd of $k1 from the image's /boot" kernel_from_image "$k1"
+lap "disk"
+boot "$k1" onboot service_loaded_module journal_says_loaded loaded_is_dkms_build providers_are_standins \
+    status_loaded status_diagnoses_loaded systemctl_status_loaded service_stop --vm-scenarios
+lap "boot onboot"
+boot "$k1" onboot-no not_loaded_onboot_no journal_says_onboot_no status_onboot_no systemctl_status_onboot_no \
+    inbox_ib_core_loaded inbox_start_fails status_inbox systemctl_status_inbox no_splat_inbox \
+    abi_update_installed crc_start_fails status_crc systemctl_status_crc no_splat_crc abi_restored
+lap "boot onboot-no"
+boot "$k1" peermem peermem_loaded refused_beside_peermem journal_names_fix status_names_peermem \
+    systemctl_status_peermem dkms_remove status_no_module
+lap "boot peermem"
+
+echo "== a second kernel: $k2"
+# What arrives with a kernel upgrade: the MLNX_OFED and NVIDIA modules for
+# the new kernel, then the kernel and its headers, whose hooks run DKMS.
+mapfile -t k2debs <"$work/kdebs2"
+for d in "${k2debs[@]}"; do cp "$d" "$tree/tmp/debs/"; done
+check "apt-get install the stand-ins for $k2" apt_install \
+    "/tmp/debs/nvpm-standin-mofed-${k2}_0-test_amd64.deb" "/tmp/debs/nvpm-standin-nvidia-${k2}_0-test_amd64.deb"
+check "apt-get install linux-image and linux-headers $k2" apt_install $(for d in "${k2debs[@]}"; do echo "/tmp/debs/$(basename "$d")"; done)
+check "DKMS built nv_peer_mem for $k2 (kernel hook) against the stand-ins" dkms_built_with_providers "$k2"
+rm -rf "$tree/tmp/debs"
+lap "install $k2"
+check "disk image (mke2fs -d)" make_disk
+check "kernel and initrd of $k2 from the image's /boot" kernel_from_image "$k2"
+lap "disk"
+boot "$k2" newkernel service_loaded_module loaded_is_dkms_build providers_are_standins \
+    purge purge_unloaded purge_leaves_nothing modprobe_fails_after_purge
+lap "boot newkernel"
+
+echo "   (test-image: $((SECONDS - start)) s in all)"
+finish

@@ -1,0 +1,242 @@
+# The VM scenarios, sourced by a guest after it set:
+#   M                 directory holding nvpm_scenarios.ko (and $PROVIDERS' .ko)
+#   PROVIDERS         modules to insmod from $M before the scenario driver
+#                     (the busybox guest: the two doubles; a booted image
+#                     whose packages loaded them already: none)
+#   PROVIDERS_ARE     what the providers are, for the load line
+#   UNLOAD            modules to rmmod at the end, after the scenario driver
+#   KO                the nv_peer_mem.ko under test
+#   KO_NO_PERSISTENT  nv_peer_mem.ko built against an nv-p2p.h without the
+#                     persistent API
+# and nv_peer_mem not loaded. Prints one line per scenario:
+#   NVPMTEST PASS <name>: <detail>
+#   NVPMTEST FAIL <name>: <reason>
+# and leaves the counts in $pass and $fail. Returns 1 (after a FAIL line)
+# when a provider cannot be loaded. Runs under busybox sh and dash.
+CTL=/sys/kernel/debug/nvpm/ctl
+RES=/sys/kernel/debug/nvpm/result
+pass=0
+fail=0
+
+report() { # name PASS|FAIL detail
+	if [ "$2" = PASS ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+	echo "NVPMTEST $2 $1: $3"
+}
+# ctl "command": runs it in nvpm_scenarios.ko; RESULT holds PASS/FAIL text
+ctl() {
+	echo "$1" >$CTL 2>/dev/null
+	rc=$?
+	RESULT=$(cat $RES)
+	return $rc
+}
+refcnt() { cat /sys/module/nv_peer_mem/refcnt 2>/dev/null || echo none; }
+loaded() { [ -d /sys/module/nv_peer_mem ]; }
+# scenario name "command": a kernel scenario, plus the module's refcount
+# check (every context must have dropped its module reference)
+scenario() {
+	name=$1
+	if ctl "$2"; then
+		r=$(refcnt)
+		if [ "$r" != 0 ] && [ "$r" != none ]; then
+			report "$name" FAIL "nv_peer_mem refcount is $r after the scenario (a context kept its module reference)"
+		else
+			report "$name" PASS "${RESULT#PASS }"
+		fi
+	else
+		report "$name" FAIL "${RESULT#FAIL }"
+	fi
+}
+slab_kb() { awk '/^Slab:/ { print $2 }' /proc/meminfo; }
+# invalid_param name value: loading with it must fail with EINVAL, say why
+# in the kernel log and leave no client registered
+invalid_param() {
+	dmesg -c >/dev/null
+	if out=$(insmod "$KO" "$1=$2" 2>&1); then
+		rmmod nv_peer_mem
+		report "${1%_support}_invalid" FAIL "insmod $1=$2 succeeded"
+		return
+	fi
+	log=$(dmesg | grep -i "$1")
+	case "$out" in
+	# EINVAL as busybox's insmod words it, and as kmod's (its
+	# mod_strerror() says "Invalid parameters" for EINVAL).
+	*"Invalid argument"* | *"Invalid parameters"*)
+		if [ -z "$log" ]; then
+			report "${1%_support}_invalid" FAIL "insmod failed with EINVAL but the kernel log says nothing about $1"
+		elif ctl "run register_none"; then
+			report "${1%_support}_invalid" PASS "insmod: EINVAL; log: $(echo "$log" | head -n1 | sed 's/^\[[^]]*\] //')"
+		else
+			report "${1%_support}_invalid" FAIL "${RESULT#FAIL }"
+		fi ;;
+	*) report "${1%_support}_invalid" FAIL "insmod $1=$2 failed with \"$out\", want EINVAL (Invalid argument / Invalid parameters)" ;;
+	esac
+}
+# The scenarios below exercise both clients: the invalidating nv_mem and the
+# persistent nv_mem_nc, i.e. persistent_api_support=0 (the default registers
+# the persistent client alone, as nv_mem; see persistent_default below).
+BOTH_CLIENTS="persistent_api_support=0"
+
+# nvpm.iter_divisor=N on the kernel command line (test-vm sets it per
+# architecture, xtask/src/vm/arch.rs): the race, the benchmark and the load
+# cycles run 1/N of their iterations; the leak threshold of no_slab_growth
+# shrinks with the benchmark's count. Absent (the booted image): 1.
+DIV=$(sed -n 's/.*nvpm\.iter_divisor=\([0-9]*\).*/\1/p' /proc/cmdline)
+DIV=${DIV:-1}
+BENCH_N=$((100000 / DIV))
+CYCLES=$((200 / DIV))
+echo "NVPMTEST-ITERATIONS divisor $DIV: race $((10000 / DIV)), benchmark $BENCH_N, load cycles $CYCLES"
+
+for m in $PROVIDERS nvpm_scenarios; do
+	args=
+	[ $m = nvpm_scenarios ] && args="iter_divisor=$DIV"
+	if ! out=$(insmod $M/$m.ko $args 2>&1); then
+		report load FAIL "insmod $m.ko: $out"
+		return 1
+	fi
+done
+
+# --- load order and registration --------------------------------------
+if [ ! -f "$KO" ]; then
+	report load FAIL "$KO does not exist (see the host's build output)"
+elif out=$(insmod "$KO" $BOTH_CLIENTS 2>&1); then
+	report load PASS "insmod $KO $BOTH_CLIENTS after nvidia and ib_core ($PROVIDERS_ARE)"
+else
+	report load FAIL "insmod $KO: $out"
+fi
+
+if loaded; then
+	scenario register "run register"
+	scenario acquire "run acquire"
+	scenario lifecycle "run lifecycle"
+	scenario several "run several"
+	scenario dma_map_refusals "run dma_map_refusals"
+	scenario invalidate "run invalidate"
+	scenario free_during_get "run free_during_get"
+	scenario nc "run nc"
+	scenario inject "run inject"
+	scenario race "run race"
+	scenario stale_page_table "run stale_page_table"
+	before=$(slab_kb)
+	scenario bench "run bench"
+	after=$(slab_kb)
+	# 100,000 lifecycles: a leaked sg table or context per lifecycle would
+	# grow the slab by >= 3 MB; the 1 MB bound shrinks with the count
+	# (about 10 bytes per lifecycle)
+	limit=$((1024 / DIV))
+	if [ $((after - before)) -lt $limit ]; then
+		report no_slab_growth PASS "slab ${before} kB -> ${after} kB over the benchmark's $BENCH_N lifecycles (bound $limit kB)"
+	else
+		report no_slab_growth FAIL "slab grew ${before} kB -> ${after} kB over $BENCH_N lifecycles, bound $limit kB (leak per registration?)"
+	fi
+
+	# --- rmmod while a registration is alive -------------------------
+	if ctl "hold 2"; then
+		r=$(refcnt)
+		if rmmod nv_peer_mem 2>/dev/null; then
+			report rmmod_busy FAIL "rmmod nv_peer_mem succeeded with 2 registrations alive (refcount was $r)"
+		elif [ "$r" != 2 ]; then
+			ctl drop
+			report rmmod_busy FAIL "refcount $r with 2 registrations alive, want 2 (one module reference per context)"
+		else
+			ctl drop
+			r=$(refcnt)
+			if [ "$r" != 0 ]; then
+				report rmmod_busy FAIL "refcount $r after releasing every registration, want 0"
+			elif ! out=$(rmmod nv_peer_mem 2>&1); then
+				report rmmod_busy FAIL "rmmod after release failed: $out"
+			else
+				report rmmod_busy PASS "rmmod refused with 2 registrations alive (refcount 2), succeeded after release"
+			fi
+		fi
+	else
+		report rmmod_busy FAIL "${RESULT#FAIL }"
+	fi
+	loaded && rmmod nv_peer_mem
+
+	# --- a late free callback racing with rmmod ----------------------
+	# acquire's probe unpin fails (nvidia.ko 535: -ENOMEM before RM): "not
+	# mine", but the driver still holds the page table and will call the
+	# module's probe callback when the memory is freed. rmmod must be
+	# refused until that callback has come, else it calls into freed code.
+	insmod "$KO" $BOTH_CLIENTS
+	if ! ctl orphan; then
+		report late_callback FAIL "${RESULT#FAIL }"
+	elif rmmod nv_peer_mem 2>/dev/null; then
+		report late_callback FAIL "rmmod succeeded while nvidia.ko still held a page table whose free callback is in nv_peer_mem; delivering it:"
+		(ctl free_orphan)
+	elif ! ctl free_orphan; then
+		report late_callback FAIL "${RESULT#FAIL }"
+	elif ! out=$(rmmod nv_peer_mem 2>&1); then
+		report late_callback FAIL "rmmod after the late free callback failed: $out"
+	else
+		report late_callback PASS "rmmod refused while a free callback was due, succeeded after it came"
+	fi
+	loaded && rmmod nv_peer_mem
+
+	scenario unregister "run register_none"
+fi
+
+# --- 200 load/unload cycles (200 / DIV) ----------------------------------
+ctl snapshot
+i=0
+err=
+while [ $i -lt $CYCLES ]; do
+	# both clients: two registrations and unregistrations per cycle
+	out=$(insmod "$KO" $BOTH_CLIENTS 2>&1) || { err="load $i: $out"; break; }
+	out=$(rmmod nv_peer_mem 2>&1) || { err="unload $i: $out"; break; }
+	i=$((i + 1))
+done
+if [ -n "$err" ]; then
+	report load_cycles FAIL "$err"
+	loaded && rmmod nv_peer_mem
+else
+	scenario load_cycles "cycles $CYCLES"
+fi
+
+# --- parameters ---------------------------------------------------------
+# Defaults: the persistent client alone, as nv_mem (nvidia-peermem >= 560).
+if out=$(insmod "$KO" 2>&1); then
+	scenario persistent_default "run register_persistent"
+	scenario nc_as_nv_mem "run nc_as_nv_mem"
+	rmmod nv_peer_mem
+else
+	report persistent_default FAIL "insmod nv_peer_mem.ko (defaults): $out"
+	report nc_as_nv_mem FAIL "insmod nv_peer_mem.ko (defaults): $out"
+fi
+
+# The same module built against an nv-p2p.h without the persistent API
+# (the project's own ABI description): only the invalidating nv_mem.
+if out=$(insmod "$KO_NO_PERSISTENT" 2>&1); then
+	scenario no_persistent_api "run register_no_nc"
+	rmmod nv_peer_mem
+else
+	report no_persistent_api FAIL "insmod of the module built without the persistent API: $out"
+fi
+
+if out=$(insmod "$KO" peerdirect_support=1 $BOTH_CLIENTS 2>&1); then
+	scenario legacy "run register_legacy"
+	scenario invalidate_legacy "run invalidate"
+	rmmod nv_peer_mem
+else
+	report legacy FAIL "insmod peerdirect_support=1: $out"
+	report invalidate_legacy FAIL "insmod peerdirect_support=1: $out"
+fi
+
+invalid_param peerdirect_support 2
+invalid_param persistent_api_support 2
+
+# --- second registration fails: the first one is rolled back -------------
+ctl "fail_register 2"
+if out=$(insmod "$KO" $BOTH_CLIENTS 2>&1); then
+	rmmod nv_peer_mem
+	ctl "fail_register 0"
+	report register_rollback FAIL "insmod succeeded although the core refused the second client"
+else
+	scenario register_rollback "rollback"
+fi
+
+scenario final "run final"
+rmmod nvpm_scenarios
+for m in $UNLOAD; do
+	rmmod $m
+done

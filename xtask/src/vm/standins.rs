@@ -1,0 +1,83 @@
+//! `cargo xtask vm-standins`: the VM harness's modules for one kernel, built
+//! as the booted-image test (ci/test-image.sh) packages and installs them in
+//! a Debian system: MLNX_OFED's real PeerDirect core with the test HCA
+//! driver as `ib_core.ko`, the NVIDIA P2P double as `nvidia.ko`, each with
+//! the header and Module.symvers a real install puts where kmod/Makefile
+//! (and so DKMS) looks; a module named `nvidia_peermem`; the scenario
+//! driver; and nv_peer_mem.ko built against an nv-p2p.h without the
+//! persistent API (the `no_persistent_api` scenario, as in test-vm); and
+//! the ib_core of an MLNX_OFED "update" whose ib_* symbol versions differ.
+
+use super::builds::{
+    IMAGE_NAMES, Variant, build_core_abi_variant, build_doubles, build_module,
+    build_nvidia_peermem_standin,
+};
+use super::nvidia_src;
+use super::sync::sync_file;
+use crate::{fixtures, workspace};
+use anyhow::{Context, Result, bail};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args)]
+pub struct VmStandinsArgs {
+    /// Kernel release to build for (its linux-headers must be installed)
+    #[arg(long, value_name = "KVER")]
+    kernel: String,
+    /// Directory to write into (made if missing; its files are replaced):
+    /// ib_core.ko, nvidia.ko, nvidia_peermem.ko, nvpm_scenarios.ko,
+    /// nv_peer_mem_no_persistent.ko, ofa_kernel/{include/rdma/peer_mem.h,
+    /// Module.symvers}, nvidia/{nvidia/nv-p2p.h, Module.symvers},
+    /// abi_variant/{ib_core.ko, Module.symvers} (an MLNX_OFED update with
+    /// other ib_* symbol versions)
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+}
+
+pub fn vm_standins_command(args: &VmStandinsArgs) -> Result<()> {
+    let kver = &args.kernel;
+    let kdir = PathBuf::from(format!("/usr/src/linux-headers-{kver}"));
+    if !kdir.join("Makefile").is_file() {
+        bail!(
+            "no headers at {}: install linux-headers-{kver} (sudo bash ci/setup-host.sh)",
+            kdir.display()
+        );
+    }
+    let mofed = fixtures::file(fixtures::MOFED_TARBALL).map_err(|why| anyhow::anyhow!(why))?;
+    let nv_src = nvidia_src()?;
+    // Its own work tree: the harness's target/test-vm/<kver> builds the
+    // doubles under other names.
+    let work = workspace::path(&format!("target/test-image/{kver}"));
+    fs::create_dir_all(&work)?;
+    let mods = build_doubles(kver, &kdir, &work, &nv_src, &mofed, &IMAGE_NAMES)?;
+    let peermem = build_nvidia_peermem_standin(kver, &kdir, &work)?;
+    let no_persistent = build_module(kver, &kdir, &work, &mods, Variant::NoPersistentApi)?;
+    let (abi_ko, abi_symvers) = build_core_abi_variant(kver, &kdir, &mods, &IMAGE_NAMES)?;
+    let out = &args.out;
+    fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    for (from, name) in [
+        (&mods.core_ko, "ib_core.ko"),
+        (&mods.nv_ko, "nvidia.ko"),
+        (&peermem, "nvidia_peermem.ko"),
+        (&mods.scen_ko, "nvpm_scenarios.ko"),
+        (&no_persistent, "nv_peer_mem_no_persistent.ko"),
+        (&abi_ko, "abi_variant/ib_core.ko"),
+        (&abi_symvers, "abi_variant/Module.symvers"),
+    ] {
+        sync_file(from, &out.join(name))?;
+    }
+    copy_provider(
+        &mods.ofa_dir,
+        "include/rdma/peer_mem.h",
+        &out.join("ofa_kernel"),
+    )?;
+    copy_provider(&mods.nv_dir, "nvidia/nv-p2p.h", &out.join("nvidia"))?;
+    println!("Built: the stand-ins for {kver} in {}", out.display());
+    Ok(())
+}
+
+/// @header and Module.symvers from the provider tree @from into @to.
+fn copy_provider(from: &Path, header: &str, to: &Path) -> Result<()> {
+    sync_file(&from.join(header), &to.join(header))?;
+    sync_file(&from.join("Module.symvers"), &to.join("Module.symvers"))
+}
