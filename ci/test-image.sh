@@ -265,7 +265,7 @@ boot "$k1" onboot service_loaded_module journal_says_loaded loaded_is_dkms_build
 lap "boot onboot"
 boot "$k1" onboot-no not_loaded_onboot_no journal_says_onboot_no status_onboot_no systemctl_status_onboot_no \
     inbox_ib_core_loaded inbox_start_fails status_inbox systemctl_status_inbox no_splat_inbox \
-    abi_update_installed crc_start_fails status_crc systemctl_status_crc no_splat_crc abi_restored
+    abi_update_installed crc_start_fails status_crc systemctl_status_crc no_splat_crc
 lap "boot onboot-no"
 boot "$k1" peermem peermem_loaded refused_beside_peermem journal_names_fix status_names_peermem \
     systemctl_status_peermem dkms_remove status_no_module

@@ -181,6 +181,10 @@ pub fn boot_guest(
                         console.last_scenario()
                     );
                     stopped_early = true;
+                    failure = Some(format!(
+                        "stopped at its first failure (after \"{}\"), as --mutants does",
+                        console.last_scenario()
+                    ));
                     break;
                 }
             }

@@ -314,8 +314,8 @@ fn boot_one(s: &Setup, dir: &Path, name: &str, ko: &Path) -> Result<Verdict> {
     })
 }
 
-/// The scenarios of @o that said FAIL, plus `console` when the count has
-/// more failures than those (a splat, a crash, scenarios that never ran).
+/// The scenarios of @o that said FAIL, or `console` when none did but the
+/// run failed (a splat or a crash killed the mutant).
 fn failing(o: &Outcome) -> Vec<String> {
     // The guest stops at its first failure (RunTo::FirstFailure): the
     // scenarios after it never ran, so only those that said FAIL are named.
@@ -324,8 +324,9 @@ fn failing(o: &Outcome) -> Vec<String> {
         .filter(|n| o.ours.get(**n) == Some(&false))
         .map(|n| n.to_string())
         .collect();
-    if o.failed > names.len() {
-        names.push("console (splat, crash or missing scenarios)".to_string());
+    // Killed by the console check alone: a splat or a crash.
+    if names.is_empty() && o.failed > 0 {
+        names.push("console (splat or crash)".to_string());
     }
     names
 }
