@@ -179,6 +179,22 @@ pub(super) fn nvidia_src() -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// The guest kernel's work directory under target/test-vm, made once its
+/// headers are known to be there (both the normal run and --mutants build
+/// against them).
+fn work_dir(guest: &GuestKernel) -> Result<PathBuf> {
+    let kver = &guest.kver;
+    if !guest.kdir.join("Makefile").is_file() {
+        bail!(
+            "no headers at {}: install linux-headers-{kver} (sudo bash ci/setup-host.sh)",
+            guest.kdir.display()
+        );
+    }
+    let work = workspace::path(&format!("target/test-vm/{kver}"));
+    fs::create_dir_all(&work)?;
+    Ok(work)
+}
+
 fn prepare_and_boot(
     guest: &GuestKernel,
     cache: &Path,
@@ -188,14 +204,7 @@ fn prepare_and_boot(
 ) -> Result<Outcome> {
     let kver = guest.kver.as_str();
     let kdir = guest.kdir.clone();
-    if !kdir.join("Makefile").is_file() {
-        bail!(
-            "no headers at {}: install linux-headers-{kver} (sudo bash ci/setup-host.sh)",
-            kdir.display()
-        );
-    }
-    let work = workspace::path(&format!("target/test-vm/{kver}"));
-    fs::create_dir_all(&work)?;
+    let work = work_dir(guest)?;
 
     let t = Instant::now();
     let vmlinuz = match &guest.vmlinuz {
@@ -300,17 +309,10 @@ fn test_mutants(
 ) -> Result<bool> {
     let started = Instant::now();
     println!("==> [{kver}] mutation check: preparing");
-    let kdir = PathBuf::from(format!("/usr/src/linux-headers-{kver}"));
-    if !kdir.join("Makefile").is_file() {
-        bail!(
-            "no headers at {}: install linux-headers-{kver} (sudo bash ci/setup-host.sh)",
-            kdir.display()
-        );
-    }
-    let work = workspace::path(&format!("target/test-vm/{kver}"));
-    fs::create_dir_all(&work)?;
-    let vmlinuz = kernel_image(kver, cache)?;
     let guest = Arch::X86_64.guest_kernel(kver)?;
+    let kdir = guest.kdir.clone();
+    let work = work_dir(&guest)?;
+    let vmlinuz = kernel_image(kver, cache)?;
     let mods = build_doubles(kver, &kdir, &work, nv_src, mofed, &HARNESS_NAMES)?;
     let module = build_module(kver, &kdir, &work, &mods, Variant::Doubles)?;
     let no_persistent = build_module(kver, &kdir, &work, &mods, Variant::NoPersistentApi)?;
