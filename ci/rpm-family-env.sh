@@ -80,15 +80,19 @@ kmod)
     ln -s "$macros/kmod.attr" "$scratch/rpm/upper/fileattrs/kmod.attr"
     # kernel-srpm-macros' provided_ksyms.attr and required_ksyms.attr (not in
     # the fixtures) hook the two scripts into rpm's dependency generator
-    # for modules under extra/ (kernel-srpm-macros.spec installs them to
-    # %_fileattrsdir; their content as in Fedora's kernel-srpm-macros).
+    # (kernel-srpm-macros.spec installs them to %_fileattrsdir). Their
+    # content as in Fedora's kernel-srpm-macros, GitHub mirror
+    # milkice-fedora-patches/kernel-srpm-macros @ 4fcfdefddbed224cbf03051f0766b5c2b08209ac
+    # (the fixtures' mirror).
     cat >"$scratch/rpm/upper/fileattrs/provided_ksyms.attr" <<'ATTR'
-%__provided_ksyms_provides /usr/lib/rpm/redhat/find-provides.ksyms
-%__provided_ksyms_path ^/lib/modules/.*/extra/.*\.ko(\.gz|\.bz2|\.xz|\.zst)?$
+%__provided_ksyms_provides	/usr/lib/rpm/redhat/find-provides.ksyms
+%__provided_ksyms_path		.*\.(ko|ko\.gz|ko\.bz2|ko\.xz)$
 ATTR
     cat >"$scratch/rpm/upper/fileattrs/required_ksyms.attr" <<'ATTR'
-%__required_ksyms_requires /usr/lib/rpm/redhat/find-requires.ksyms
-%__required_ksyms_path ^/lib/modules/.*/extra/.*\.ko(\.gz|\.bz2|\.xz|\.zst)?$
+%__required_ksyms_requires	/usr/lib/rpm/redhat/find-requires.ksyms
+%__required_ksyms_path		.*\.(ko|ko\.gz|ko\.bz2|ko\.xz)$
+# Exclude built-in kernel modules
+%__required_ksyms_exclude_path	^/lib/modules/[1-9][^/]*/kernel/.*
 ATTR
     shadow_tree "$scratch/src/upper/kernels/$rhel_krel" "$rhel_krel"
     shadow_tree "$scratch/src/upper/kernels/$rhel_krel2" "$rhel_krel2"

@@ -265,13 +265,12 @@ for id in $rpm_ids; do
                 "grep -qx 'kmod(nv_peer_mem.ko)' '$work/$id-provides.txt' && grep -qx 'kernel-modules >= $rhel_krel' '$work/$id-provides.txt'"
             check "$id: kmod's %post/%postun run depmod and weak-modules --add/--remove-modules" sh -c \
                 "grep -q 'depmod -aeF' '$work/$id-scripts.txt' && grep -q 'weak-modules --add-modules' '$work/$id-scripts.txt' && grep -q 'weak-modules --remove-modules' '$work/$id-scripts.txt'"
-            # weak-modules (RHEL's kmod package) is not among the fixtures and
-            # cannot be fetched here. Its decision is checked with a stand-in
-            # of its rule instead: a module is linked into another kernel's
-            # weak-updates/ when every kernel(<symbol>) = <crc> the package
-            # requires is in that kernel's Module.symvers with that CRC. The
-            # second RHEL-style kernel (same headers, another release) must
-            # qualify; Debian's other installed kernel (another kABI) must not.
+            # The Requires the macros generated, against the rule weak-modules
+            # applies (every kernel(<symbol>) = <crc> in the kernel's
+            # Module.symvers with that CRC): the second RHEL-style kernel
+            # (same headers, another release) must qualify; Debian's other
+            # installed kernel (another kABI) must not. The link itself is
+            # made by the kmod's own %post below ("kABI tracking").
             other=$(for build in /lib/modules/*/build; do [ -d "$build/" ] && basename "$(dirname "$build")"; done | grep -vxF "$kver" | head -n 1)
             check "$id: kABI rule: the kmod fits the second kernel $rhel_krel2 (same Module.symvers)" \
                 kabi_compatible "$work/$id-requires.txt" "$(readlink -f "/lib/modules/$kver/build")/Module.symvers"
@@ -359,6 +358,101 @@ else
     # leaves the modified file and writes the new default beside it.
     check "ours is beside it as nv_peer_mem.conf.rpmnew (%config(noreplace)), not .rpmsave" sh -c \
         "grep -q '^ONBOOT=yes' '$conf.rpmnew' && test ! -e '$conf.rpmsave'"
+fi
+
+echo "== kABI tracking: rhel9's kmod linked into a second compatible kernel by weak-modules"
+# A RHEL host in a scratch root: the kernel the kmod was built for ($rhel_krel),
+# a second one with the same kABI ($rhel_krel2, Debian's same headers) and
+# one with another kABI (Debian's other kernel, RHEL-style name), each with
+# /boot/symvers-<k>.gz and the MLNX_OFED and NVIDIA stand-ins of the 1.3
+# test in extra/ (the kmods an admin has for each kernel). The kmod is
+# installed with `rpm -i` and its own %post and %postun run, with /lib/modules,
+# /boot, /run and rpm's database bound to the scratch host, /bin/sh as bash
+# and ci/weak-modules-standin.sh as /usr/sbin/weak-modules (its fidelity is
+# in its header), in a private mount namespace: nothing outside $work changes.
+# Two kmods: one built as on a RHEL build host with MLNX_OFED's and NVIDIA's
+# Module.symvers (OFA_KERNEL, NV_SYMVERS: the stand-ins'), so the module
+# records their symbols' CRCs; and rhel9's from above, built without them.
+standins=$work/mellanox13/standin
+other=$(for build in /lib/modules/*/build; do [ -d "$build/" ] && basename "$(dirname "$build")"; done | grep -vxF "$kver" | head -n 1)
+# scratch_host <dir>: a fresh scratch RHEL host with the three kernels.
+scratch_host() {
+    local host=$1 k krel debian
+    rm -rf "$host"
+    mkdir -p "$host/boot" "$host/run" "$host/sbin/upper" "$host/sbin/work" "$host/rpmdb"
+    for k in "$rhel_krel:$kver" "$rhel_krel2:$kver" "$other_krel:$other"; do
+        krel=${k%%:*} debian=${k#*:}
+        mkdir -p "$host/root/lib/modules/$krel/extra/standins"
+        cp "$standins/nvidia.ko" "$standins/ib_core_standin.ko" "$host/root/lib/modules/$krel/extra/standins/"
+        gzip -9n <"$(readlink -f "/lib/modules/$debian/build")/Module.symvers" >"$host/boot/symvers-$krel.gz"
+    done
+    install -m 755 "$here/weak-modules-standin.sh" "$host/sbin/upper/weak-modules"
+}
+# on_host <dir> <command>...: runs the command on scratch host <dir>.
+on_host() {
+    unshare --mount --propagation private -- bash -c '
+        set -e; h=$1; shift
+        mount --bind "$h/root/lib/modules" /lib/modules
+        mount --bind "$h/boot" /boot
+        mount --bind "$h/run" /run
+        mount --bind "$h/rpmdb" "$(rpm --eval "%{_dbpath}")"
+        mount -t overlay overlay -o "lowerdir=/usr/sbin,upperdir=$h/sbin/upper,workdir=$h/sbin/work" /usr/sbin
+        mount --bind /bin/bash "$(readlink -f /bin/sh)"
+        exec "$@"' on-host "$@"
+}
+# install_on <dir> <rpm>: rpm -i with its scriptlets; their output (the
+# stand-in's decisions) in <dir>/post.txt.
+install_on() {
+    local rc=0
+    on_host "$1" rpm -i --nodeps "$2" >"$1/post.txt" 2>&1 || rc=$?
+    cat "$1/post.txt"
+    return $rc
+}
+if [ -z "${rhel9_module:-}" ] || [ ! -f "$rhel9_module" ] || [ ! -f "$standins/nvidia.ko" ]; then
+    fail "kABI tracking: rhel9's kmod or the 1.3 test's stand-ins were not built (see above)"
+elif [ -z "$other" ]; then
+    fail "kABI tracking: a second Debian kernel's headers are needed for the incompatible kernel (bash ci/setup-host.sh installs them)"
+else
+    # RHEL-style name for Debian's other kernel (its own version, release 1).
+    other_krel=$(make -s -C "/lib/modules/$other/build" kernelversion)-1.el.$(uname -m)
+    # rpm's default database must exist to be mounted over (Debian's rpm
+    # makes it on first use anyway).
+    mkdir -p "$(rpm --eval '%{_dbpath}')"
+    top=$work/rpmbuild-rhel9-symvers
+    # The NVIDIA stand-in's exports only (the 1.3 test's ofa/ has ib_core's).
+    grep -P '\tnvidia_p2p_' "$standins/Module.symvers" >"$work/nvidia.symvers"
+    check "rhel9's kmod rebuilt with MLNX_OFED's and NVIDIA's Module.symvers (OFA_KERNEL, NV_SYMVERS)" \
+        env OFA_KERNEL="$work/mellanox13/ofa" NV_SYMVERS="$work/nvidia.symvers" \
+        "$here/rpm-family-env.sh" kmod "$work/env-rhel9" "$kver" -- \
+        rpmbuild --rebuild --nodeps --define "_topdir $top" --define "_tmppath $work/tmp" \
+        --define "dist $(dist_of rhel9)" --load "$fixtures/kernel-srpm-macros/macros.kmp" \
+        --define '__brp_kmod_set_exec_bit %{nil}' --define "kernel_version $rhel_krel" "$work/distros/rhel9/$srpm_name"
+    symvers_module=$top/RPMS/x86_64/$(basename "$rhel9_module")
+    weak=nvidia_peer_memory/nv_peer_mem.ko.xz
+    installed=/lib/modules/$rhel_krel/extra/$weak
+    host=$work/weak-host
+    scratch_host "$host"
+    check "rpm -i of that kmod on a scratch RHEL host: its %post runs" install_on "$host" "$symvers_module"
+    check "weak-modules linked it for $rhel_krel2: weak-updates/$weak -> $installed" \
+        test "$(readlink "$host/root/lib/modules/$rhel_krel2/weak-updates/$weak" 2>/dev/null)" = "$installed"
+    check "modprobe on $rhel_krel2 resolves nv_peer_mem to the weak-updates link, after the stand-ins" sh -c \
+        "modprobe -d '$host/root' -S '$rhel_krel2' --show-depends nv_peer_mem >'$work/weak-depends.txt' 2>&1; cat '$work/weak-depends.txt'; tail -n 1 '$work/weak-depends.txt' | grep -q 'weak-updates/$weak' && grep -q ib_core_standin '$work/weak-depends.txt' && grep -q 'standins/nvidia.ko' '$work/weak-depends.txt'"
+    check "weak-modules did not link it for $other_krel (another kABI): depmod names a version disagreement" sh -c \
+        "test ! -e '$host/root/lib/modules/$other_krel/weak-updates/nvidia_peer_memory' && grep -q 'not compatible with $other_krel: disagrees about version of symbol' '$host/post.txt'"
+    check "rpm -e of the kmod on the scratch RHEL host: its %preun and %postun run" \
+        on_host "$host" rpm -e --nodeps kmod-nvidia_peer_memory
+    # (/run/mount is util-linux's, from the namespace's mounts.)
+    check "after rpm -e: no weak-updates link, no module, %preun's list gone from /run" sh -c \
+        "test -z \"\$(find '$host/root/lib/modules' -path '*nvidia_peer_memory*')\" && test -z \"\$(find '$host/run' -name 'rpm-kmod-*')\""
+    # Built without the providers' CRCs, the module needs nvidia_p2p_* at
+    # version 0, which depmod's check refuses against a driver that exports
+    # them with CRCs: weak-modules would not carry this kmod to the next
+    # kernel (docs/packaging.md "kABI tracking on RHEL").
+    host=$work/weak-host-nocrc
+    scratch_host "$host"
+    install_on "$host" "$rhel9_module" >>"$work/log" 2>&1 || fail "rpm -i of rhel9's kmod (no providers' CRCs) on a scratch RHEL host"
+    check "a kmod built without the providers' Module.symvers is not linked for $rhel_krel2: depmod's disagreement is on nvidia_p2p_* or ib_*" sh -c \
+        "test ! -e '$host/root/lib/modules/$rhel_krel2/weak-updates/$weak' && grep -qE 'not compatible with $rhel_krel2: disagrees about version of symbol (nvidia_p2p_|ib_)' '$host/post.txt'"
 fi
 
 echo "== -dkms scriptlets (rhel9's package)"

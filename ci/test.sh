@@ -38,6 +38,11 @@ command -v cargo >/dev/null || { echo "ci/test.sh: cargo not found; install Rust
 bash ci/setup-host.sh || { echo "ci/test.sh: host setup failed (see above)"; exit 1; }
 
 total_passed=0 total_failed=0 broken=()
+# What each failed suite said about its failures, repeated at the end so
+# the last lines of a long run name the cause (a CI log is often read
+# from its tail only).
+failures=$(mktemp)
+trap 'rm -f "$failures"' EXIT
 suite() {  # suite NAME COMMAND...: runs a suite, adds up its counts
     local name=$1; shift
     local out; out=$(mktemp)
@@ -57,7 +62,16 @@ suite() {  # suite NAME COMMAND...: runs a suite, adds up its counts
     p=${p:-0} f=${f:-0}
     # A suite that exits non-zero counts as failed even if it printed no count.
     if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
-    if [ "$rc" != 0 ] || [ "$f" != 0 ]; then broken+=("$name"); fi
+    if [ "$rc" != 0 ] || [ "$f" != 0 ]; then
+        broken+=("$name")
+        {
+            echo "== $name (exit $rc): its failures"
+            # FAIL lines of every suite's checks, minus the scenarios that
+            # only "did not run" after a first failure; else the last lines.
+            grep -E 'FAIL|[Ee]rror|BUG|panic' "$out" | grep -v 'did not run' | tail -n 30 | grep . ||
+                tail -n 15 "$out"
+        } >>"$failures"
+    fi
     total_passed=$((total_passed + p)) total_failed=$((total_failed + f))
     echo "######## $name: $p passed, $f failed, exit $rc, $((SECONDS - start)) s"
     rm -f "$out"
@@ -85,6 +99,9 @@ suite "mutation check" env NVPM_STRICT=1 cargo xtask test-vm --mutants --kernel 
 suite "booted image" bash ci/test-image.sh
 
 echo
-[ ${#broken[@]} = 0 ] || echo "failed suites: ${broken[*]}"
+if [ ${#broken[@]} != 0 ]; then
+    cat "$failures"
+    echo "failed suites: ${broken[*]}"
+fi
 echo "$total_passed passed, $total_failed failed"
 [ ${#broken[@]} = 0 ]
