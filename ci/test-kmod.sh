@@ -237,6 +237,10 @@ arm64_rust_flags() {  # the Rust object's command line has the kernel's arm64 fl
 }
 check "arm64 $kver_arm64: cross-builds offline without MLNX_OFED or NVIDIA sources" build "$kver_arm64" "${arm64_make[@]}"
 check "arm64: the module is an AArch64 object" arm64_machine
+# MLNX_OFED's per-kernel tree of an arm64 machine is under aarch64/, whatever
+# the building host's machine is.
+check "arm64: a cross build looks for MLNX_OFED in /usr/src/ofa_kernel/aarch64/$kver_arm64" sh -c \
+    "make -C kmod -n -p KVER='$kver_arm64' ARCH=arm64 2>/dev/null | grep '^OFA_CANDIDATES :=' | grep -qF '/usr/src/ofa_kernel/aarch64/$kver_arm64 '"
 check "arm64: object verified (no GOT, no FP/SIMD, branch protection as the glue's, no Rust address taken)" arm64_verified
 check "arm64: modinfo vermagic $kver_arm64 ... aarch64, version" arm64_modinfo
 check "arm64: rustc ran with the kernel's arm64 flags (softfloat target, -neon, pac-ret per CONFIG_ARM64_PTR_AUTH_KERNEL)" arm64_rust_flags
