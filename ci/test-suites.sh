@@ -161,6 +161,14 @@ for suite in "${suites[@]}"; do
             "test \"\$(ls '$chroot_dir'/etc/rc[0-6S].d/ | grep -c '^[SK][0-9][0-9]nv_peer_mem\$')\" = 7"
         # The administrator's settings, which the upgrade must keep.
         in_chroot sh -c "sed -i 's/^ONBOOT=.*/ONBOOT=no/' /etc/infiniband/nv_peer_mem.conf && echo '# site setting' >>/etc/infiniband/nv_peer_mem.conf"
+        # 1.3's prerm removes its links only while lsb_release runs. In the
+        # first suite lsb-release goes before the upgrade, so our postinst
+        # must remove them (debian/nvidia-peer-memory.postinst); in the
+        # others 1.3's own prerm does.
+        if [ "$suite" = "${suites[0]}" ]; then
+            check "$suite: lsb-release removed before the upgrade (1.3's prerm then leaves its rc links)" \
+                in_chroot apt-get remove -y -q lsb-release
+        fi
         from13=1
     else
         echo "SKIP: $suite: upgrade from Mellanox 1.3: no fixture at $fixture (set NVPM_FIXTURES)"
@@ -179,6 +187,8 @@ for suite in "${suites[@]}"; do
             "! ls -d '$chroot_dir'/etc/init.d/nv_peer_mem* '$chroot_dir'/etc/init/nv_peer_mem.conf* 2>/dev/null | grep -q ."
         check "$suite: upgrade from 1.3 left no /etc/rc?.d/*nv_peer_mem link" sh -c \
             "! ls '$chroot_dir'/etc/rc[0-6S].d/ | grep -q 'nv_peer_mem\$'"
+        check "$suite: upgrade from 1.3 left no /etc/init (only 1.3's upstart job used it)" \
+            test ! -e "$chroot_dir/etc/init"
         check "$suite: upgrade from 1.3 removed its nv_peer_mem 1.3 DKMS tree and sources" sh -c \
             "test ! -e '$chroot_dir/var/lib/dkms/nv_peer_mem/1.3' -a ! -e '$chroot_dir/usr/src/nv_peer_mem-1.3'"
         check "$suite: upgrade from 1.3 kept the administrator's nv_peer_mem.conf" sh -c \
