@@ -112,6 +112,15 @@ echo "== rpmbuild --rebuild per family, with the real kernel module macros"
 # each family's macros look, in a private mount namespace.
 fixtures=${NVPM_FIXTURES:-$root/../shared/fixtures}
 read -r rhel_krel rhel_krel2 suse_krel <<<"$("$here/rpm-family-env.sh" releases "$kver")"
+# Debian's other installed kernel (another kABI), if any: the kABI checks'
+# incompatible kernel.
+other=$(for build in /lib/modules/*/build; do [ -d "$build/" ] && basename "$(dirname "$build")"; done | grep -vxF "$kver" | head -n 1)
+# The kmod route's macros: brp-kmod-set-exec-bit is not among the
+# fixtures; it only marks modules executable for debuginfo extraction,
+# which the spec turns off.
+kmod_macros=(--load "$fixtures/kernel-srpm-macros/macros.kmp"
+    --define '__brp_kmod_set_exec_bit %{nil}'
+    --define "kernel_version $rhel_krel")
 # The dist tag each family's build hosts define: the entry's `dist` in
 # packaging/distros.yaml ("" for SUSE, which defines none).
 dist_of() {
@@ -156,12 +165,7 @@ for id in $rpm_ids; do
     (cd "$spec_id" && rpm2cpio "$srpm_id" | cpio -idm --quiet nvidia_peer_memory.spec) 2>>"$work/log"
     if grep -q '^%kernel_module_package ' "$spec_id/nvidia_peer_memory.spec"; then
         route=kmod
-        # brp-kmod-set-exec-bit is not among the fixtures; it only marks
-        # modules executable for debuginfo extraction, which the spec turns
-        # off.
-        load=(--load "$fixtures/kernel-srpm-macros/macros.kmp"
-            --define '__brp_kmod_set_exec_bit %{nil}'
-            --define "kernel_version $rhel_krel")
+        load=("${kmod_macros[@]}")
     elif grep -q '^%suse_kernel_module_package ' "$spec_id/nvidia_peer_memory.spec"; then
         route=kmp
         # The fixtures' two SUSE files come from different kernel-source
@@ -271,7 +275,6 @@ for id in $rpm_ids; do
             # (same headers, another release) must qualify; Debian's other
             # installed kernel (another kABI) must not. The link itself is
             # made by the kmod's own %post below ("kABI tracking").
-            other=$(for build in /lib/modules/*/build; do [ -d "$build/" ] && basename "$(dirname "$build")"; done | grep -vxF "$kver" | head -n 1)
             check "$id: kABI rule: the kmod fits the second kernel $rhel_krel2 (same Module.symvers)" \
                 kabi_compatible "$work/$id-requires.txt" "$(readlink -f "/lib/modules/$kver/build")/Module.symvers"
             if [ -n "$other" ]; then
@@ -374,7 +377,6 @@ echo "== kABI tracking: rhel9's kmod linked into a second compatible kernel by w
 # Module.symvers (OFA_KERNEL, NV_SYMVERS: the stand-ins'), so the module
 # records their symbols' CRCs; and rhel9's from above, built without them.
 standins=$work/mellanox13/standin
-other=$(for build in /lib/modules/*/build; do [ -d "$build/" ] && basename "$(dirname "$build")"; done | grep -vxF "$kver" | head -n 1)
 # scratch_host <dir>: a fresh scratch RHEL host with the three kernels.
 scratch_host() {
     local host=$1 k krel debian
@@ -427,8 +429,7 @@ else
         env OFA_KERNEL="$work/mellanox13/ofa" NV_SYMVERS="$work/nvidia.symvers" \
         "$here/rpm-family-env.sh" kmod "$work/env-rhel9" "$kver" -- \
         rpmbuild --rebuild --nodeps --define "_topdir $top" --define "_tmppath $work/tmp" \
-        --define "dist $(dist_of rhel9)" --load "$fixtures/kernel-srpm-macros/macros.kmp" \
-        --define '__brp_kmod_set_exec_bit %{nil}' --define "kernel_version $rhel_krel" "$work/distros/rhel9/$srpm_name"
+        --define "dist $(dist_of rhel9)" "${kmod_macros[@]}" "$work/distros/rhel9/$srpm_name"
     symvers_module=$top/RPMS/x86_64/$(basename "$rhel9_module")
     weak=nvidia_peer_memory/nv_peer_mem.ko.xz
     installed=/lib/modules/$rhel_krel/extra/$weak
