@@ -152,7 +152,18 @@ check "loaded: no nvidia/ib_core complaint" status_lacks 'not loaded'
 new_machine; load ib_core; load nvidia
 printf 'ffffffffc0a01000 T ib_register_client\t[ib_core]\n' >"$fake/proc/kallsyms"
 check "inbox ib_core: no peer memory API, MLNX_OFED named" status_says 3 'no peer memory API: .*inbox' 'Install MLNX_OFED'
-check "inbox ib_core: the DMA-BUF route and its conditions" status_says 3 'DMA-BUF: Linux >= 5.12.*rdma-core >= 34.*open kernel modules.*CUDA >= 11.7' 'deprecates the NV-P2P API'
+check "inbox ib_core: the DMA-BUF route, NVIDIA's recommendation and its conditions" status_says 3 \
+    'DMA-BUF, which NVIDIA recommends where it is supported \(GPU Operator docs.*Linux >= 5.12.*rdma-core >= 34.*open kernel modules \(R515.*CUDA >= 11.7.*Turing or newer.*NCCL >= 2.13' \
+    'NV-P2P deprecation notice \(GPUDirect RDMA guide, CUDA 13.0, section 2.1.1\) concerns Tegra SoCs, not discrete GPUs'
+# NVIDIA deprecates NV-P2P on Tegra only (docs/diagnostics.md): every
+# sentence of the output that speaks of a deprecation must name Tegra, and
+# none may say that nv_peer_mem's API is deprecated.
+deprecation_only_for_tegra() {
+    run_helper status >"$fake/status" 2>&1
+    sed 's/\. /.\n/g' "$fake/status" | grep -i 'deprecat' >"$fake/deprecation" || return 0
+    ! grep -v 'Tegra' "$fake/deprecation" && ! grep -Ei 'deprecates|nv_peer_mem is built on|discrete GPUs? (is|are) deprecated' "$fake/deprecation"
+}
+check "inbox ib_core: no deprecation claimed beyond Tegra" deprecation_only_for_tegra
 
 new_machine; load nvidia_peermem
 check "nvidia_peermem loaded: says so and how to choose" status_says 3 "nvidia_peermem .* is loaded.*modprobe -r nvidia_peermem.*systemctl disable nv_peer_mem"
