@@ -8,7 +8,10 @@
 #   MLNX_OFED's and NVIDIA's symbols succeeds, skipping each kernel with one
 #   line that names what is missing and the fix, and installs no module;
 #   another linux-headers install (dkms autoinstall through the kernel hook)
-#   succeeds the same way; once ci/prereq-standin.sh places real modules
+#   succeeds the same way; a kernel update with both prerequisites
+#   registered with DKMS (ci/prereq-standin.sh dkms-add) builds them and then
+#   nv_peer_mem in the kernel hook's one autoinstall; once
+#   ci/prereq-standin.sh places real modules
 #   exporting those symbols, `dkms autoinstall -k` builds and installs
 #   nv_peer_mem.ko; the service helper behaves; dpkg -P leaves nothing behind.
 # It installs packages system-wide and undoes that on exit (also on failure
@@ -57,7 +60,10 @@ cleanup() {
         local kver
         while read -r kver; do bash "$here/prereq-standin.sh" remove "$kver" >/dev/null 2>&1; done <"$work/standin-kernels"
     fi
-    rm -f "$work/standin-installed" "$work/extra-headers" "$work/extra-kver" "$work/standin-kernels"
+    if [ -f "$work/standin-dkms" ]; then
+        bash "$here/prereq-standin.sh" dkms-remove >/dev/null 2>&1
+    fi
+    rm -f "$work/standin-installed" "$work/extra-headers" "$work/extra-kver" "$work/standin-kernels" "$work/standin-dkms"
 }
 trap 'cleanup' EXIT
 trap 'echo "interrupted"; exit 130' INT TERM
@@ -235,6 +241,34 @@ elif apt-cache show "$extra" >/dev/null 2>&1; then
 else
     fail "another linux-headers install: $extra is not available; run apt-get update"
 fi
+
+echo "== a kernel update with MLNX_OFED and NVIDIA from DKMS"
+# Both prerequisites registered with DKMS (ci/prereq-standin.sh dkms-add:
+# mlnx-ofed-kernel and nvidia-current, as MLNX_OFED's and Debian's DKMS
+# packages register them) and built for no kernel yet: the kernel hook a
+# kernel image install runs (/etc/kernel/postinst.d/dkms, one dkms
+# autoinstall for the new kernel) must build them and then nv_peer_mem.
+# dkms.conf reads as "MLNX_OFED and the driver are missing" for that kernel
+# until they are built; without BUILD_DEPENDS on them dkms 3.0.10 never
+# queues nv_peer_mem and the new kernel boots without it (issue 23).
+newest=$(printf '%s\n' "${kernels[@]}" | sort -V | tail -n 1)
+touch "$work/standin-dkms"
+check "MLNX_OFED and NVIDIA DKMS stand-ins registered (mlnx-ofed-kernel, nvidia-current)" bash "$here/prereq-standin.sh" dkms-add
+check "$newest: the kernel's dkms hook (postinst.d) succeeds" sh -c \
+    "/etc/kernel/postinst.d/dkms '$newest' >'$work/kernel-update.txt' 2>&1; rc=\$?; grep -v '^readelf: Warning' '$work/kernel-update.txt' | tail -n 8; exit \$rc"
+for name in mlnx-ofed-kernel nvidia-current nv_peer_mem; do
+    check "$newest: dkms status: $name installed by the same autoinstall" sh -c "dkms status -m $name -k '$newest' | grep -q ': installed'"
+done
+check "$newest: no skip line for nv_peer_mem" sh -c "! grep -q 'nv_peer_mem: not built' '$work/kernel-update.txt'"
+# dkms prints "<module>.ko[.xz]:" as it installs each module.
+installed_last() {
+    grep -Ex '(nv_peer_mem|nvpm_standin_[a-z]+)\.ko(\.[a-z]+)?:' "$work/kernel-update.txt" | sed 's/\..*//' | tr '\n' ' ' |
+        grep -Eqx '(nvpm_standin_(mofed|nvidia) ){2}nv_peer_mem '
+}
+check "$newest: nv_peer_mem installed after both stand-ins" installed_last
+check "DKMS stand-ins removed" bash "$here/prereq-standin.sh" dkms-remove
+rm -f "$work/standin-dkms"
+check "$newest: nv_peer_mem unbuilt again for the next steps" dkms unbuild -m nv_peer_mem -v "$upstream" -k "$newest"
 
 echo "== the prerequisites appear: dkms autoinstall builds the module"
 # ci/prereq-standin.sh: real modules for each kernel exporting the two

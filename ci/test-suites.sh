@@ -14,8 +14,11 @@
 #     upgrade from 1.3 (its init script, sysvinit links, upstart job and DKMS tree gone, the
 #     settings kept),
 #     while the kernel has no MLNX_OFED/NVIDIA symbols (DKMS skips it with
-#     one line, dpkg and the kernel's dkms hook succeed, no module), then
-#     with ci/prereq-standin.sh's modules exporting them `dkms autoinstall`
+#     one line, dpkg and the kernel's dkms hook succeed, no module); a
+#     kernel update with MLNX_OFED and NVIDIA registered with DKMS
+#     (ci/prereq-standin.sh dkms-add): the kernel image's dkms hook builds
+#     both and then nv_peer_mem in one autoinstall; then with
+#     ci/prereq-standin.sh's prebuilt modules exporting them `dkms autoinstall`
 #     builds and installs the module; purge, and nothing left under
 #     /usr/src, /var/lib/dkms, /lib/modules/*/updates.
 #
@@ -200,9 +203,22 @@ for suite in "${suites[@]}"; do
     check "$suite: no nv_peer_mem.ko installed for $kver" sh -c "! find '$chroot_dir/lib/modules/$kver' -name 'nv_peer_mem.ko*' | grep -q ."
     check "$suite: the kernel's dkms hook (header_postinst.d) succeeds and says the same" sh -c \
         "bash '$here/chroot.sh' run '$chroot_dir' /etc/kernel/header_postinst.d/dkms '$kver' >'$work/hook-$suite.txt' 2>&1; rc=\$?; cat '$work/hook-$suite.txt'; [ \$rc = 0 ] && grep -qF '$skip_line' '$work/hook-$suite.txt'"
+    # A kernel update with MLNX_OFED and NVIDIA from DKMS (ci/test-deb.sh
+    # says why): this suite's dkms reads every dkms.conf before building
+    # anything; the kernel image's hook must still build both stand-ins and
+    # then nv_peer_mem, in one autoinstall.
+    cp "$here/prereq-standin.sh" "$chroot_dir/build/"
+    check "$suite: MLNX_OFED and NVIDIA DKMS stand-ins registered" in_chroot bash /build/prereq-standin.sh dkms-add
+    check "$suite: the kernel's dkms hook (postinst.d) for $kver succeeds" sh -c \
+        "bash '$here/chroot.sh' run '$chroot_dir' /etc/kernel/postinst.d/dkms '$kver' >'$work/kernel-update-$suite.txt' 2>&1; rc=\$?; grep -v '^readelf: Warning' '$work/kernel-update-$suite.txt' | tail -n 8; exit \$rc"
+    for name in mlnx-ofed-kernel nvidia-current nv_peer_mem; do
+        check "$suite: dkms status: $name installed for $kver by the same autoinstall" in_chroot sh -c \
+            "dkms status -m $name -k '$kver' | grep -q ': installed'"
+    done
+    check "$suite: DKMS stand-ins removed" in_chroot bash /build/prereq-standin.sh dkms-remove
+    check "$suite: nv_peer_mem unbuilt again for $kver" in_chroot dkms unbuild -m nv_peer_mem -v "$upstream" -k "$kver"
     # The prerequisites appear (ci/prereq-standin.sh, built with the suite's
     # gcc for $kver): dkms autoinstall builds and installs the module.
-    cp "$here/prereq-standin.sh" "$chroot_dir/build/"
     check "$suite: MLNX_OFED and NVIDIA stand-ins placed for $kver" in_chroot bash /build/prereq-standin.sh install "$kver"
     check "$suite: dkms autoinstall -k $kver succeeds, no skip line" sh -c \
         "bash '$here/chroot.sh' run '$chroot_dir' dkms autoinstall -k '$kver' >'$work/autoinstall-$suite.txt' 2>&1; rc=\$?; cat '$work/autoinstall-$suite.txt'; [ \$rc = 0 ] && ! grep -q 'nv_peer_mem: not built' '$work/autoinstall-$suite.txt'"
