@@ -240,6 +240,9 @@ for id in $rpm_ids; do
         "rpm -qp --obsoletes '$common' | grep -qx 'nvidia_peer_memory < $version-$release$dist' && rpm -qp --provides '$common' | grep -qx 'nvidia_peer_memory = $version-$release$dist'"
     check "$id: -common requires the module (nvidia_peer_memory-kmod)" sh -c "rpm -qp --requires '$common' | grep -qx 'nvidia_peer_memory-kmod'"
     check "$id: -common's %post presets the unit" sh -c "rpm -qp --scripts '$common' | grep -q 'preset nv_peer_mem.service'"
+    # A restart on upgrade runs ExecStop, which unloads the module.
+    check "$id: -common's scriptlets never restart the service" sh -c \
+        "rpm -qp --scripts '$common' >'$work/$id-common-scripts.txt' && ! grep -Eq 'try-restart|mark-restart|restart nv_peer_mem' '$work/$id-common-scripts.txt'"
 
     # -dkms: the sources, the module's virtual name, -common for boot.
     rpm -qpl "$dkms" >"$work/$id-dkms.txt" 2>>"$work/log"

@@ -80,6 +80,13 @@ status_says() {
 }
 status_lacks() { ! grep -Eq -- "$1" "$fake/status"; }
 
+echo "== the unit"
+unit=$root/packaging/nv_peer_mem.service
+# Ordered after openibd, never starting it: an administrator may have
+# disabled it (1.3's unit only ordered itself after it).
+check "unit: After=openibd.service" grep -Eq '^After=.*\bopenibd\.service\b' "$unit"
+check "unit: no Wants=/Requires=/BindsTo= of openibd" sh -c "! grep -Eq '^(Wants|Requires|Requisite|BindsTo)=.*openibd' '$unit'"
+
 echo "== start, boot, stop"
 new_machine
 boot_with_onboot_no() { echo ONBOOT=no >"$fake/conf"; run_helper boot && ! loaded nv_peer_mem; }
