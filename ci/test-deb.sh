@@ -321,12 +321,12 @@ check "unit file installed and enabled" sh -c "test -f /lib/systemd/system/nv_pe
 echo "== purge"
 check "dpkg -P of both debs" dpkg -P "${packages[@]}"
 leftovers() {
-    ls -d /usr/src/nv_peer_mem-* /var/lib/dkms/nv_peer_mem 2>/dev/null
+    ls -d /usr/src/nv_peer_mem-* /var/lib/dkms/nv_peer_mem /var/cache/nv_peer_mem 2>/dev/null
     find /lib/modules/*/updates -name 'nv_peer_mem*' 2>/dev/null
     find /etc -name '*nv_peer_mem*' 2>/dev/null
 }
 left=$(leftovers)
-check "nothing left under /usr/src, /var/lib/dkms, /lib/modules/*/updates, /etc${left:+: $left}" test -z "$left"
+check "nothing left under /usr/src, /var/lib/dkms, /var/cache (the DKMS builds' core cache), /lib/modules/*/updates, /etc${left:+: $left}" test -z "$left"
 while read -r kver; do
     check "$kver: stand-ins removed" bash "$here/prereq-standin.sh" remove "$kver"
 done <"$work/standin-kernels"

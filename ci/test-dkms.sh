@@ -265,11 +265,11 @@ for kver in "${kernels[@]}"; do
 done
 check "dpkg -P $package" dpkg -P "$package"
 leftovers() {
-    ls -d /usr/src/nv_peer_mem-* /var/lib/dkms/nv_peer_mem 2>/dev/null
+    ls -d /usr/src/nv_peer_mem-* /var/lib/dkms/nv_peer_mem /var/cache/nv_peer_mem 2>/dev/null
     find /lib/modules/*/updates -name 'nv_peer_mem*' 2>/dev/null
     dpkg-query -W -f='${Status}\n' "$package" 2>/dev/null | grep -v '^unknown ok not-installed$' | grep -v '^$'
 }
 left=$(leftovers)
-check "nothing left under /usr/src, /var/lib/dkms, /lib/modules/*/updates, dpkg's database${left:+: $left}" test -z "$left"
+check "nothing left under /usr/src, /var/lib/dkms, /var/cache, /lib/modules/*/updates, dpkg's database${left:+: $left}" test -z "$left"
 
 finish

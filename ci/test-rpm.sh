@@ -205,11 +205,28 @@ for id in $rpm_ids; do
     top=$work/rpmbuild-$id
     echo "-- $id (route $route, dist '${dist}')"
     start=$SECONDS
+    # The first module-building family rebuilds as an admin would, with no
+    # NVPM_RUST_CACHE, as root and with the DKMS core cache moved aside: it
+    # must write nothing outside its build tree. The others share one core
+    # cache of this test's, named in rpmbuild's environment.
+    if [ "$route" != dkms ] && [ -z "${first_module_build:-}" ]; then
+        first_module_build=$id
+        rm -rf "$work/system-core-cache"
+        [ ! -e /var/cache/nv_peer_mem ] || mv /var/cache/nv_peer_mem "$work/system-core-cache"
+        cache_env=(env -u NVPM_RUST_CACHE)
+    else
+        cache_env=(env NVPM_RUST_CACHE="$work/core-cache")
+    fi
     check "$id: rpmbuild --rebuild with the $route macros" \
-        "$here/rpm-family-env.sh" "$route" "$work/env-$id" "$kver" -- \
+        "${cache_env[@]}" "$here/rpm-family-env.sh" "$route" "$work/env-$id" "$kver" -- \
         rpmbuild --rebuild --nodeps --define "_topdir $top" --define "_tmppath $work/tmp" \
         "${dist_define[@]}" "${load[@]}" "${sign[@]}" "$srpm_id"
     echo "   ($((SECONDS - start)) s)"
+    if [ "${first_module_build:-}" = "$id" ]; then
+        check "$id: the rebuild wrote no /var/cache/nv_peer_mem (the core stays in its build tree)" test ! -e /var/cache/nv_peer_mem
+        rm -rf /var/cache/nv_peer_mem
+        [ ! -e "$work/system-core-cache" ] || mv "$work/system-core-cache" /var/cache/nv_peer_mem
+    fi
     common=$top/RPMS/noarch/nvidia_peer_memory-common-$version-$release$dist.noarch.rpm
     dkms=$top/RPMS/noarch/nvidia_peer_memory-dkms-$version-$release$dist.noarch.rpm
     suse_kver_tag=$(echo "${suse_krel%-default}" | tr - _)
@@ -248,6 +265,8 @@ for id in $rpm_ids; do
     rpm -qpl "$dkms" >"$work/$id-dkms.txt" 2>>"$work/log"
     check "$id: -dkms has /usr/src/nv_peer_mem-$version/dkms.conf and no build output" sh -c \
         "grep -qxF '/usr/src/nv_peer_mem-$version/dkms.conf' '$work/$id-dkms.txt' && ! grep -qE '\\.(o|ko|a|cmd)\$' '$work/$id-dkms.txt'"
+    check "$id: -dkms's %postun removes the DKMS builds' core cache on erase only" sh -c \
+        "rpm -qp --scripts '$dkms' | sed -n '/^postuninstall scriptlet/,\$p' | tr '\\n' ' ' | grep -q 'if \\[ \\\$1 -eq 0 \\]; then *rm -rf /var/cache/nv_peer_mem'"
     check "$id: -dkms provides nvidia_peer_memory-kmod and requires -common" sh -c \
         "rpm -qp --provides '$dkms' | grep -qx 'nvidia_peer_memory-kmod = $version-$release$dist' && rpm -qp --requires '$dkms' | grep -qx 'nvidia_peer_memory-common = $version'"
     check "$id: -dkms conflicts with the prebuilt module packages by name only" sh -c \
