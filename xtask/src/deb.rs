@@ -138,7 +138,10 @@ pub fn debian_version(plan: &Plan) -> String {
 /// The rendered debian/ files and the unit's copy, with their paths in the
 /// source tree.
 pub fn debian_files(context: &tera::Context) -> Result<Vec<RenderedFile>> {
-    let debian = render::render_dir(&workspace::path("debian"), context)?;
+    // debian/control's Rust dependencies carry the module's minimum rustc.
+    let mut context = context.clone();
+    context.insert("rust_min", &workspace::module_rust_version()?);
+    let debian = render::render_dir(&workspace::path("debian"), &context)?;
     for required in REQUIRED_DEBIAN_FILES {
         if !debian.iter().any(|f| f.path == required) {
             bail!("debian/{required} (or debian/{required}.tera) is missing; restore it from git");
@@ -287,7 +290,7 @@ mod tests {
         assert!(control.contains("Standards-Version: 4.6.2"), "{control}");
         assert!(
             control.contains(
-                "rustc-web, rust-web-src, mlnx-ofed-kernel-dkms | mlnx-ofed-kernel-modules"
+                "rustc-web (>= 1.85), rust-web-src (>= 1.85), mlnx-ofed-kernel-dkms | mlnx-ofed-kernel-modules"
             ),
             "{control}"
         );
@@ -301,7 +304,10 @@ mod tests {
             files["debian/nvidia-peer-memory-dkms.install"].contains("usr/src/nv_peer_mem-1.4.0/")
         );
         let ubuntu = golden_render(&packaging, packaging.find("ubuntu2404").unwrap());
-        assert!(ubuntu["debian/control"].contains("rustc-1.85, rust-1.85-src, mlnx"));
+        assert!(
+            ubuntu["debian/control"]
+                .contains("rustc-1.85 (>= 1.85), rust-1.85-src (>= 1.85), mlnx")
+        );
         assert!(
             ubuntu["debian/changelog"]
                 .starts_with("nvidia-peer-memory (1.4.0-1~ubuntu24.04.1) noble; urgency=medium\n")

@@ -176,3 +176,32 @@ mod tests {
         assert!(!is_workspace(&root().join("kmod")));
     }
 }
+
+/// The module's minimum rustc: `rust-version` in kmod/Cargo.toml, the one
+/// place it is declared (docs/toolchains.md). The spec and the -dkms deb
+/// require the distribution's Rust packages at that version or newer.
+pub fn module_rust_version() -> Result<String> {
+    let manifest = path("kmod/Cargo.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .with_context(|| format!("reading {}; restore it from git", manifest.display()))?;
+    text.lines()
+        .find_map(|line| {
+            let value = line
+                .strip_prefix("rust-version")?
+                .trim_start()
+                .strip_prefix('=')?;
+            Some(value.trim().trim_matches('"').to_owned())
+        })
+        .filter(|version| {
+            !version.is_empty()
+                && version
+                    .split('.')
+                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .with_context(|| {
+            format!(
+                "{} declares no `rust-version = \"1.NN\"`; restore it (the module's minimum rustc)",
+                manifest.display()
+            )
+        })
+}

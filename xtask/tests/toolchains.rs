@@ -95,6 +95,42 @@ fn every_deb_entry_depends_on_a_shipped_toolchain_at_the_module_minimum_or_newer
     }
 }
 
+/// The -dkms deb's Depends name each Rust package with the module's minimum
+/// (`rustc-web (>= 1.85)`), so apt never pairs the module with an older
+/// toolchain of the same name (issue 23 item 4). Read from the golden
+/// debian/control files, which the golden test keeps equal to what
+/// build-deb renders.
+#[test]
+fn every_deb_entry_s_dkms_depends_carry_the_module_minimum() {
+    let min = module_minimum();
+    let text = std::fs::read_to_string(workspace().join("packaging/distros.yaml")).unwrap();
+    let data: Data = serde_saphyr::from_str(&text).unwrap();
+    for distro in data.distros.iter().filter(|d| d.family == "deb") {
+        let path = workspace().join(format!("xtask/golden/deb/{}/debian/control", distro.id));
+        let control =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let depends = control
+            .split("\n\n")
+            .find(|p| p.contains("Package: nvidia-peer-memory-dkms"))
+            .and_then(|p| p.lines().find_map(|l| l.strip_prefix("Depends: ")))
+            .unwrap_or_else(|| panic!("{}: no Depends in the -dkms paragraph", distro.id));
+        let relations: Vec<&str> = depends.split(", ").collect();
+        assert!(
+            !distro.rust_packages.is_empty(),
+            "{}: no rust_packages",
+            distro.id
+        );
+        for package in &distro.rust_packages {
+            let want = format!("{package} (>= {min})");
+            assert!(
+                relations.contains(&want.as_str()),
+                "{}: -dkms Depends lacks {want:?}: {depends}",
+                distro.id
+            );
+        }
+    }
+}
+
 #[test]
 fn the_minimum_is_edition_2024_or_later() {
     // kmod/Kbuild compiles the crate with --edition=2024, stable since 1.85.

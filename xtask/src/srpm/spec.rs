@@ -194,7 +194,7 @@ fn context(
     context.insert("license", env!("CARGO_PKG_LICENSE"));
     context.insert("helper_name", HELPER_NAME);
     context.insert("helper_dir", HELPER_DIR);
-    context.insert("rust_min", &module_rust_version()?);
+    context.insert("rust_min", &crate::workspace::module_rust_version()?);
     context.insert(
         "compression_suffix",
         match rpm.compression {
@@ -204,35 +204,6 @@ fn context(
         },
     );
     Ok(context)
-}
-
-/// The module's minimum rustc: `rust-version` in kmod/Cargo.toml, the one
-/// place it is declared (docs/toolchains.md). The spec requires the
-/// distribution's Rust packages at that version or newer.
-fn module_rust_version() -> Result<String> {
-    let manifest = crate::workspace::path("kmod/Cargo.toml");
-    let text = std::fs::read_to_string(&manifest)
-        .with_context(|| format!("reading {}; restore it from git", manifest.display()))?;
-    text.lines()
-        .find_map(|line| {
-            let value = line
-                .strip_prefix("rust-version")?
-                .trim_start()
-                .strip_prefix('=')?;
-            Some(value.trim().trim_matches('"').to_owned())
-        })
-        .filter(|version| {
-            !version.is_empty()
-                && version
-                    .split('.')
-                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-        })
-        .with_context(|| {
-            format!(
-                "{} declares no `rust-version = \"1.NN\"`; restore it (the module's minimum rustc)",
-                manifest.display()
-            )
-        })
 }
 
 /// The spec's `BuildRequires`, in spec order (one per line, as the
