@@ -156,27 +156,6 @@ pub fn source_date_epoch() -> Result<u64> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_version_comes_from_workspace_package() {
-        let text = "[workspace]\nmembers = []\n\n[workspace.package]\nversion.x = 1\nedition = \"2024\"\nversion = \"1.4.0\"\n[profile.release]\nversion = \"9\"\n";
-        assert_eq!(version_in_manifest(text).as_deref(), Some("1.4.0"));
-        assert_eq!(version_in_manifest("[package]\nversion = \"1\"\n"), None);
-        // The crate inherits the same line, so the compiled-in one agrees.
-        assert_eq!(version(), env!("CARGO_PKG_VERSION"));
-    }
-
-    #[test]
-    fn this_checkout_is_a_workspace_and_its_parts_are_not() {
-        assert!(is_workspace(root()));
-        assert!(!is_workspace(&root().join("xtask")));
-        assert!(!is_workspace(&root().join("kmod")));
-    }
-}
-
 /// The module's minimum rustc: `rust-version` in kmod/Cargo.toml, the one
 /// place it is declared (docs/toolchains.md). The spec and the -dkms deb
 /// require the distribution's Rust packages at that version or newer.
@@ -204,4 +183,25 @@ pub fn module_rust_version() -> Result<String> {
                 manifest.display()
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_version_comes_from_workspace_package() {
+        let text = "[workspace]\nmembers = []\n\n[workspace.package]\nversion.x = 1\nedition = \"2024\"\nversion = \"1.4.0\"\n[profile.release]\nversion = \"9\"\n";
+        assert_eq!(version_in_manifest(text).as_deref(), Some("1.4.0"));
+        assert_eq!(version_in_manifest("[package]\nversion = \"1\"\n"), None);
+        // The crate inherits the same line, so the compiled-in one agrees.
+        assert_eq!(version(), env!("CARGO_PKG_VERSION"));
+    }
+
+    #[test]
+    fn this_checkout_is_a_workspace_and_its_parts_are_not() {
+        assert!(is_workspace(root()));
+        assert!(!is_workspace(&root().join("xtask")));
+        assert!(!is_workspace(&root().join("kmod")));
+    }
 }

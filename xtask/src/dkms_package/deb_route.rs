@@ -124,9 +124,10 @@ impl Route for DkmsDeb {
             let snippet = dh_dkms_snippet(name, &module_name, &module_version)?;
             let own = file(&format!("{PACKAGE}.{name}"));
             let script = match (own, snippet) {
-                (Some(own), snippet) => {
-                    own.replace("#DEBHELPER#\n", snippet.as_deref().unwrap_or(""))
-                }
+                (Some(own), Some(snippet)) => own.replace("#DEBHELPER#\n", &snippet),
+                // dh_installdeb with nothing to add empties the token's
+                // line but keeps it.
+                (Some(own), None) => own.replace("#DEBHELPER#", ""),
                 (None, Some(snippet)) => format!("#!/bin/sh\nset -e\n{snippet}"),
                 (None, None) => continue,
             };
