@@ -37,7 +37,8 @@ set -euo pipefail
 usage="usage: prereq-standin.sh install|remove KVER, or prereq-standin.sh dkms-add|dkms-remove"
 action=${1:-}
 dkms_version=99.0
-dkms_names=(mlnx-ofed-kernel nvidia-current)
+# DKMS module name -> the stand-in module it builds (write_sources).
+declare -A dkms_standins=([mlnx-ofed-kernel]=mofed [nvidia-current]=nvidia)
 
 # write_sources DIR MODULE...: the C source of each stand-in module (mofed,
 # nvidia) and a Kbuild that builds them into DIR.
@@ -97,11 +98,11 @@ install|remove)
     ;;
 dkms-add)
     [ $# = 1 ] || { echo "$usage" >&2; exit 2; }
-    for name in "${dkms_names[@]}"; do
+    for name in "${!dkms_standins[@]}"; do
         [ ! -e "/var/lib/dkms/$name" ] || { echo "prereq-standin.sh: /var/lib/dkms/$name exists (a real $name?); not touching it" >&2; exit 2; }
     done
-    for name in "${dkms_names[@]}"; do
-        case $name in mlnx-ofed-kernel) which=mofed ;; *) which=nvidia ;; esac
+    for name in "${!dkms_standins[@]}"; do
+        which=${dkms_standins[$name]}
         src=/usr/src/$name-$dkms_version
         mkdir -p "$src"
         write_sources "$src" "$which"
@@ -121,7 +122,7 @@ CONF
     ;;
 dkms-remove)
     [ $# = 1 ] || { echo "$usage" >&2; exit 2; }
-    for name in "${dkms_names[@]}"; do
+    for name in "${!dkms_standins[@]}"; do
         src=/usr/src/$name-$dkms_version
         [ -f "$src/placed-by-prereq-standin" ] || continue
         dkms remove -m "$name" -v "$dkms_version" --all >&2 || true
