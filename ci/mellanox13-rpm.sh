@@ -71,6 +71,8 @@ grep -P '\tib_(un)?register_peer_memory_client\t' "$w/standin/Module.symvers" >"
 
 # rpmbuild inside the namespace; 1.3's spec calls %{prefix}, which no
 # rpm defines (its Prefix: line), so define it as / (a relocatable root).
+# --nodeps: 1.3's BuildRequires are RHEL's packages, which this Debian
+# host's rpm database does not list.
 unshare --mount --propagation private -- bash -c '
     set -e
     w=$1 kver=$2

@@ -5,8 +5,9 @@
 # looks, to rpmbuild and rpm, like a build host of the family whose kernel
 # module macros the route uses (docs/testing.md "RPM families on Debian"):
 #   kmod  /usr/lib/rpm/redhat/{kmodtool,find-provides.ksyms,
-#         find-requires.ksyms,brp-kmod-restore-perms} and the fileattrs
-#         kmod.attr, provided_ksyms.attr, required_ksyms.attr; the kernel's
+#         find-requires.ksyms,brp-kmod-restore-perms}, /usr/lib/rpm/kabi.sh
+#         and the fileattrs kmod.attr, kabi.attr, provided_ksyms.attr,
+#         required_ksyms.attr; the kernel's
 #         build tree at /usr/src/kernels/<RHEL-style release> (kmodtool's
 #         kernel_source, find-requires.ksyms's Module.symvers), and a second
 #         one of another release from the same headers (same kABI: what
@@ -78,6 +79,10 @@ kmod)
         ln -s "$macros/$script" "$scratch/rpm/upper/redhat/$script"
     done
     ln -s "$macros/kmod.attr" "$scratch/rpm/upper/fileattrs/kmod.attr"
+    # kabi.attr/kabi.sh: the kernel(<symbol>) provides of a package that
+    # ships /lib/modules/<kernel>/symvers.gz (ci/rpm-providers.sh's kernel).
+    ln -s "$macros/kabi.attr" "$scratch/rpm/upper/fileattrs/kabi.attr"
+    ln -s "$macros/kabi.sh" "$scratch/rpm/upper/kabi.sh"
     # kernel-srpm-macros' provided_ksyms.attr and required_ksyms.attr (not in
     # the fixtures) hook the two scripts into rpm's dependency generator
     # (kernel-srpm-macros.spec installs them to %_fileattrsdir). Their

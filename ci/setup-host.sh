@@ -25,6 +25,9 @@ pkgs=(
   "linux-headers-$KVER_BOOKWORM" "linux-headers-$KVER_BACKPORTS/bookworm-backports"
   # packaging tests
   rpm rpmlint dpkg-dev debhelper dh-dkms dkms lintian equivs fakeroot git
+  # a real rpm resolver (libsolv) and repository metadata, for the rpm
+  # packages' relations (ci/test-rpm.sh, ci/rpm-providers.sh)
+  dnf createrepo-c
   # arm64: cross compiler for the module and the VM test modules
   gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu
   # boot tests; patch plants the mutation check's defects

@@ -132,6 +132,8 @@ check "rpmlint: 0 errors" sh -c "echo '$summary' | grep -q ' 0 errors,'"
 check "rpmlint: no warning outside rpm/rpmlint.toml's accepted list" sh -c "echo '$summary' | grep -q ' 0 warnings,'"
 scratch=$work/rpm-root
 rm -rf "$scratch"; mkdir -p "$scratch"
+# --nodeps: what is checked here is the payload (files, rpm -V); the same
+# -dkms package's relations are resolved with dnf in ci/test-rpm.sh.
 check "rpm -i --root (scratch) --nodeps --noscripts" rpm -i --root "$scratch" --nodeps --noscripts "$rpm_file"
 check "scratch root has /usr/src/nv_peer_mem-$version/{dkms.conf,kmod/Makefile,kmod/VERSION}" sh -c \
     "test -f '$scratch/usr/src/nv_peer_mem-$version/dkms.conf' && test -f '$scratch/usr/src/nv_peer_mem-$version/kmod/Makefile' && grep -qx '$version' '$scratch/usr/src/nv_peer_mem-$version/kmod/VERSION'"
@@ -192,6 +194,8 @@ fedora_rpm=$work/rpm-route/xtask/$fedora_rpm_name
 release2_rpm=$work/rpm-route/xtask-2/nvidia_peer_memory-dkms-$version-2$fedora_dist.noarch.rpm
 check "fedora's dist is in packaging/distros.yaml (${fedora_dist:-none})" test -n "$fedora_dist"
 # As Fedora's build hosts define it (fedora-release's macros.dist).
+# --nodeps: the BuildRequires are Fedora's packages, which this Debian
+# host's rpm database does not list.
 check "rpmbuild --rebuild --nodeps --define 'dist $fedora_dist' of build-srpm's fedora source rpm" \
     rpmbuild --rebuild --nodeps --define "_topdir $work/rpm-route/top" --define "_tmppath $work/rpm-route/tmp" \
     --define "dist $fedora_dist" "$work/rpm-route/nvidia_peer_memory-$version-$release.src.rpm"

@@ -158,6 +158,33 @@ else
     export NVPM_GAWK=$work/gawk/awk
 fi
 check "gawk for the ksym scripts: $NVPM_GAWK" sh -c "'$NVPM_GAWK' --non-decimal-data 'BEGIN { exit !(0x10 == 16) }'"
+. "$here/rpm-resolver.sh"
+# installs_with_providers <root> <repo> <package>: dnf installs <package>,
+# and -common, one MLNX_OFED and one NVIDIA provider come with it.
+installs_with_providers() {
+    resolver_dnf "$1" "$2" install "$3" || return 1
+    resolver_installed "$1" >"$1.installed"
+    grep -qx nvidia_peer_memory-common "$1.installed" &&
+        grep -Eqx 'kmod-mlnx-ofa_kernel|mlnx-ofa_kernel-(kmp-default|modules|dkms)' "$1.installed" &&
+        grep -Eqx 'kmod-nvidia-.*|nvidia-open-driver-.*' "$1.installed"
+}
+# removes_cleanly <root> <repo> <our files> <package>...: dnf removes them;
+# no package of ours and none of the listed files is left.
+removes_cleanly() {
+    local root=$1 repo=$2 list=$3 file
+    shift 3
+    resolver_dnf "$root" "$repo" remove "$@" || return 1
+    [ -z "$(rpm -qa --root "$root" 'nvidia_peer_memory*' 'kmod-nvidia_peer_memory*')" ] || return 1
+    while read -r file; do
+        if [ -e "$root$file" ] && [ ! -d "$root$file" ]; then echo "left: $file"; return 1; fi
+    done <"$list"
+}
+providers=$work/providers
+if [ -n "$rpm_ids" ]; then
+    check "the providers' stand-ins build (MLNX_OFED, NVIDIA, kernel-core, tools: ci/rpm-providers.sh)" \
+        "$here/rpm-family-env.sh" kmod "$work/env-providers" "$kver" -- "$here/rpm-providers.sh" "$providers" \
+        "$rhel_krel" "$suse_krel" "$(readlink -f "/lib/modules/$kver/build")/Module.symvers"
+fi
 for id in $rpm_ids; do
     srpm_id=$work/distros/$id/$srpm_name
     spec_id=$work/distros/$id/spec
@@ -217,6 +244,9 @@ for id in $rpm_ids; do
     else
         cache_env=(env NVPM_RUST_CACHE="$work/core-cache")
     fi
+    # --nodeps: the BuildRequires name the target family's packages, which
+    # this Debian host's rpm database does not list; ci/setup-host.sh
+    # installs the tools they stand for.
     check "$id: rpmbuild --rebuild with the $route macros" \
         "${cache_env[@]}" "$here/rpm-family-env.sh" "$route" "$work/env-$id" "$kver" -- \
         rpmbuild --rebuild --nodeps --define "_topdir $top" --define "_tmppath $work/tmp" \
@@ -328,21 +358,78 @@ for id in $rpm_ids; do
         fi
     fi
 
-    # Install into a scratch root and erase: nothing of ours is left. Without
-    # scriptlets (they need the target distribution's tools; their content
-    # is checked above) and without dependencies (the root has no kernel).
+    # The relations, with a real resolver: -common, -dkms and the module
+    # package in a repository with the providers' stand-ins
+    # (ci/rpm-providers.sh); dnf installs the module package (-dkms where
+    # there is none) into a scratch root and must pull in -common, one
+    # MLNX_OFED and one NVIDIA provider; `dnf remove` then leaves none of
+    # our files.
+    ours=("$common" "$dkms")
+    [ -z "$module" ] || ours+=("$module")
+    target=$(rpm -qp --qf '%{NAME}' "${ours[-1]}" 2>/dev/null)
     sroot=$work/root-$id
-    rm -rf "$sroot"; mkdir -p "$sroot"
-    pkgs=("$common" "$dkms")
-    [ -z "$module" ] || pkgs=("$common" "$module")
-    check "$id: rpm -i --root <scratch> -common and $(basename "${pkgs[1]}")" \
-        rpm -i --root "$sroot" --nodeps --noscripts "${pkgs[@]}"
-    # rpm's own database stays (Debian's rpm keeps it in ~/.rpmdb).
-    dbpath=$(rpm --eval '%{_dbpath}')
-    check "$id: rpm -e --root <scratch> leaves no file behind but rpm's database" sh -c \
-        "rpm -e --root '$sroot' --nodeps --noscripts \$(rpm -qa --root '$sroot' --qf '%{NAME} ') && test -z \"\$(find '$sroot' ! -type d ! -path '$sroot$dbpath/*' -print)\""
+    rm -rf "$sroot"
+    resolver_repo "$work/repo-$id" "${ours[@]}" "$providers"/rpms/*.rpm >>"$work/log" 2>&1
+    check "$id: dnf install $target resolves: -common, an MLNX_OFED and an NVIDIA provider come with it" \
+        installs_with_providers "$sroot" "$work/repo-$id" "$target"
+    rpm -qpl "${ours[@]}" 2>/dev/null | grep -v '^(contains no files)$' >"$work/$id-our-files.txt"
+    check "$id: dnf remove $target nvidia_peer_memory-common leaves none of our files" \
+        removes_cleanly "$sroot" "$work/repo-$id" "$work/$id-our-files.txt" "$target" nvidia_peer_memory-common
     if [ "$id" = rhel9 ]; then dkms_rpm=$dkms rhel9_common=$common rhel9_module=$module; fi
 done
+
+echo "== relations a real resolver accepts (rhel9's packages, dnf: ci/rpm-resolver.sh)"
+# refuses_without <label> <providers to leave out (ERE on file names)> <text dnf must print>:
+# with those providers missing from the repository, dnf refuses the kmod,
+# says what is missing, and installs nothing.
+refuses_without() {
+    local root=$work/root-without-$1 repo=$work/repo-without-$1
+    rm -rf "$root"
+    resolver_repo "$repo" "$rhel9_common" "$rhel9_module" \
+        $(ls "$providers"/rpms/*.rpm | grep -Ev "/($2)[^/]*\.rpm\$") || return 1
+    ! resolver_dnf "$root" "$repo" install kmod-nvidia_peer_memory &&
+        grep -q -- "$3" "$root.log" && [ -z "$(resolver_installed "$root")" ]
+}
+# beside_dkms_providers: MLNX_OFED's and NVIDIA's DKMS packages installed
+# first; the kmod installs beside them and brings no other provider.
+beside_dkms_providers() {
+    local root=$work/root-beside-dkms
+    rm -rf "$root"
+    resolver_dnf "$root" "$work/repo-rhel9" install mlnx-ofa_kernel-dkms kmod-nvidia-open-dkms &&
+        resolver_dnf "$root" "$work/repo-rhel9" install kmod-nvidia_peer_memory || return 1
+    resolver_installed "$root" >"$root.installed"
+    cat "$root.installed"
+    grep -qx kmod-nvidia_peer_memory "$root.installed" &&
+        [ "$(grep -Ec '^(kmod-mlnx-ofa_kernel|mlnx-ofa_kernel-(kmp-default|modules|dkms))$' "$root.installed")" = 1 ] &&
+        [ "$(grep -Ec '^(kmod-nvidia-.*|nvidia-open-driver-.*)$' "$root.installed")" = 1 ]
+}
+# swaps <from> <to>: in the root of beside_dkms_providers, `dnf install <to>`
+# is refused while <from> is installed (Conflicts); with --allowerasing it
+# replaces <from>, and -common stays.
+swaps() {
+    local root=$work/root-beside-dkms
+    ! resolver_dnf "$root" "$work/repo-rhel9" install "$2" && rpm -q --root "$root" "$1" &&
+        resolver_dnf "$root" "$work/repo-rhel9" install --allowerasing "$2" &&
+        rpm -q --root "$root" "$2" nvidia_peer_memory-common && ! rpm -q --root "$root" "$1"
+}
+if [ -z "$rpm_ids" ]; then
+    echo "SKIP: relations: no rpmbuild ran (see above)"
+elif [ -z "${rhel9_module:-}" ] || [ ! -f "$rhel9_module" ] || [ ! -d "$providers/rpms" ]; then
+    fail "relations: rhel9's kmod or the providers' stand-ins were not built (see above)"
+else
+    rpm -qp --requires "$rhel9_module" >"$work/rhel9-kmod-requires.txt" 2>>"$work/log"
+    check "rhel9's kmod requires MLNX_OFED and the NVIDIA driver by package relation" sh -c \
+        "grep -qxF '(kmod-mlnx-ofa_kernel or mlnx-ofa_kernel-modules)' '$work/rhel9-kmod-requires.txt' && grep -qxF '(nvidia-kmod or kmod(nvidia.ko))' '$work/rhel9-kmod-requires.txt'"
+    check "without MLNX_OFED's packages dnf refuses the kmod, naming them; nothing is installed" \
+        refuses_without mofed 'kmod-mlnx-ofa_kernel|mlnx-ofa_kernel-' 'nothing provides (kmod-mlnx-ofa_kernel or mlnx-ofa_kernel-modules)'
+    check "without the NVIDIA driver's packages dnf refuses the kmod, naming nvidia-kmod; nothing is installed" \
+        refuses_without nvidia 'kmod-nvidia-|nvidia-open-driver-' 'nothing provides (nvidia-kmod or kmod(nvidia.ko))'
+    check "beside mlnx-ofa_kernel-dkms and kmod-nvidia-open-dkms the kmod installs, with no other MLNX_OFED or NVIDIA package" \
+        beside_dkms_providers
+    check "kmod -> -dkms: refused while the kmod is installed (Conflicts); dnf --allowerasing swaps them, -common stays" \
+        swaps kmod-nvidia_peer_memory nvidia_peer_memory-dkms
+    check "-dkms -> kmod: the same the other way" swaps nvidia_peer_memory-dkms kmod-nvidia_peer_memory
+fi
 
 echo "== upgrade from Mellanox's nvidia_peer_memory 1.3 rpm (rhel9's packages)"
 # 1.3's binary rpm, built from the fixture tarball with its own spec for
@@ -365,14 +452,17 @@ else
         test -f "${rpm13:-/nonexistent}"
     echo "   ($((SECONDS - start)) s)"
     sroot=$work/root-upgrade13
-    rm -rf "$sroot"; mkdir -p "$sroot"
+    rm -rf "$sroot"
     conf=$sroot/etc/infiniband/nv_peer_mem.conf
-    check "rpm -i --root <scratch> 1.3: its init script, conf and module in place" sh -c \
-        "rpm -i --root '$sroot' --nodeps --noscripts '$rpm13' && test -f '$sroot/etc/init.d/nv_peer_mem' -a -f '$conf' -a -f '$sroot/lib/modules/$kver/extra/nv_peer_mem.ko'"
+    # With dnf from one repository: 1.3, rhel9's packages, the providers'
+    # stand-ins (1.3 itself needs only /bin/sh and /bin/bash).
+    resolver_repo "$work/repo-upgrade13" "$rpm13" "$rhel9_common" "$rhel9_module" "$providers"/rpms/*.rpm >>"$work/log" 2>&1
+    check "dnf install 1.3 into a scratch root: its init script, conf and module in place" sh -c \
+        "$(declare -f resolver_dnf); resolver_dnf '$sroot' '$work/repo-upgrade13' install nvidia_peer_memory-1.3 && test -f '$sroot/etc/init.d/nv_peer_mem' -a -f '$conf' -a -f '$sroot/lib/modules/$kver/extra/nv_peer_mem.ko'"
     # The administrator's settings, which the upgrade must keep.
     sed -i 's/^ONBOOT=.*/ONBOOT=no/' "$conf" 2>>"$work/log" && echo '# site setting' >>"$conf"
-    check "rpm -U --root <scratch> rhel9's -common and kmod over 1.3" \
-        rpm -U --root "$sroot" --nodeps --noscripts "$rhel9_common" "$rhel9_module"
+    check "dnf install rhel9's -common and kmod over 1.3 (an upgrade through Obsoletes)" \
+        resolver_dnf "$sroot" "$work/repo-upgrade13" install nvidia_peer_memory-common kmod-nvidia_peer_memory
     check "1.3's nvidia_peer_memory is gone (Obsoletes); -common and kmod are installed" sh -c \
         "! rpm -q --root '$sroot' --qf '%{VERSION}\n' nvidia_peer_memory | grep -qx 1.3 && rpm -q --root '$sroot' nvidia_peer_memory-common kmod-nvidia_peer_memory"
     check "1.3's /etc/init.d/nv_peer_mem and its module are gone" sh -c \
@@ -425,7 +515,10 @@ on_host() {
         exec "$@"' on-host "$@"
 }
 # install_on <dir> <rpm>: rpm -i with its scriptlets; their output (the
-# stand-in's decisions) in <dir>/post.txt.
+# stand-in's decisions) in <dir>/post.txt. --nodeps: the scratch host's rpm
+# database is empty (its kernels and stand-ins are files, not packages);
+# what is tested here is the scriptlets, the relations are tested with dnf
+# above.
 install_on() {
     local rc=0
     on_host "$1" rpm -i --nodeps "$2" >"$1/post.txt" 2>&1 || rc=$?
@@ -447,12 +540,22 @@ else
     top=$work/rpmbuild-rhel9-symvers
     # The NVIDIA stand-in's exports only (the 1.3 test's ofa/ has ib_core's).
     grep -P '\tnvidia_p2p_' "$standins/Module.symvers" >"$work/nvidia.symvers"
+    # --nodeps: as for the rebuilds above (BuildRequires of another family).
     check "rhel9's kmod rebuilt with MLNX_OFED's and NVIDIA's Module.symvers (OFA_KERNEL, NV_SYMVERS)" \
         env OFA_KERNEL="$work/mellanox13/ofa" NV_SYMVERS="$work/nvidia.symvers" \
         "$here/rpm-family-env.sh" kmod "$work/env-rhel9" "$kver" -- \
         rpmbuild --rebuild --nodeps --define "_topdir $top" --define "_tmppath $work/tmp" \
         --define "dist $(dist_of rhel9)" "${kmod_macros[@]}" "$work/distros/rhel9/$srpm_name"
     symvers_module=$top/RPMS/x86_64/$(basename "$rhel9_module")
+    # Its MLNX_OFED and NVIDIA symbols now carry CRCs, which the ksym
+    # generator would turn into ksym() requirements no package provides.
+    rpm -qp --requires "$symvers_module" >"$work/symvers-requires.txt" 2>>"$work/log"
+    check "that kmod requires kernel(<symbol>) = <CRC> and no ksym(): MLNX_OFED's and NVIDIA's are package relations" sh -c \
+        "grep -q '^kernel(' '$work/symvers-requires.txt' && ! grep '^ksym(' '$work/symvers-requires.txt'"
+    rm -rf "$work/root-symvers"
+    resolver_repo "$work/repo-symvers" "$symvers_module" "$rhel9_common" "$providers"/rpms/*.rpm >>"$work/log" 2>&1
+    check "dnf installs it with the providers: kernel-core's symvers meets its kABI requirements" \
+        installs_with_providers "$work/root-symvers" "$work/repo-symvers" kmod-nvidia_peer_memory
     weak=nvidia_peer_memory/nv_peer_mem.ko.xz
     installed=/lib/modules/$rhel_krel/extra/$weak
     host=$work/weak-host
@@ -464,6 +567,7 @@ else
         "modprobe -d '$host/root' -S '$rhel_krel2' --show-depends nv_peer_mem >'$work/weak-depends.txt' 2>&1; cat '$work/weak-depends.txt'; tail -n 1 '$work/weak-depends.txt' | grep -q 'weak-updates/$weak' && grep -q ib_core_standin '$work/weak-depends.txt' && grep -q 'standins/nvidia.ko' '$work/weak-depends.txt'"
     check "weak-modules did not link it for $other_krel (another kABI): depmod names a version disagreement" sh -c \
         "test ! -e '$host/root/lib/modules/$other_krel/weak-updates/nvidia_peer_memory' && grep -q 'not compatible with $other_krel: disagrees about version of symbol' '$host/post.txt'"
+    # --nodeps: as for install_on.
     check "rpm -e of the kmod on the scratch RHEL host: its %preun and %postun run" \
         on_host "$host" rpm -e --nodeps kmod-nvidia_peer_memory
     # (/run/mount is util-linux's, from the namespace's mounts.)

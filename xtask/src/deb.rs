@@ -127,7 +127,7 @@ pub fn bench_deb_command(args: &BenchArgs) -> Result<()> {
 }
 
 /// The packages' version for the plan's suite: upstream, revision, and the
-/// suite's version_suffix (packaging/distros.yaml), e.g. `1.4.0-1~bpo12+1`.
+/// suite's version_suffix (packaging/distros.yaml), e.g. `1.4.0-1~deb12`.
 pub fn debian_version(plan: &Plan) -> String {
     format!(
         "{}-{}{}",
@@ -296,7 +296,7 @@ mod tests {
         );
         assert!(
             files["debian/changelog"]
-                .starts_with("nvidia-peer-memory (1.4.0-1~bpo12+1) bookworm; urgency=medium\n")
+                .starts_with("nvidia-peer-memory (1.4.0-1~deb12) bookworm; urgency=medium\n")
         );
         assert!(files["debian/changelog"].contains("  Sun, 22 Nov 2026 00:00:00 +0000\n"));
         assert!(files["dkms.conf"].contains("PACKAGE_VERSION=\"1.4.0\""));

@@ -99,7 +99,7 @@ pub struct Distro {
     #[serde(default)]
     pub dh_with_dkms: bool,
     /// Appended to the Debian revision so that each suite's packages have
-    /// their own version (`~bpo12+1`, `~ubuntu22.04.1`); empty for the
+    /// their own version (`~deb12`, `~ubuntu22.04.1`); empty for the
     /// newest Debian release. See packaging/distros.yaml.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub version_suffix: String,
@@ -171,7 +171,16 @@ impl Distro {
         }
         if !self.version_suffix.is_empty() && !is_backport_suffix(&self.version_suffix) {
             bail!(
-                "{DATA_FILE}: distro `{}` has version_suffix `{}`; it must start with `~` (so it sorts below the newest suite's version) and use only letters, digits and . + ~, e.g. ~bpo12+1",
+                "{DATA_FILE}: distro `{}` has version_suffix `{}`; it must start with `~` (so it sorts below the newest suite's version) and use only letters, digits and . + ~, e.g. ~deb12",
+                self.id,
+                self.version_suffix
+            );
+        }
+        // backports.debian.org/Contribute: "~bpo<release>+<build>" marks an
+        // upload to Debian's backports archive; this package is not one.
+        if self.version_suffix.starts_with("~bpo") {
+            bail!(
+                "{DATA_FILE}: distro `{}` has version_suffix `{}`, Debian's form for uploads to its backports archive, which this package is not; use the release's own suffix, e.g. ~deb12",
                 self.id,
                 self.version_suffix
             );

@@ -48,6 +48,7 @@ pub struct RpmPackaging {
     pub build_requires: Vec<String>,
     pub rust_packages: Vec<String>,
     pub dkms_requires: Vec<String>,
+    pub prerequisites: Vec<String>,
 }
 
 /// How a distribution compresses its kernel modules.

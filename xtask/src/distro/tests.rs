@@ -222,8 +222,10 @@ fn an_rpm_entry_is_refused_for_deb() {
 #[test]
 fn a_version_suffix_that_would_not_sort_below_the_bare_revision_is_refused() {
     for (suffix, ok) in [
-        ("~bpo12+1", true),
+        ("~deb12", true),
         ("~ubuntu22.04.1", true),
+        // Debian's backports form: this package is no backport.
+        ("~bpo12+1", false),
         ("+deb12u1", false),
         ("bpo12", false),
         ("~", false),

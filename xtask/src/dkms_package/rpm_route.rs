@@ -15,7 +15,7 @@ use crate::pipeline::{Plan, Route, SourceTree};
 use crate::render::DKMS_NAME;
 use crate::srpm::Srpm;
 use crate::srpm::spec;
-use crate::srpm::writer::{ChangelogEntry, parse_dependency};
+use crate::srpm::writer::{ChangelogEntry, parse_dependency, parse_rich_dependency};
 use anyhow::{Context, Result, bail, ensure};
 use rpm::{BuildConfig, CompressionType, Dependency, DependencyFlags, FileOptions, PackageBuilder};
 use std::collections::BTreeSet;
@@ -253,25 +253,62 @@ fn release_with_dist(plan: &Plan) -> Result<String> {
 }
 
 /// The dependencies of one tag's value: comma- or space-separated items,
-/// each `name` or `name OP version` (rpm's spec syntax).
+/// each `name`, `name OP version` or a rich (boolean) dependency in
+/// parentheses (rpm's spec syntax).
 fn dependency_list(text: &str) -> Result<Vec<Dependency>> {
-    let words: Vec<&str> = text
-        .split([',', ' ', '\t'])
-        .filter(|w| !w.is_empty())
-        .collect();
+    let words = dependency_words(text)?;
     let mut dependencies = Vec::new();
     let mut at = 0;
     while at < words.len() {
-        let is_operator = |w: &&str| ["<", "<=", "=", "==", ">=", ">"].contains(w);
+        if words[at].starts_with('(') {
+            dependencies.push(parse_rich_dependency(&words[at])?);
+            at += 1;
+            continue;
+        }
+        let is_operator = |w: &String| ["<", "<=", "=", "==", ">=", ">"].contains(&w.as_str());
         let item = if words.get(at + 1).is_some_and(is_operator) && at + 2 < words.len() {
             let item = words[at..at + 3].join(" ");
             at += 3;
             item
         } else {
             at += 1;
-            words[at - 1].to_owned()
+            words[at - 1].clone()
         };
         dependencies.push(parse_dependency(&item)?);
     }
     Ok(dependencies)
+}
+
+/// Splits a tag's value at commas and blanks, keeping each parenthesised
+/// group (a rich dependency, which has blanks inside) as one word.
+fn dependency_words(text: &str) -> Result<Vec<String>> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut depth = 0usize;
+    for c in text.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth = depth
+                    .checked_sub(1)
+                    .with_context(|| format!("dependency list {text:?}: a ')' without its '('"))?
+            }
+            ',' | ' ' | '\t' if depth == 0 => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+                continue;
+            }
+            _ => {}
+        }
+        word.push(c);
+    }
+    ensure!(
+        depth == 0,
+        "dependency list {text:?}: a '(' without its ')'"
+    );
+    if !word.is_empty() {
+        words.push(word);
+    }
+    Ok(words)
 }

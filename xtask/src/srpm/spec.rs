@@ -2,7 +2,7 @@
 //! distro entry, and read back for what the source package header repeats
 //! (BuildRequires, the changelog), so the spec stays the one source of both.
 
-use super::writer::{ChangelogEntry, parse_dependency};
+use super::writer::{ChangelogEntry, parse_dependency, parse_rich_dependency};
 use crate::distro::{Compression, DATA_FILE, Distro, Family, ModuleRoute, Packaging, RpmPackaging};
 use crate::pipeline::HELPER_NAME;
 use crate::render;
@@ -58,6 +58,16 @@ pub fn validate_rpm_distro(distro: &Distro) -> Result<&RpmPackaging> {
                 format!("{DATA_FILE}: distro `{id}`, `rpm.{field}` item {item:?}")
             })?;
         }
+    }
+    for item in &rpm.prerequisites {
+        let parsed = if item.starts_with('(') {
+            parse_rich_dependency(item)
+        } else {
+            parse_dependency(item)
+        };
+        parsed.with_context(|| {
+            format!("{DATA_FILE}: distro `{id}`, `rpm.prerequisites` item {item:?}")
+        })?;
     }
     ensure!(
         !rpm.arches.is_empty()

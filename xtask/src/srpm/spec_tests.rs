@@ -181,7 +181,7 @@ fn changelog_parsing_rejects_bad_headings() {
 
 #[test]
 fn an_incomplete_rpm_entry_or_a_deb_entry_is_refused_by_name() {
-    let base = "{route: kmod, group: G, arches: [x86_64], kernel_devel: kernel-devel, macros: m, flavor: default, module_dir: extra/nvidia_peer_memory, compression: xz, build_requires: [gcc], rust_packages: [rust], dkms_requires: [dkms]";
+    let base = "{route: kmod, group: G, arches: [x86_64], kernel_devel: kernel-devel, macros: m, flavor: default, module_dir: extra/nvidia_peer_memory, compression: xz, build_requires: [gcc], rust_packages: [rust], dkms_requires: [dkms], prerequisites: ['(a or b)']";
     let entry = |id: &str, extra: &str| {
         format!("  - {{id: {id}, name: A, family: rpm, dist: .el1, rpm: {base}{extra}}}}}\n")
     };

@@ -92,6 +92,26 @@ pub fn parse_dependency(text: &str) -> Result<Dependency> {
     })
 }
 
+/// A rich dependency, e.g. `(kmod-mlnx-ofa_kernel or mlnx-ofa_kernel-modules)`:
+/// rpm stores the whole expression as the name, with no flags and no
+/// version (rpmbuild's parseRCPOT), and the rpm crate adds the
+/// rpmlib(RichDependencies) requirement rpm needs to read it.
+pub fn parse_rich_dependency(word: &str) -> Result<Dependency> {
+    const OPERATORS: [&str; 7] = ["and", "or", "if", "else", "with", "without", "unless"];
+    ensure!(
+        word.ends_with(')')
+            && word.split_whitespace().any(|w| OPERATORS.contains(&w))
+            && word.chars().all(|c| !c.is_control()),
+        "dependency {word:?}: a rich dependency is `(A or B)` and the like, with one of {}",
+        OPERATORS.join(", ")
+    );
+    Ok(Dependency {
+        name: word.to_owned(),
+        flags: DependencyFlags::ANY,
+        version: String::new(),
+    })
+}
+
 /// Everything a source package header says, and its files.
 #[derive(Debug, Clone)]
 pub struct SourcePackage {
