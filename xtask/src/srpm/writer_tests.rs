@@ -212,7 +212,10 @@ fn dependency_parsing() {
 fn rich_dependency_parsing() {
     let dep = parse_rich_dependency("(nvidia-kmod or kmod(nvidia.ko))").unwrap();
     assert_eq!(dep.name, "(nvidia-kmod or kmod(nvidia.ko))");
-    assert_eq!((dep.flags, dep.version.as_str()), (DependencyFlags::ANY, ""));
+    assert_eq!(
+        (dep.flags, dep.version.as_str()),
+        (DependencyFlags::ANY, "")
+    );
     // No boolean operator, an unclosed group, a control character.
     assert!(parse_rich_dependency("(nvidia-kmod)").is_err());
     assert!(parse_rich_dependency("(a or b").is_err());
