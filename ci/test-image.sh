@@ -15,9 +15,13 @@
 #   peermem    nvidia_peermem loaded at boot: the service refuses, naming
 #              the fix; then DKMS's build removed: status says there is
 #              no module and how to build it
-#   newkernel  bookworm-backports' kernel installed with apt later (DKMS
-#              builds for it from the kernel's hook), booted: the service
-#              loaded the module; then apt-get purge leaves nothing
+#   newkernel  MLNX_OFED and NVIDIA stand-ins that are DKMS packages
+#              themselves (mlnx-ofed-kernel, nvidia-current) registered,
+#              then bookworm-backports' kernel installed as unattended-
+#              upgrades does (LC_ALL=C apt-get): the kernel's hook builds
+#              both and then nv_peer_mem; booted: the service loaded the
+#              module over DKMS's ib_core and nvidia; then apt-get purge
+#              leaves nothing
 # Last line: "N passed, M failed"; exit 1 on any failure, 2 when the host
 # is not set up. Scratch: $NVPM_TEST_DIR (default /var/tmp/nv-peer-mem-test-image).
 set -uo pipefail
@@ -139,7 +143,85 @@ stage_nvidia_source() {
     make_deb nvpm-standin-nvidia-source all "stand-in for the NVIDIA driver's source tree: NVIDIA $nv_ver's nv-p2p.h and the double's Module.symvers"
 }
 check "stand-in debs for $k1 built" stage_standins "$k1"
-check "stand-in debs for $k2 built" stage_standins "$k2"
+# The second kernel's prerequisites come as DKMS packages (issue 23):
+# MLNX_OFED and the NVIDIA driver as many sites have them, DKMS modules
+# themselves, under the package and DKMS names the real ones use on Debian
+# (docs/packaging.md "Prerequisites that DKMS builds"): mlnx-ofed-kernel-dkms
+# registers mlnx-ofed-kernel, nvidia-kernel-dkms registers nvidia-current.
+# Their sources are the doubles vm-standins built for $k1 (MLNX_OFED's own
+# peer_mem.c with the test HCA driver as ib_core, the P2P double as
+# nvidia), so DKMS builds for the new kernel what the prebuilt stand-ins
+# hold for $k1. As MLNX_OFED's DKMS package does (its dkms.conf's
+# POST_BUILD), the MLNX_OFED stand-in keeps each kernel's Module.symvers and
+# peer_mem.h under /usr/src/ofa_kernel/<arch>/<kernel>, where nv_peer_mem's
+# build looks. What differs, and why: their postinst only registers them
+# (`dkms add`), where dh_dkms's would also build for the installed kernel
+# ($k1 keeps the prebuilt stand-ins its boots use); the real MLNX_OFED
+# copies to /usr/src/ofa_kernel-dkms/ and links /usr/src/ofa_kernel/ to it.
+dkms_standin_version=99.0
+copy_sources() { # FROM TO: the C sources, headers and Kbuild files of FROM
+    mkdir -p "$2" && (cd "$1" && find . \( -name '*.c' -o -name '*.h' -o -name Kbuild \) -print0 | cpio -0pdm --quiet "$2")
+}
+# dkms_deb PACKAGE DKMS-NAME DESCRIPTION: the staged $debs/PACKAGE as a deb
+# that registers DKMS-NAME on installation and removes it on removal.
+dkms_deb() {
+    local name=$1 module=$2 desc=$3 dir=$debs/$1
+    mkdir -p "$dir/DEBIAN"
+    printf 'Package: %s\nVersion: %s-test\nArchitecture: all\nMaintainer: nv_peer_mem tests <tests@invalid>\nSection: kernel\nPriority: optional\nDepends: dkms\nDescription: %s\n Built and installed by ci/test-image.sh in its test image only.\n' \
+        "$name" "$dkms_standin_version" "$desc" >"$dir/DEBIAN/control"
+    printf '#!/bin/sh\nset -e\n[ "$1" != configure ] || dkms add -m %s -v %s\n' "$module" "$dkms_standin_version" >"$dir/DEBIAN/postinst"
+    printf '#!/bin/sh\ndkms remove -m %s -v %s --all >/dev/null 2>&1 || true\n' "$module" "$dkms_standin_version" >"$dir/DEBIAN/prerm"
+    chmod 0755 "$dir/DEBIAN/postinst" "$dir/DEBIAN/prerm"
+    dpkg-deb --root-owner-group --build "$dir" "$debs/${name}_${dkms_standin_version}-test_all.deb" >/dev/null
+}
+stage_dkms_standins() {
+    local doubles=$root/target/test-image/$k1/doubles s=$work/standins/$k1 src
+    src=$debs/mlnx-ofed-kernel-dkms/usr/src/mlnx-ofed-kernel-$dkms_standin_version
+    rm -rf "$debs/mlnx-ofed-kernel-dkms"
+    copy_sources "$doubles/peer_core" "$src/peer_core" && copy_sources "$doubles/include" "$src/include" &&
+        install -D -m 0644 "$s/ofa_kernel/include/rdma/peer_mem.h" "$src/ofa/include/rdma/peer_mem.h" || return 1
+    cat >"$src/post-build.sh" <<'SH'
+#!/bin/sh
+# Keeps this kernel's build where modules built against MLNX_OFED look, as
+# MLNX_OFED's DKMS POST_BUILD does: post-build.sh KERNEL ARCH.
+set -e
+dest=/usr/src/ofa_kernel/$2/$1
+mkdir -p "$dest/include/rdma"
+cp peer_core/Module.symvers "$dest/Module.symvers"
+cp ofa/include/rdma/peer_mem.h "$dest/include/rdma/peer_mem.h"
+SH
+    chmod 0755 "$src/post-build.sh"
+    cat >"$src/dkms.conf" <<'CONF'
+# ci/test-image.sh: stand-in for MLNX_OFED's mlnx-ofed-kernel DKMS module.
+PACKAGE_NAME="mlnx-ofed-kernel"
+PACKAGE_VERSION="99.0"
+AUTOINSTALL="yes"
+MAKE[0]="make -C ${kernel_source_dir} M=${dkms_tree}/${PACKAGE_NAME}/${PACKAGE_VERSION}/build/peer_core NVPM_OFA_INC=${dkms_tree}/${PACKAGE_NAME}/${PACKAGE_VERSION}/build/ofa/include NVPM_CORE_NAME=ib_core modules"
+CLEAN="true"
+BUILT_MODULE_NAME[0]="ib_core"
+BUILT_MODULE_LOCATION[0]="peer_core/"
+DEST_MODULE_LOCATION[0]="/updates/dkms"
+POST_BUILD="post-build.sh ${kernelver} ${arch}"
+CONF
+    dkms_deb mlnx-ofed-kernel-dkms mlnx-ofed-kernel "stand-in for MLNX_OFED's DKMS package: MLNX_OFED's peer_mem.c with a test HCA driver as ib_core" || return 1
+    src=$debs/nvidia-kernel-dkms/usr/src/nvidia-current-$dkms_standin_version
+    rm -rf "$debs/nvidia-kernel-dkms"
+    copy_sources "$doubles/nv_p2p_double" "$src/nv_p2p_double" && copy_sources "$doubles/include" "$src/include" &&
+        install -D -m 0644 "$s/nvidia/nvidia/nv-p2p.h" "$src/nvidia/nv-p2p.h" || return 1
+    cat >"$src/dkms.conf" <<'CONF'
+# ci/test-image.sh: stand-in for Debian's nvidia-current DKMS module.
+PACKAGE_NAME="nvidia-current"
+PACKAGE_VERSION="99.0"
+AUTOINSTALL="yes"
+MAKE[0]="make -C ${kernel_source_dir} M=${dkms_tree}/${PACKAGE_NAME}/${PACKAGE_VERSION}/build/nv_p2p_double NVPM_NV_INC=${dkms_tree}/${PACKAGE_NAME}/${PACKAGE_VERSION}/build/nvidia NVPM_NV_NAME=nvidia modules"
+CLEAN="true"
+BUILT_MODULE_NAME[0]="nvidia"
+BUILT_MODULE_LOCATION[0]="nv_p2p_double/"
+DEST_MODULE_LOCATION[0]="/updates/dkms"
+CONF
+    dkms_deb nvidia-kernel-dkms nvidia-current "stand-in for Debian's nvidia-kernel-dkms: the P2P double as nvidia"
+}
+check "DKMS stand-in debs (mlnx-ofed-kernel-dkms, nvidia-kernel-dkms) built" stage_dkms_standins
 check "stand-in NVIDIA source deb built" stage_nvidia_source
 # An MLNX_OFED update for $k1 whose ib_* symbol versions differ (vm-standins'
 # abi_variant/): the same package at a newer version, so the guest
@@ -276,16 +358,47 @@ echo "== a second kernel: $k2"
 # the new kernel, then the kernel and its headers, whose hooks run DKMS.
 mapfile -t k2debs <"$work/kdebs2"
 for d in "${k2debs[@]}"; do cp "$d" "$tree/tmp/debs/"; done
-check "apt-get install the stand-ins for $k2" apt_install \
-    "/tmp/debs/nvpm-standin-mofed-${k2}_0-test_amd64.deb" "/tmp/debs/nvpm-standin-nvidia-${k2}_0-test_amd64.deb"
-check "apt-get install linux-image and linux-headers $k2" apt_install $(for d in "${k2debs[@]}"; do echo "/tmp/debs/$(basename "$d")"; done)
-check "DKMS built nv_peer_mem for $k2 (kernel hook) against the stand-ins" dkms_built_with_providers "$k2"
+install_dkms_standins() {
+    apt_install "/tmp/debs/mlnx-ofed-kernel-dkms_${dkms_standin_version}-test_all.deb" \
+        "/tmp/debs/nvidia-kernel-dkms_${dkms_standin_version}-test_all.deb" || return 1
+    in_image dkms status >"$work/dkms-status.txt" 2>&1
+    cat "$work/dkms-status.txt"
+    grep -q "^mlnx-ofed-kernel/$dkms_standin_version: added" "$work/dkms-status.txt" &&
+        grep -q "^nvidia-current/$dkms_standin_version: added" "$work/dkms-status.txt"
+}
+check "apt-get install the DKMS stand-ins: mlnx-ofed-kernel and nvidia-current registered, built for no kernel yet" \
+    install_dkms_standins
+# As unattended-upgrades installs a kernel: apt, C locale, no questions;
+# the image's and the headers' postinst hooks run dkms autoinstall, which
+# must build both stand-ins and then nv_peer_mem for the new kernel.
+kernel_upgrade() {
+    in_image env LC_ALL=C DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        $(for d in "${k2debs[@]}"; do echo "/tmp/debs/$(basename "$d")"; done)
+}
+check "LC_ALL=C apt-get install linux-image and linux-headers $k2 (the kernel's hooks run DKMS)" kernel_upgrade
+# installed_for KVER MODULE...: dkms says each is installed for KVER.
+installed_for() {
+    local k=$1 m; shift
+    for m in "$@"; do in_image dkms status -m "$m" -k "$k" | grep -q ': installed' || { in_image dkms status; return 1; }; done
+}
+check "the hook installed mlnx-ofed-kernel, nvidia-current and nv_peer_mem for $k2" \
+    installed_for "$k2" mlnx-ofed-kernel nvidia-current nv_peer_mem
+# built_after KVER: nv_peer_mem's build log for KVER is newer than both
+# prerequisites' (BUILD_DEPENDS ordered the autoinstall).
+built_after() {
+    local k=$1 ours=$tree/var/lib/dkms/nv_peer_mem/$upstream/$1/x86_64/log/make.log m
+    for m in mlnx-ofed-kernel nvidia-current; do
+        [ "$ours" -nt "$tree/var/lib/dkms/$m/$dkms_standin_version/$k/x86_64/log/make.log" ] || { ls -l --time-style=full-iso "$ours" "$tree/var/lib/dkms/$m/$dkms_standin_version/$k/x86_64/log/make.log"; return 1; }
+    done
+}
+check "nv_peer_mem was built for $k2 after both prerequisites" built_after "$k2"
+check "DKMS built nv_peer_mem for $k2 (kernel hook) against the DKMS-built stand-ins" dkms_built_with_providers "$k2"
 rm -rf "$tree/tmp/debs"
 lap "install $k2"
 check "disk image (mke2fs -d)" make_disk
 check "kernel and initrd of $k2 from the image's /boot" kernel_from_image "$k2"
 lap "disk"
-boot "$k2" newkernel service_loaded_module loaded_is_dkms_build providers_are_standins \
+boot "$k2" newkernel service_loaded_module loaded_is_dkms_build providers_are_dkms_builds \
     purge purge_unloaded purge_leaves_nothing modprobe_fails_after_purge
 lap "boot newkernel"
 

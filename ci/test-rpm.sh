@@ -250,7 +250,7 @@ for id in $rpm_ids; do
     check "$id: rpmbuild --rebuild with the $route macros" \
         "${cache_env[@]}" "$here/rpm-family-env.sh" "$route" "$work/env-$id" "$kver" -- \
         rpmbuild --rebuild --nodeps --define "_topdir $top" --define "_tmppath $work/tmp" \
-        "${dist_define[@]}" "${load[@]}" "${sign[@]}" "$srpm_id"
+        "${dist_define[@]}" "${load[@]}" "${sign[@]}" --define 'ofa_kernel none' "$srpm_id"
     echo "   ($((SECONDS - start)) s)"
     if [ "${first_module_build:-}" = "$id" ]; then
         check "$id: the rebuild wrote no /var/cache/nv_peer_mem (the core stays in its build tree)" test ! -e /var/cache/nv_peer_mem
@@ -301,8 +301,15 @@ for id in $rpm_ids; do
         "rpm -qp --provides '$dkms' | grep -qx 'nvidia_peer_memory-kmod = $version-$release$dist' && rpm -qp --requires '$dkms' | grep -qx 'nvidia_peer_memory-common = $version'"
     check "$id: -dkms conflicts with the prebuilt module packages by name only" sh -c \
         "test \"\$(rpm -qp --conflicts '$dkms' | sort | tr '\\n' ' ')\" = 'kmod-nvidia_peer_memory nvidia_peer_memory-kmp-default '"
-    check "$id: -dkms requires rust and rust-src at the module's minimum" sh -c \
-        "rpm -qp --requires '$dkms' | grep -qx 'rust >= 1.85' && rpm -qp --requires '$dkms' | grep -qx 'rust-src >= 1.85'"
+    if [ "$id" = sles15 ]; then
+        # SUSE's library sources are rust1.NN-src; no package is rust-src
+        # (packaging/distros.yaml, sles15's rust_toolchains).
+        check "$id: -dkms requires rust at the module's minimum, and no rust-src (SUSE has none)" sh -c \
+            "rpm -qp --requires '$dkms' | grep -qx 'rust >= 1.85' && ! rpm -qp --requires '$dkms' | grep -q '^rust-src'"
+    else
+        check "$id: -dkms requires rust and rust-src at the module's minimum" sh -c \
+            "rpm -qp --requires '$dkms' | grep -qx 'rust >= 1.85' && rpm -qp --requires '$dkms' | grep -qx 'rust-src >= 1.85'"
+    fi
 
     if [ -n "$module" ] && [ -f "$module" ]; then
         lint_rpms+=("$module")
@@ -377,6 +384,33 @@ for id in $rpm_ids; do
         removes_cleanly "$sroot" "$work/repo-$id" "$work/$id-our-files.txt" "$target" nvidia_peer_memory-common
     if [ "$id" = rhel9 ]; then dkms_rpm=$dkms rhel9_common=$common rhel9_module=$module; fi
 done
+
+echo "== build inputs are named, not searched for (rhel9's source rpm)"
+# fails_without_ofa <topdir>: rhel9's rebuild with no ofa_kernel fails,
+# naming the package and the path it looked at, and writes no rpm.
+fails_without_ofa() {
+    ! "$here/rpm-family-env.sh" kmod "$work/env-rhel9-no-ofa" "$kver" -- \
+        rpmbuild --rebuild --nodeps --define "_topdir $1" --define "_tmppath $work/tmp" \
+        --define "dist $(dist_of rhel9)" "${kmod_macros[@]}" "$work/distros/rhel9/$srpm_name" >"$work/no-ofa.txt" 2>&1 || return 1
+    grep -A2 '^error: no MLNX_OFED' "$work/no-ofa.txt"
+    grep -q 'Install mlnx-ofa_kernel-devel for that kernel' "$work/no-ofa.txt" &&
+        grep -qF "/usr/src/ofa_kernel/$(uname -m)/$rhel_krel" "$work/no-ofa.txt" &&
+        [ -z "$(find "$1/RPMS" -name '*.rpm' 2>/dev/null)" ]
+}
+# Without --define 'ofa_kernel ...' the kmod builds against the tree
+# mlnx-ofa_kernel-devel installs for the kernel; where there is none, the
+# build stops at %build naming the fix, and no package is written.
+if [ -z "$rpm_ids" ]; then
+    echo "SKIP: build inputs: no rpmbuild ran (see above)"
+else
+    top=$work/rpmbuild-rhel9-no-ofa
+    rm -rf "$top"
+    check "rhel9: the source rpm BuildRequires mlnx-ofa_kernel-devel" sh -c \
+        "rpm -qp --requires '$work/distros/rhel9/$srpm_name' | grep -qx mlnx-ofa_kernel-devel"
+    # --nodeps: BuildRequires of another family, as above.
+    check "rhel9: with no MLNX_OFED tree for $rhel_krel and no ofa_kernel, rpmbuild fails naming mlnx-ofa_kernel-devel; no rpm written" \
+        fails_without_ofa "$top"
+fi
 
 echo "== relations a real resolver accepts (rhel9's packages, dnf: ci/rpm-resolver.sh)"
 # refuses_without <label> <providers to leave out (ERE on file names)> <text dnf must print>:
@@ -542,10 +576,11 @@ else
     grep -P '\tnvidia_p2p_' "$standins/Module.symvers" >"$work/nvidia.symvers"
     # --nodeps: as for the rebuilds above (BuildRequires of another family).
     check "rhel9's kmod rebuilt with MLNX_OFED's and NVIDIA's Module.symvers (OFA_KERNEL, NV_SYMVERS)" \
-        env OFA_KERNEL="$work/mellanox13/ofa" NV_SYMVERS="$work/nvidia.symvers" \
         "$here/rpm-family-env.sh" kmod "$work/env-rhel9" "$kver" -- \
         rpmbuild --rebuild --nodeps --define "_topdir $top" --define "_tmppath $work/tmp" \
-        --define "dist $(dist_of rhel9)" "${kmod_macros[@]}" "$work/distros/rhel9/$srpm_name"
+        --define "dist $(dist_of rhel9)" "${kmod_macros[@]}" \
+        --define "ofa_kernel $work/mellanox13/ofa" --define "nvidia_symvers $work/nvidia.symvers" \
+        "$work/distros/rhel9/$srpm_name"
     symvers_module=$top/RPMS/x86_64/$(basename "$rhel9_module")
     # Its MLNX_OFED and NVIDIA symbols now carry CRCs, which the ksym
     # generator would turn into ksym() requirements no package provides.

@@ -57,7 +57,7 @@ kernel). Install them with your distribution's packages:
   Debian 13 and newer:     apt-get install rustc rust-src
   Ubuntu 22.04, 24.04:     apt-get install rustc-1.85 rust-1.85-src
   RHEL, Rocky, Alma, Fedora: dnf install rust rust-src
-  SLES 15:                 zypper install rust rust-src
+  SLES 15:                 zypper install rust rust1.NN-src (NN: the minor version rustc --version prints)
 or point RUSTC= at a rustc whose \`rustc --print sysroot\`/lib/rustlib/src/rust/library holds the sources.
 MSG
 exit 1

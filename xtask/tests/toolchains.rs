@@ -21,6 +21,13 @@ struct Distro {
     rust_packages: Vec<String>,
     #[serde(default)]
     rust_toolchains: Vec<Toolchain>,
+    #[serde(default)]
+    rpm: Option<RpmBlock>,
+}
+
+#[derive(Deserialize)]
+struct RpmBlock {
+    rust_packages: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -91,6 +98,42 @@ fn every_deb_entry_depends_on_a_shipped_toolchain_at_the_module_minimum_or_newer
             distro.rust_packages,
             chosen.version,
             chosen.suite
+        );
+    }
+}
+
+/// An rpm entry's Rust packages (`rpm.rust_packages`, required at the
+/// module's minimum) are part of a toolchain it ships at that version or
+/// newer: on SLES the library sources are `rust1.NN-src`, which no
+/// unversioned name provides, so `rust-src` there would be a requirement
+/// no repository meets (issue 23 item 4).
+#[test]
+fn every_rpm_entry_with_facts_requires_packages_of_a_shipped_toolchain() {
+    let min = module_minimum();
+    let text = std::fs::read_to_string(workspace().join("packaging/distros.yaml")).unwrap();
+    let data: Data = serde_saphyr::from_str(&text).unwrap();
+    let rpms: Vec<&Distro> = data
+        .distros
+        .iter()
+        .filter(|d| d.family == "rpm" && !d.rust_toolchains.is_empty())
+        .collect();
+    assert!(
+        rpms.len() >= 6,
+        "rhel8-10, rocky9, alma9, sles15 have facts"
+    );
+    for distro in rpms {
+        let wanted = &distro
+            .rpm
+            .as_ref()
+            .expect("an rpm entry has an rpm block")
+            .rust_packages;
+        let fits = distro.rust_toolchains.iter().any(|t| {
+            version(&t.version) >= version(&min) && wanted.iter().all(|p| t.packages.contains(p))
+        });
+        assert!(
+            fits,
+            "{}: rpm.rust_packages {wanted:?} is part of no toolchain at {min} or newer in rust_toolchains",
+            distro.id
         );
     }
 }
