@@ -636,15 +636,15 @@ mkdir -p "$work/fake-dkms"
 cat >"$work/fake-dkms/dkms" <<FAKE
 #!/bin/sh
 echo "dkms \$*" >>"$work/fake-dkms/calls"
-case "\$1" in install) exit "\${FAKE_DKMS_INSTALL_STATUS:-0}" ;; remove) exit 3 ;; esac
+case "\$1" in install) echo "\${FAKE_DKMS_OUTPUT:-}"; exit "\${FAKE_DKMS_INSTALL_STATUS:-0}" ;; remove) exit 3 ;; esac
 exit 0
 FAKE
 chmod +x "$work/fake-dkms/dkms"
 rpm -qp --qf '%{POSTIN}' "$dkms_rpm" >"$work/dkms-post.sh" 2>>"$work/log"
 rpm -qp --qf '%{PREUN}' "$dkms_rpm" >"$work/dkms-preun.sh" 2>>"$work/log"
-dkms_post_reports() { # <dkms install status> <expected message>
+dkms_post_reports() { # <dkms install status> <expected message> [<what dkms prints>]
     : >"$work/fake-dkms/calls"
-    PATH="$work/fake-dkms:$PATH" FAKE_DKMS_INSTALL_STATUS=$1 sh "$work/dkms-post.sh" 1 >"$work/dkms-post.out" 2>&1 || return 1
+    PATH="$work/fake-dkms:$PATH" FAKE_DKMS_INSTALL_STATUS=$1 FAKE_DKMS_OUTPUT=${3:-} sh "$work/dkms-post.sh" 1 >"$work/dkms-post.out" 2>&1 || return 1
     cat "$work/dkms-post.out"
     grep -q "dkms add -m nv_peer_mem -v $version" "$work/fake-dkms/calls" &&
         grep -q "dkms install -m nv_peer_mem -v $version -k $kver" "$work/fake-dkms/calls" &&
@@ -653,6 +653,12 @@ dkms_post_reports() { # <dkms install status> <expected message>
 check "-dkms %post: a kernel DKMS builds for is reported installed" dkms_post_reports 0 "built and installed"
 check "-dkms %post: an unsupported kernel (dkms 77) is skipped, exit 0" dkms_post_reports 77 "not a kernel the module supports"
 check "-dkms %post: a failed build is skipped naming make.log, exit 0" dkms_post_reports 10 "make.log"
+# dkms before 3.0.11 exits 9 for a BUILD_EXCLUSIVE skip (dkms-project/dkms
+# cac9132), with this message; 9 for another reason is a failure.
+check "-dkms %post: dkms < 3.0.11's exit 9 with the BUILD_EXCLUSIVE message is a skip, exit 0" dkms_post_reports 9 \
+    "not a kernel the module supports" "Error! The dkms.conf for this module includes a BUILD_EXCLUSIVE directive which does not match this kernel/arch."
+check "-dkms %post: exit 9 for another reason is a failed build, naming make.log" dkms_post_reports 9 \
+    "make.log" "Error! Missing write permissions for /x."
 check "-dkms %preun: exit 0 even when dkms remove fails" sh -c \
     "PATH='$work/fake-dkms:$PATH' sh '$work/dkms-preun.sh' 0 && grep -q 'dkms remove -m nv_peer_mem -v $version --all' '$work/fake-dkms/calls'"
 

@@ -104,7 +104,7 @@ pub struct Distro {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub version_suffix: String,
     // --- rpm family ---
-    /// The distribution's `%dist` macro (`.el9`, `.fc42`; empty where the
+    /// The distribution's `%dist` macro (`.el9`, `.el10`; empty where the
     /// build hosts define none, as on SLES): the suffix rpmbuild there puts
     /// after the release. Required in rpm entries (srpm/spec.rs checks it).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 pub const BUILD_LONG_ABOUT: &str = "Build the DKMS binary packages \
 nvidia-peer-memory-dkms_<version>-<release>_all.deb and/or \
 nvidia_peer_memory-dkms-<version>-<release><dist>.noarch.rpm (<dist>: the distro's %dist, \
-e.g. .el9, .fc42; none for SLES) directly, without dpkg-buildpackage, \
+e.g. .el9, .el10; none for SLES and Fedora) directly, without dpkg-buildpackage, \
 debhelper or rpmbuild. They hold what the -dkms packages built from build-deb's and \
 build-srpm's sources hold (the module sources in /usr/src/nv_peer_mem-<version>, dkms.conf, \
 the same dependencies and scripts); installing one makes DKMS build the module for every \

@@ -247,7 +247,7 @@ impl Route for DkmsRpm {
 /// The release as rpmbuild on the distribution writes it: `Release:
 /// N%{?dist}` with the entry's `dist` (packaging/distros.yaml), so the
 /// file is named as that family's rpmbuild names it (`-1.el9.noarch.rpm`,
-/// `-1.fc42.noarch.rpm`; `-1.noarch.rpm` on SUSE, which has no %dist).
+/// `-1.el8.noarch.rpm`; `-1.noarch.rpm` on SUSE, which has no %dist, and for Fedora, whose entry names no release).
 fn release_with_dist(plan: &Plan) -> Result<String> {
     Ok(format!("{}{}", plan.release, spec::dist(&plan.distro)?))
 }

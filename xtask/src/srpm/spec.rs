@@ -136,7 +136,7 @@ pub fn dist(distro: &Distro) -> Result<&str> {
                 && dist[1..]
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_')),
-        "{DATA_FILE}: distro `{id}` has `dist: {dist}`; write the %dist macro's value: a dot and letters, digits, `.` or `_` (e.g. .el9, .fc42), or \"\""
+        "{DATA_FILE}: distro `{id}` has `dist: {dist}`; write the %dist macro's value: a dot and letters, digits, `.` or `_` (e.g. .el9, .el10), or \"\""
     );
     Ok(dist)
 }
