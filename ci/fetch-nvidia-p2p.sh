@@ -5,7 +5,8 @@
 # without installing it and without touching this host's apt state: apt runs
 # with its own sources list, lists and archive cache under
 # /var/cache/nv-peer-mem-ci/apt-<suite> (adding trixie or sid to a bookworm
-# host's sources would let them replace its packages; KMOD-BUILD.md).
+# host's sources would let them replace its packages: docs/testing.md, "The
+# host").
 # Prints the driver source directory, which holds nvidia/nv-p2p.h: pass it as
 # NV_SRC= to kmod's Makefile. (Bookworm's own 535: ci/fetch-nvidia-src.sh.)
 set -euo pipefail

@@ -64,6 +64,16 @@ check "cargo build of xtask" cargo build --quiet --release --manifest-path "$roo
 xtask=$root/target/release/xtask
 check "build-dkms prints Built: <path> for both packages" sh -c \
     "'$xtask' build-dkms --out '$work/a' --distro debian12 --format both >'$work/built.txt' && grep -qx 'Built: $work/a/$deb_name' '$work/built.txt' && grep -qx 'Built: $work/a/$rpm_name' '$work/built.txt'"
+# The install hint names the family's own tool: zypper for SLES's rpm, dnf
+# for the Red Hat family's, never one family's rpm with the other's tool.
+install_hint() { # <distro id> <tool named> <tool not named>
+    rm -rf "$work/hint" && mkdir -p "$work/hint"
+    "$xtask" build-dkms --out "$work/hint" --distro "$1" --format rpm >"$work/hint.txt" 2>&1 || return 1
+    cat "$work/hint.txt"
+    grep -Eq "^    $2 install $work/hint/nvidia_peer_memory-dkms-[^ ]*\.noarch\.rpm\$" "$work/hint.txt" && ! grep -q "$3" "$work/hint.txt"
+}
+check "build-dkms --distro sles15 --format rpm: the hint is zypper install of that rpm" install_hint sles15 zypper dnf
+check "build-dkms --distro rhel9 --format rpm: the hint is dnf install of that rpm" install_hint rhel9 dnf zypper
 "$xtask" build-dkms --out "$work/b" --distro debian12 --format both >>"$work/log" 2>&1
 deb=$work/a/$deb_name
 rpm_file=$work/a/$rpm_name

@@ -412,6 +412,21 @@ else
         fails_without_ofa "$top"
 fi
 
+echo "== a build host without the kernel module macros"
+# rpmbuild would stop at "Unknown tag: %kernel_module_package"; the spec
+# names the package that defines the macro, and the DKMS alternative.
+# (This Debian host has neither macro file unless rpm-family-env.sh adds it.)
+# no_macros_names <distro id> <package named>
+no_macros_names() {
+    ! rpmbuild --rebuild --nodeps --define "_topdir $work/no-macros-$1" --define "_tmppath $work/tmp" \
+        "$work/distros/$1/$srpm_name" >"$work/no-macros-$1.txt" 2>&1 || return 1
+    grep '^error: %' "$work/no-macros-$1.txt"
+    grep -q "^error: %.*kernel_module_package is not defined: install .*$2.*cargo xtask build-dkms --distro $1" "$work/no-macros-$1.txt" &&
+        ! grep -q 'Unknown tag' "$work/no-macros-$1.txt"
+}
+check "rhel9 without kernel-rpm-macros: rpmbuild stops naming kernel-rpm-macros and build-dkms" no_macros_names rhel9 kernel-rpm-macros
+check "sles15 without SUSE's kernel macros: rpmbuild stops naming kernel-syms and build-dkms" no_macros_names sles15 kernel-syms
+
 echo "== relations a real resolver accepts (rhel9's packages, dnf: ci/rpm-resolver.sh)"
 # refuses_without <label> <providers to leave out (ERE on file names)> <text dnf must print>:
 # with those providers missing from the repository, dnf refuses the kmod,
@@ -617,6 +632,27 @@ else
     install_on "$host" "$rhel9_module" >>"$work/log" 2>&1 || fail "rpm -i of rhel9's kmod (no providers' CRCs) on a scratch RHEL host"
     check "a kmod built without the providers' Module.symvers is not linked for $rhel_krel2: depmod's disagreement is on nvidia_p2p_* or ib_*" sh -c \
         "test ! -e '$host/root/lib/modules/$rhel_krel2/weak-updates/$weak' && grep -qE 'not compatible with $rhel_krel2: disagrees about version of symbol (nvidia_p2p_|ib_)' '$host/post.txt'"
+    # A kernel update with the NVIDIA driver from DKMS: when weak-modules
+    # decides for the new kernel (the kernel's %posttrans, --add-kernel),
+    # DKMS has not built nvidia for it yet, so nv_peer_mem's nvidia_p2p_*
+    # are unknown there and it is not linked; nothing runs weak-modules for
+    # it again once DKMS has built nvidia. Here: $rhel_krel2 without the
+    # NVIDIA stand-in when the kmod's weak-modules runs, then the stand-in
+    # placed as DKMS would, then the command docs/packaging.md gives
+    # ("A kernel update with a DKMS-built NVIDIA driver").
+    host=$work/weak-host-dkms-nvidia
+    scratch_host "$host"
+    rm -f "$host/root/lib/modules/$rhel_krel2/extra/standins/nvidia.ko"
+    install_on "$host" "$symvers_module" >>"$work/log" 2>&1 || fail "rpm -i of the kmod on a scratch RHEL host without nvidia for $rhel_krel2"
+    check "before DKMS builds nvidia for $rhel_krel2, weak-modules does not link the kmod there: nvidia_p2p_* unknown" sh -c \
+        "test ! -e '$host/root/lib/modules/$rhel_krel2/weak-updates/$weak' && grep -q 'not compatible with $rhel_krel2: needs unknown symbol nvidia_p2p_' '$host/post.txt'"
+    cp "$standins/nvidia.ko" "$host/root/lib/modules/$rhel_krel2/extra/standins/nvidia.ko"
+    on_host "$host" depmod -a "$rhel_krel2" >>"$work/log" 2>&1
+    relink() {
+        on_host "$host" bash -c "rpm -ql kmod-nvidia_peer_memory | grep '\\.ko' | weak-modules --add-modules" &&
+            test "$(readlink "$host/root/lib/modules/$rhel_krel2/weak-updates/$weak")" = "$installed"
+    }
+    check "once nvidia is built: rpm -ql kmod-nvidia_peer_memory | grep '\\.ko' | weak-modules --add-modules links it" relink
 fi
 
 echo "== -dkms scriptlets (rhel9's package)"

@@ -146,6 +146,31 @@ check "no module for the kernel: says so" status_says 3 "no nv_peer_mem module i
 check "ib_core not loaded: names openibd" status_says 3 'ib_core is not loaded: start .*openibd'
 check "nvidia not loaded: says how" status_says 3 'NVIDIA driver \(nvidia\) is not loaded'
 
+# A host without kmod's tools (the H100 host probed for this project has
+# no modinfo): status must say so, not "no module installed"; start must
+# name the package. PATH: /usr/bin without kmod's programs.
+without_kmod() {
+    local bin=$fake/nokmod f
+    rm -rf "$bin" && mkdir -p "$bin"
+    for f in /usr/bin/*; do
+        case ${f##*/} in kmod|modinfo|modprobe|depmod|insmod|rmmod|lsmod) continue ;; esac
+        ln -s "$f" "$bin/"
+    done
+    env PATH="$bin" NV_PEER_MEM_SYSFS="$fake/sys" NV_PEER_MEM_CONF="$fake/conf" \
+        NV_PEER_MEM_PROC="$fake/proc" NV_PEER_MEM_ROOT="$fake/root" NV_PEER_MEM_KVER="$kver" \
+        NV_PEER_MEM_KLOG="$fake/klog" sh "$helper" "$@" >"$fake/nokmod.out" 2>&1
+    echo "exit $?" >>"$fake/nokmod.out"
+    cat "$fake/nokmod.out"
+}
+nokmod_says() { # <helper verb> <exit> <pattern>
+    without_kmod "$1" && grep -qx "exit $2" "$fake/nokmod.out" && grep -Eq -- "$3" "$fake/nokmod.out"
+}
+nokmod_status() {
+    nokmod_says status 3 'modinfo is not installed.*install kmod' && ! grep -q 'no nv_peer_mem module is installed' "$fake/nokmod.out"
+}
+check "no kmod tools: status says modinfo is missing and to install kmod, not 'no module'" nokmod_status
+check "no kmod tools: start exits 1 naming modprobe and kmod" nokmod_says start 1 'modprobe is not installed.*install kmod'
+
 new_machine; echo ONBOOT=no >"$fake/conf"
 check "ONBOOT=no: not loaded at boot, names the setting" status_says 3 'not loaded at boot: .* ONBOOT=yes'
 new_machine

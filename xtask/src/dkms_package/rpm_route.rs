@@ -10,7 +10,7 @@
 
 use super::spec_subpackage::{self, Subpackage};
 use super::tree_files;
-use crate::distro::{Distro, Family};
+use crate::distro::{Distro, Family, ModuleRoute};
 use crate::pipeline::{Plan, Route, SourceTree};
 use crate::render::DKMS_NAME;
 use crate::srpm::Srpm;
@@ -236,8 +236,15 @@ impl Route for DkmsRpm {
     }
 
     fn report(plan: &Plan, artifact: &Path) -> String {
+        // The KMP route is SUSE's (packaging/distros.yaml): zypper there,
+        // dnf on the Red Hat family and Fedora. Each family's rpm carries
+        // its own dependency names, so another family needs its own build.
+        let installer = match plan.distro.rpm.as_ref().map(|rpm| rpm.route) {
+            Some(ModuleRoute::Kmp) => "zypper",
+            _ => "dnf",
+        };
         format!(
-            "Built: {path}\n\nTo install on {name} (dnf/zypper pull in dkms and the toolchain):\n    dnf install {path}   # SUSE: zypper install {path}\n",
+            "Built: {path}\n\nTo install on {name} ({installer} pulls in dkms and the toolchain):\n    {installer} install {path}\nFor another rpm distribution, build its own: cargo xtask build-dkms --format rpm --distro <id> (the ids: packaging/distros.yaml)\n",
             path = artifact.display(),
             name = plan.distro.name,
         )
