@@ -154,7 +154,13 @@ check "stand-in debs for $k1 built" stage_standins "$k1"
 # hold for $k1. As MLNX_OFED's DKMS package does (its dkms.conf's
 # POST_BUILD), the MLNX_OFED stand-in keeps each kernel's Module.symvers and
 # peer_mem.h under /usr/src/ofa_kernel/<arch>/<kernel>, where nv_peer_mem's
-# build looks. What differs, and why: their postinst only registers them
+# build looks, and, as MLNX_OFED's debian/rules does, it lists its DKMS
+# module in /usr/share/dkms/modules_to_force_install/ ("mostly needed for
+# modules that do not have a version number info, as DKMS will compare
+# their srcversion field"): without it dkms declines to install an ib_core
+# that matches the kernel's own by (absent) version, and the kernel's
+# ib_core, without the peer memory API, is the one that loads.
+# What differs, and why: their postinst only registers them
 # (`dkms add`), where dh_dkms's would also build for the installed kernel
 # ($k1 keeps the prebuilt stand-ins its boots use); the real MLNX_OFED
 # copies to /usr/src/ofa_kernel-dkms/ and links /usr/src/ofa_kernel/ to it.
@@ -203,6 +209,8 @@ BUILT_MODULE_LOCATION[0]="peer_core/"
 DEST_MODULE_LOCATION[0]="/updates/dkms"
 POST_BUILD="post-build.sh ${kernelver} ${arch}"
 CONF
+    install -D -m 0644 /dev/null "$debs/mlnx-ofed-kernel-dkms/usr/share/dkms/modules_to_force_install/mlnx-ofed-kernel.force" &&
+        echo mlnx-ofed-kernel >"$debs/mlnx-ofed-kernel-dkms/usr/share/dkms/modules_to_force_install/mlnx-ofed-kernel.force" || return 1
     dkms_deb mlnx-ofed-kernel-dkms mlnx-ofed-kernel "stand-in for MLNX_OFED's DKMS package: MLNX_OFED's peer_mem.c with a test HCA driver as ib_core" || return 1
     src=$debs/nvidia-kernel-dkms/usr/src/nvidia-current-$dkms_standin_version
     rm -rf "$debs/nvidia-kernel-dkms"
@@ -392,6 +400,14 @@ built_after() {
     done
 }
 check "nv_peer_mem was built for $k2 after both prerequisites" built_after "$k2"
+# modules.dep for $k2 names DKMS's ib_core and nvidia, not the kernel's own
+# ib_core (what modprobe loads at boot).
+dkms_providers_in_modules_dep() {
+    local dep=$tree/lib/modules/$1/modules.dep
+    grep -Eq '^updates/dkms/ib_core\.ko(\.xz)?:' "$dep" && grep -Eq '^updates/dkms/nvidia\.ko(\.xz)?:' "$dep" ||
+        { grep -E '(^|/)(ib_core|nvidia)\.ko' "$dep" | cut -d: -f1; return 1; }
+}
+check "$k2's modules.dep names DKMS's ib_core and nvidia (updates/dkms/)" dkms_providers_in_modules_dep "$k2"
 check "DKMS built nv_peer_mem for $k2 (kernel hook) against the DKMS-built stand-ins" dkms_built_with_providers "$k2"
 rm -rf "$tree/tmp/debs"
 lap "install $k2"

@@ -11,6 +11,27 @@ cd "$top"
 . ci/kernels.sh
 version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml)
 nv_src=$(bash ci/fetch-nvidia-src.sh)
+# NVIDIA's current branches, from the fixtures (issue 20): 580 (production:
+# page table version 0x00020000 with `flags`) and 595 (newest). Absent
+# fixtures: those builds are reported skipped.
+declare -A nv_fixture
+for v in 580.142 595.45.04; do
+    nv_fixture[$v]=$(bash ci/fixture-nvidia-src.sh "$v" 2>/dev/null) || nv_fixture[$v]=
+done
+# with_fixture_drivers LABEL KVER [make args...]: builds with each fixture
+# driver's nv-p2p.h; the nv_mem_nc client compiled in (both have the
+# persistent API).
+with_fixture_drivers() {
+    local label=$1 v; shift
+    for v in 580.142 595.45.04; do
+        if [ -z "${nv_fixture[$v]}" ]; then
+            echo "SKIP: $label: NVIDIA $v: no fixture open-gpu-kernel-modules-$v-kernel-open.tar.gz (set NVPM_FIXTURES)"
+            continue
+        fi
+        check "$label: builds with NVIDIA $v's nv-p2p.h" build "$@" NV_SRC="${nv_fixture[$v]}"
+        check "$label: nv_mem_nc client compiled in with NVIDIA $v" nc_compiled
+    done
+}
 log=$(mktemp -d)
 work=$log
 . ci/checks.sh
@@ -59,6 +80,7 @@ for kver in "$KVER_BOOKWORM" "$KVER_BACKPORTS"; do
     check "$kver: builds with NVIDIA 535's nv-p2p.h" build "$kver" NV_SRC="$nv_src"
     check "$kver: nv_mem_nc client compiled in with NVIDIA 535" nc_compiled
     check "$kver: modinfo with NVIDIA 535" modinfo_ok "$kver"
+    with_fixture_drivers "$kver" "$kver"
 done
 
 echo "== reproducibility and clean"
@@ -246,6 +268,7 @@ check "arm64: modinfo vermagic $kver_arm64 ... aarch64, version" arm64_modinfo
 check "arm64: rustc ran with the kernel's arm64 flags (softfloat target, -neon, pac-ret per CONFIG_ARM64_PTR_AUTH_KERNEL)" arm64_rust_flags
 check "arm64: builds with NVIDIA 535's nv-p2p.h" build "$kver_arm64" "${arm64_make[@]}" NV_SRC="$nv_src"
 check "arm64: nv_mem_nc client compiled in with NVIDIA 535" nc_compiled
+with_fixture_drivers "arm64" "$kver_arm64" "${arm64_make[@]}"
 # bookworm-backports' 6.12 arm64 kernel: the same flags (no BTI there
 # either), its own headers.
 arm64_bpo_root=$(bash ci/fetch-arm64-kernel.sh "$KVER_BACKPORTS" 2>"$log/fetch-arm64") || { cat "$log/fetch-arm64"; arm64_bpo_root=""; }

@@ -203,6 +203,35 @@ check "nvidia_peermem loaded: says so and how to choose" status_says 3 "nvidia_p
 new_machine; install_module
 check "module installed, CRCs match: names the file, no rebuild line" \
     sh -c "$(declare -f status_says run_helper status_lacks); fake='$fake' kver='$kver' helper='$helper' status_says 3 'module for kernel $kver: .*/updates/dkms/nv_peer_mem.ko' && fake='$fake' status_lacks 'rebuild'"
+# Signature enforcement (Secure Boot, issue 20 item 4): an unsigned module
+# on a kernel that loads only signed ones is named, with the fix.
+enforce() { # <sig_enforce Y|N> <lockdown file's text>
+    mkdir -p "$fake/sys/module/module/parameters" "$fake/sys/kernel/security"
+    echo "$1" >"$fake/sys/module/module/parameters/sig_enforce"
+    echo "$2" >"$fake/sys/kernel/security/lockdown"
+}
+new_machine; install_module; enforce Y '[none] integrity confidentiality'
+check "module.sig_enforce=Y, the module unsigned: says so, names mokutil and the rebuild" \
+    status_says 3 'unsigned and this kernel loads only signed modules \(module.sig_enforce\).*mokutil --import .*dkms autoinstall -k'
+new_machine; install_module; enforce N 'none [integrity] confidentiality'
+check "lockdown at integrity, the module unsigned: names lockdown" status_says 3 'only signed modules \(lockdown \(integrity\)\)'
+new_machine; install_module; enforce N '[none] integrity confidentiality'
+not_enforced() { status_says 3 "module for kernel $kver" && status_lacks 'unsigned'; }
+check "neither sig_enforce nor lockdown: no signature line" not_enforced
+# Signed with a throwaway key by the kernel's own sign-file: no line, even
+# where signatures are enforced.
+sign_module() {
+    openssl req -new -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=nv_peer_mem test-service throwaway key/" \
+        -keyout "$work/sign.key" -out "$work/sign.crt" >/dev/null 2>&1 &&
+        "/lib/modules/$kver/build/scripts/sign-file" sha256 "$work/sign.key" "$work/sign.crt" \
+            "$fake/root/lib/modules/$kver/updates/dkms/nv_peer_mem.ko" &&
+        modinfo -F signer "$fake/root/lib/modules/$kver/updates/dkms/nv_peer_mem.ko" | grep -q throwaway
+}
+new_machine; install_module; enforce Y 'none [integrity] confidentiality'
+check "a module signed by sign-file (throwaway key)" sign_module
+check "signed, signatures enforced: no unsigned line" not_enforced
+
+new_machine; install_module
 sed -i 's/^0x11111111/0x0badc0de/' "$fake/root/usr/src/ofa_kernel/default/Module.symvers"
 check "MLNX_OFED updated under it: the symbol, both CRCs, the rebuild command" \
     status_says 3 'another version of ib_register_peer_memory_client .*0x11111111.*0x0badc0de.*dkms autoinstall -k'

@@ -4,8 +4,8 @@
 # cached under /var/cache/nv-peer-mem-ci/chroots):
 #   - the module, with the suite's own linux-headers-amd64, gcc and rustc
 #     (strict: warnings are errors), against kmod/compat and against the
-#     nv-p2p.h of NVIDIA 535 (bookworm), 550 (trixie/sid contrib) and 555
-#     (experimental contrib);
+#     nv-p2p.h of NVIDIA 535 (bookworm), 550 (trixie/sid contrib), 555
+#     (experimental contrib), 580 and 595 (the fixtures' kernel-open trees);
 #   - the Debian route: `cargo xtask build-deb --distro debian13` on the host
 #     (sid uses the debian13 data too), then in the chroot
 #     `dpkg-buildpackage -us -uc`, lintian (0 errors); Mellanox 1.3's debs
@@ -63,6 +63,16 @@ nv_src[535]=$(bash "$here/fetch-nvidia-src.sh" 2>>"$work/log") || true
 nv_src[555]=$(bash "$here/fetch-nvidia-p2p.sh" experimental 2>>"$work/log") || true
 check "NVIDIA 535 sources (bookworm contrib) at hand" test -f "${nv_src[535]}/nvidia/nv-p2p.h"
 check "NVIDIA 555 sources (experimental contrib) at hand" test -f "${nv_src[555]}/nvidia/nv-p2p.h"
+# 580 and 595, NVIDIA's current branches, from the fixtures (issue 20);
+# without them those builds are reported skipped.
+nv_versions=(535 550 555)
+for v in 580.142 595.45.04; do
+    if nv_src[$v]=$(bash "$here/fixture-nvidia-src.sh" "$v" 2>>"$work/log"); then
+        nv_versions+=("$v")
+    else
+        echo "SKIP: NVIDIA $v builds: no fixture open-gpu-kernel-modules-$v-kernel-open.tar.gz (set NVPM_FIXTURES)"
+    fi
+done
 [ -f "$work/deb/$tarball" ] && [ -f "$standin_deb" ] || finish
 
 for suite in "${suites[@]}"; do
@@ -85,7 +95,7 @@ for suite in "${suites[@]}"; do
     mkdir -p "$chroot_dir/build/src" "$chroot_dir/build/deb"
     (cd "$root" && git ls-files -z kmod Cargo.toml | grep -zv '^kmod/tests/' | tar --null -cf - -T -) | tar -C "$chroot_dir/build/src" -xf -
     nv550=$(bash "$here/fetch-nvidia-p2p.sh" "$suite" 2>>"$work/log") || nv550=
-    for v in 535 550 555; do
+    for v in "${nv_versions[@]}"; do
         src=${nv_src[$v]:-}; [ "$v" = 550 ] && src=$nv550
         [ -f "$src/nvidia/nv-p2p.h" ] || continue
         mkdir -p "$chroot_dir/build/nvidia-$v/nvidia"
@@ -106,9 +116,9 @@ for suite in "${suites[@]}"; do
     check "$suite: module builds for $kver (rustc $rustc_v, gcc $gcc_v, strict)" build
     check "$suite: object verified (GOTPCREL, SSE, objtool)" verified
     check "$suite: vermagic is $kver" vermagic_ok
-    for v in 535 550 555; do
+    for v in "${nv_versions[@]}"; do
         if [ ! -f "$chroot_dir/build/nvidia-$v/nvidia/nv-p2p.h" ]; then
-            fail "$suite: no NVIDIA $v nv-p2p.h (ci/fetch-nvidia-p2p.sh failed, see $work/log)"; continue
+            fail "$suite: no NVIDIA $v nv-p2p.h (ci/fetch-nvidia-p2p.sh or ci/fixture-nvidia-src.sh failed, see $work/log)"; continue
         fi
         check "$suite: builds with NVIDIA $v's nv-p2p.h" build NV_SRC=/build/nvidia-$v
         check "$suite: nv_mem_nc client compiled in with NVIDIA $v" nc_compiled
