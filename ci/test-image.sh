@@ -267,8 +267,26 @@ apt_install() { in_image apt-get install -y -q --no-install-recommends "$@"; }
 check "apt-get install the stand-ins for $k1 (MLNX_OFED, NVIDIA)" apt_install \
     "/tmp/debs/nvpm-standin-mofed-${k1}_0-test_amd64.deb" "/tmp/debs/nvpm-standin-nvidia-${k1}_0-test_amd64.deb" \
     /tmp/debs/nvpm-standin-nvidia-source_0-test_all.deb
+# A DKMS MOK key (Secure Boot, issue 20 item 4): Debian's dkms signs what it
+# builds with /var/lib/dkms/mok.key and mok.pub when they exist (and makes
+# them with openssl when it can; the image has no openssl). A throwaway
+# pair, made here, stands for an admin's enrolled key.
+mok_cn="nv_peer_mem test-image throwaway MOK"
+place_mok() {
+    mkdir -p "$tree/var/lib/dkms" &&
+        openssl req -new -x509 -nodes -days 2 -subj "/CN=$mok_cn/" -newkey rsa:2048 \
+            -keyout "$tree/var/lib/dkms/mok.key" -outform DER -out "$tree/var/lib/dkms/mok.pub" >/dev/null 2>&1
+}
+check "a DKMS MOK key pair in the image (/var/lib/dkms/mok.key, mok.pub)" place_mok
 check "apt-get install nvidia-peer-memory nvidia-peer-memory-dkms" apt_install \
     "/tmp/debs/$(basename "${our_debs[0]}")" "/tmp/debs/$(basename "${our_debs[1]}")"
+# signed_by_mok KVER: DKMS's nv_peer_mem for KVER carries the MOK's signature.
+signed_by_mok() {
+    local ko
+    ko=$(ls "$tree/lib/modules/$1/updates/dkms/"nv_peer_mem.ko* 2>/dev/null | head -n 1)
+    [ -n "$ko" ] && modinfo -F signer "$ko" | tee /dev/stderr | grep -qxF "$mok_cn"
+}
+check "DKMS signed nv_peer_mem for $k1 with the MOK key (modinfo -F signer)" signed_by_mok "$k1"
 dkms_built_with_providers() {  # KVER: installed, and built against the stand-ins, not kmod/compat
     local k=$1 log
     in_image dkms status -m nv_peer_mem -k "$k" | grep -q ': installed' || return 1
@@ -350,7 +368,7 @@ echo "== boot $k1"
 check "disk image (mke2fs -d)" make_disk
 check "kernel and initrd of $k1 from the image's /boot" kernel_from_image "$k1"
 lap "disk"
-boot "$k1" onboot service_loaded_module journal_says_loaded loaded_is_dkms_build providers_are_standins \
+boot "$k1" onboot service_loaded_module journal_says_loaded loaded_is_dkms_build loaded_is_signed providers_are_standins \
     status_loaded status_diagnoses_loaded systemctl_status_loaded service_stop --vm-scenarios
 lap "boot onboot"
 boot "$k1" onboot-no not_loaded_onboot_no journal_says_onboot_no status_onboot_no systemctl_status_onboot_no \
@@ -409,6 +427,7 @@ dkms_providers_in_modules_dep() {
 }
 check "$k2's modules.dep names DKMS's ib_core and nvidia (updates/dkms/)" dkms_providers_in_modules_dep "$k2"
 check "DKMS built nv_peer_mem for $k2 (kernel hook) against the DKMS-built stand-ins" dkms_built_with_providers "$k2"
+check "DKMS signed nv_peer_mem for $k2 with the MOK key" signed_by_mok "$k2"
 rm -rf "$tree/tmp/debs"
 lap "install $k2"
 check "disk image (mke2fs -d)" make_disk
