@@ -9,8 +9,12 @@
 #   both binary rpms with the right files, dependencies and a .ko that
 #   modinfo accepts; rpmlint (with rpm/rpmlint.toml's justified filters)
 #   reports 0 errors and 0 warnings on the source and binary rpms;
+#   every family's packages install with dnf (a real resolver) from a
+#   repository beside stand-ins for MLNX_OFED's and NVIDIA's packages
+#   (ci/rpm-providers.sh, ci/rpm-resolver.sh) and are refused without them;
 #   Mellanox's 1.3 rpm (ci/mellanox13-rpm.sh) installed into a scratch root
-#   is replaced by `rpm -U` of rhel9's -common and kmod, keeping its conf.
+#   is replaced by rhel9's -common and kmod through Obsoletes, keeping its
+#   conf.
 # Everything is built under $NVPM_TEST_DIR (default /var/tmp/nv-peer-mem-
 # test-rpm); nothing is installed. Last line: "N passed, M failed"; exit
 # status 1 when anything failed, 2 when the machine is not set up.
@@ -22,7 +26,7 @@ work=${NVPM_TEST_DIR:-/var/tmp/nv-peer-mem-test-rpm}
 
 . "$here/checks.sh"
 
-require_root_and_tools test-rpm.sh cargo rpm rpmbuild rpm2cpio rpmlint cpio modinfo sha256sum
+require_root_and_tools test-rpm.sh cargo rpm rpmbuild rpm2cpio rpmlint cpio modinfo sha256sum dnf createrepo_c
 
 # The kernel to build for: Debian's current bookworm kernel (ci/kernels.sh)
 # when its headers are installed, else the newest kernel with headers.
