@@ -42,11 +42,17 @@ fn names_are_found() {
     assert!(md_names("cmd.mdx or .md alone").is_empty());
 }
 
+/// This file: its examples name documents that do not exist on purpose.
+const THIS_FILE: &str = "xtask/tests/doc_references.rs";
+
 #[test]
 fn every_markdown_document_named_in_a_tracked_file_exists() {
     let root = workspace();
     let mut missing = Vec::new();
     for file in tracked(&root) {
+        if file == Path::new(THIS_FILE) {
+            continue;
+        }
         let Ok(text) = std::fs::read_to_string(root.join(&file)) else {
             continue; // not text
         };
