@@ -203,6 +203,17 @@ u32 nvpm_c_page_table_page_size(void *page_table)
 	return ((struct nvidia_p2p_page_table *)page_table)->page_size;
 }
 
+u32 nvpm_c_page_table_version(void *page_table)
+{
+	return ((struct nvidia_p2p_page_table *)page_table)->version;
+}
+
+/* The layout this build reads: the nv-p2p.h it was compiled against. */
+u32 nvpm_c_page_table_version_built(void)
+{
+	return NVIDIA_P2P_PAGE_TABLE_VERSION;
+}
+
 int nvpm_c_p2p_dma_map(void *pci_dev, void *page_table, void **mapping)
 {
 	return nvidia_p2p_dma_map_pages(pci_dev, page_table,

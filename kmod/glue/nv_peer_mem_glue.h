@@ -46,6 +46,8 @@ int nvpm_c_p2p_put_pages(u64 va, void *page_table);
 int nvpm_c_p2p_get_pages_persistent(u64 va, u64 len, void **slot);
 int nvpm_c_p2p_put_pages_persistent(u64 va, void *page_table);
 u32 nvpm_c_page_table_page_size(void *page_table);
+u32 nvpm_c_page_table_version(void *page_table);
+u32 nvpm_c_page_table_version_built(void);
 int nvpm_c_p2p_dma_map(void *pci_dev, void *page_table, void **mapping);
 int nvpm_c_p2p_dma_unmap(void *pci_dev, void *page_table, void *mapping);
 u32 nvpm_c_dma_mapping_version(void *mapping);

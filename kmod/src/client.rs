@@ -8,7 +8,7 @@ use crate::errno::{EINVAL, ENOMEM, Errno};
 use crate::params::{Clients, PERSISTENT_API_SUPPORT_DEFAULT, ParamError, Params};
 use crate::platform::{
     ClientKind, FreeCallback, Level, NVIDIA_P2P_PAGE_SIZE_64KB, Platform,
-    dma_mapping_version_compatible,
+    dma_mapping_version_compatible, version_compatible,
 };
 use crate::range::{GPU_PAGE_SIZE, GpuRange};
 use core::ffi::c_void;
@@ -412,6 +412,21 @@ impl<P: Platform> Driver<P> {
                 Level::Error,
                 "dma_map: called without pinned pages",
                 EINVAL.to_kernel().into(),
+            );
+            return Err(EINVAL);
+        }
+        // The page table is the one structure of the driver's this module
+        // reads fields of (page_size); nv-p2p.h says a table whose major
+        // version differs from the one the reader was built for has
+        // another layout. Refuse it and name the fix instead of reading a
+        // field that may have moved (docs/contracts.md, "Versioned
+        // structures"). The pages stay pinned until the core's put_pages.
+        let (found, built) = p.page_table_version(page_table);
+        if !version_compatible(found, built) {
+            p.log(
+                Level::Error,
+                "dma_map: the NVIDIA driver's nvidia_p2p_page_table layout is not the one nv_peer_mem was built for; rebuild nv_peer_mem against the installed driver (dkms autoinstall); the driver's page table major version",
+                (found >> 16).into(),
             );
             return Err(EINVAL);
         }

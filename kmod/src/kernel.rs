@@ -26,6 +26,8 @@ mod ffi {
         pub fn nvpm_c_p2p_get_pages_persistent(va: u64, len: u64, slot: *mut *mut c_void) -> i32;
         pub fn nvpm_c_p2p_put_pages_persistent(va: u64, page_table: *mut c_void) -> i32;
         pub fn nvpm_c_page_table_page_size(page_table: *mut c_void) -> u32;
+        pub fn nvpm_c_page_table_version(page_table: *mut c_void) -> u32;
+        pub fn nvpm_c_page_table_version_built() -> u32;
         pub fn nvpm_c_p2p_dma_map(
             pci_dev: *mut c_void,
             page_table: *mut c_void,
@@ -113,6 +115,16 @@ impl Platform for Kernel {
     fn page_table_page_size(&self, page_table: *mut c_void) -> u32 {
         // SAFETY: see the impl comment; page_table is non-null here.
         unsafe { ffi::nvpm_c_page_table_page_size(page_table) }
+    }
+    fn page_table_version(&self, page_table: *mut c_void) -> (u32, u32) {
+        // SAFETY: see the impl comment; page_table is non-null here. The
+        // second call reads a constant of the glue's build.
+        unsafe {
+            (
+                ffi::nvpm_c_page_table_version(page_table),
+                ffi::nvpm_c_page_table_version_built(),
+            )
+        }
     }
     fn p2p_dma_map(
         &self,

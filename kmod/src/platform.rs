@@ -63,14 +63,23 @@ pub enum Level {
 /// `enum nvidia_p2p_page_size_type` value of 64 KiB pages.
 pub const NVIDIA_P2P_PAGE_SIZE_64KB: u32 = 1;
 /// `NVIDIA_P2P_DMA_MAPPING_VERSION` of the driver ABI the module is written
-/// for (535); a mapping is compatible when its major version is equal and
-/// its minor version is the same or newer.
+/// for (535; unchanged through 595); a mapping is compatible when
+/// [`version_compatible`] says so.
 pub const NVIDIA_P2P_DMA_MAPPING_VERSION: u32 = 0x0002_0003;
+
+/// nv-p2p.h's `NVIDIA_P2P_VERSION_COMPATIBLE(p, v)`: a structure of version
+/// @found can be read by code built for version @built when the major
+/// versions (high 16 bits) are equal and @found's minor version is the same
+/// or newer. The header defines one rule for every versioned structure
+/// (page table, dma mapping, rsync info); docs/contracts.md, "Versioned
+/// structures".
+pub fn version_compatible(found: u32, built: u32) -> bool {
+    found >> 16 == built >> 16 && (found & 0xffff) >= (built & 0xffff)
+}
 
 /// Whether a `nvidia_p2p_dma_mapping` version is one this module can read.
 pub fn dma_mapping_version_compatible(version: u32) -> bool {
-    version >> 16 == NVIDIA_P2P_DMA_MAPPING_VERSION >> 16
-        && (version & 0xffff) >= (NVIDIA_P2P_DMA_MAPPING_VERSION & 0xffff)
+    version_compatible(version, NVIDIA_P2P_DMA_MAPPING_VERSION)
 }
 
 /// A copy of the `struct sg_table` the module filled in `dma_map`, kept so
@@ -110,6 +119,11 @@ pub trait Platform {
     fn p2p_put_pages_persistent(&self, va: u64, page_table: *mut c_void) -> Result<(), Errno>;
     /// `page_table->page_size` (an `enum nvidia_p2p_page_size_type`).
     fn page_table_page_size(&self, page_table: *mut c_void) -> u32;
+    /// `page_table->version`, and the `NVIDIA_P2P_PAGE_TABLE_VERSION` of the
+    /// nv-p2p.h the module was built against: (found, built). The layout
+    /// changed at 580 (0x00010002 -> 0x00020000, `flags` appended), so
+    /// the version a build can read is the header's, not a constant here.
+    fn page_table_version(&self, page_table: *mut c_void) -> (u32, u32);
     /// `nvidia_p2p_dma_map_pages(pci_dev, page_table, &mapping)`.
     fn p2p_dma_map(
         &self,

@@ -5,7 +5,10 @@
 
 mod common;
 
-use common::{Call, Env, Op, PAGE, PAGE_SIZE_4KB, PAGE_SIZE_128KB};
+use common::{
+    Call, Env, Op, PAGE, PAGE_SIZE_4KB, PAGE_SIZE_128KB, PAGE_TABLE_VERSION_535,
+    PAGE_TABLE_VERSION_580,
+};
 use nv_peer_mem::errno::{EBUSY, EINVAL, ENOMEM, Errno};
 use nv_peer_mem::platform::{NVIDIA_P2P_DMA_MAPPING_VERSION, NVIDIA_P2P_PAGE_SIZE_64KB};
 use nv_peer_mem::{ClientKind, Level};
@@ -50,7 +53,7 @@ fn refuses_4k_pages() {
             kind,
             |e| e.sim().set_page_size_type(PAGE_SIZE_4KB),
             EINVAL,
-            &[Call::PageSize],
+            &[Call::PageTableVersion, Call::PageSize],
         );
     }
 }
@@ -61,13 +64,14 @@ fn refuses_128k_pages() {
         ClientKind::Mem,
         |e| e.sim().set_page_size_type(PAGE_SIZE_128KB),
         EINVAL,
-        &[Call::PageSize],
+        &[Call::PageTableVersion, Call::PageSize],
     );
 }
 
 #[test]
 fn refuses_incompatible_mapping_versions_and_unmaps() {
     let mapped_then_unmapped = [
+        Call::PageTableVersion,
         Call::PageSize,
         Call::DmaMap,
         Call::MappingVersion,
@@ -105,6 +109,54 @@ fn accepts_same_major_with_same_or_newer_minor() {
     }
 }
 
+/// A page table of another layout than the module was built for
+/// (nv-p2p.h: the major version differs, or the minor is older) is refused
+/// before any field of it is read or anything is mapped: 535's build meets
+/// a 580 driver and the reverse, and a future major version.
+#[test]
+fn refuses_page_tables_of_a_layout_it_was_not_built_for() {
+    for (found, built) in [
+        (PAGE_TABLE_VERSION_580, PAGE_TABLE_VERSION_535),
+        (PAGE_TABLE_VERSION_535, PAGE_TABLE_VERSION_580),
+        (0x0003_0000, PAGE_TABLE_VERSION_580), // a future major version
+        (0x0001_0001, PAGE_TABLE_VERSION_535), // minor older than built
+        (0, PAGE_TABLE_VERSION_535),
+    ] {
+        for kind in [ClientKind::Mem, ClientKind::Nc] {
+            refused(
+                kind,
+                |e| e.sim().set_page_table_version(found, built),
+                EINVAL,
+                &[Call::PageTableVersion],
+            );
+        }
+    }
+}
+
+#[test]
+fn accepts_page_tables_of_the_built_major_with_same_or_newer_minor() {
+    for (found, built) in [
+        (PAGE_TABLE_VERSION_535, PAGE_TABLE_VERSION_535),
+        (0x0001_0007, PAGE_TABLE_VERSION_535),
+        (PAGE_TABLE_VERSION_580, PAGE_TABLE_VERSION_580),
+        (0x0002_0001, PAGE_TABLE_VERSION_580),
+    ] {
+        let env = Env::new();
+        let sim = env.sim();
+        sim.set_page_table_version(found, built);
+        let va = sim.cuda_malloc(2 * PAGE);
+        let reg = env.acquire(ClientKind::Mem, va, 2 * PAGE).unwrap();
+        env.get_pages(&reg).unwrap();
+        assert_eq!(
+            env.dma_map(&reg),
+            Ok(2),
+            "table {found:#x}, built {built:#x}"
+        );
+        env.dereg_mr(&reg);
+        sim.assert_clean();
+    }
+}
+
 #[test]
 fn sg_allocation_failure_unmaps() {
     refused(
@@ -112,6 +164,7 @@ fn sg_allocation_failure_unmaps() {
         |e| e.sim().fail_nth(Op::SgFill, 1, ENOMEM),
         ENOMEM,
         &[
+            Call::PageTableVersion,
             Call::PageSize,
             Call::DmaMap,
             Call::MappingVersion,
@@ -124,6 +177,7 @@ fn sg_allocation_failure_unmaps() {
         |e| e.sim().fail_nth(Op::SgFill, 1, ENOMEM),
         ENOMEM,
         &[
+            Call::PageTableVersion,
             Call::PageSize,
             Call::DmaMap,
             Call::MappingVersion,
@@ -139,7 +193,7 @@ fn driver_mapping_failure_is_passed_on() {
         ClientKind::Mem,
         |e| e.sim().fail_nth(Op::DmaMap, 1, EBUSY),
         EBUSY,
-        &[Call::PageSize, Call::DmaMap],
+        &[Call::PageTableVersion, Call::PageSize, Call::DmaMap],
     );
 }
 

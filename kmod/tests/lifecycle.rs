@@ -221,6 +221,7 @@ fn whole_lifecycle_exact_calls_and_everything_freed() {
     assert_eq!(
         sim.take_calls(),
         [
+            Call::PageTableVersion,
             Call::PageSize,
             Call::DmaMap,
             Call::MappingVersion,

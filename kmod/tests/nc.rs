@@ -47,6 +47,7 @@ fn nc_lifecycle_uses_persistent_pages() {
     assert_eq!(
         sim.take_calls(),
         [
+            Call::PageTableVersion,
             Call::PageSize,
             Call::DmaMap,
             Call::MappingVersion,

@@ -6,7 +6,9 @@ use nv_peer_mem::params::{
     Clients, PEERDIRECT_SUPPORT_DEFAULT, PEERDIRECT_SUPPORT_LEGACY, PERSISTENT_API_SUPPORT_DEFAULT,
     PERSISTENT_API_SUPPORT_LEGACY, ParamError, Params,
 };
-use nv_peer_mem::platform::{NVIDIA_P2P_DMA_MAPPING_VERSION, dma_mapping_version_compatible};
+use nv_peer_mem::platform::{
+    NVIDIA_P2P_DMA_MAPPING_VERSION, dma_mapping_version_compatible, version_compatible,
+};
 use nv_peer_mem::{ClientKind, RegistrationStyle};
 use proptest::prelude::*;
 
@@ -106,6 +108,14 @@ proptest! {
     fn errno_any_negative_is_a_positive_error(r in i32::MIN..0) {
         let e = Errno::check(r).unwrap_err();
         prop_assert!(e.0 > 0);
+    }
+
+    #[test]
+    fn version_rule_is_nv_p2p_h_s(found in any::<u32>(), built in any::<u32>()) {
+        // NVIDIA_P2P_VERSION_COMPATIBLE(p, v), written out from nv-p2p.h
+        let header = ((found & 0xffff_0000) >> 16) == ((built & 0xffff_0000) >> 16)
+            && (found & 0x0000_ffff) >= (built & 0x0000_ffff);
+        prop_assert_eq!(version_compatible(found, built), header);
     }
 
     #[test]

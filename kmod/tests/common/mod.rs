@@ -39,6 +39,11 @@ pub const PAGE: u64 = 0x1_0000;
 /// `NVIDIA_P2P_PAGE_SIZE_4KB` and `_128KB`.
 pub const PAGE_SIZE_4KB: u32 = 0;
 pub const PAGE_SIZE_128KB: u32 = 2;
+/// nv-p2p.h's NVIDIA_P2P_PAGE_TABLE_VERSION of 535 (also 550/555) and of
+/// 580/595 (the fixtures' kernel-open/nvidia/nv-p2p.h).
+pub const PAGE_TABLE_VERSION_535: u32 = 0x0001_0002;
+#[allow(dead_code)] // used by some test binaries only
+pub const PAGE_TABLE_VERSION_580: u32 = 0x0002_0000;
 
 const PT_BASE: usize = 0x7a00_0000;
 const MAP_BASE: usize = 0x7b00_0000;
@@ -89,6 +94,7 @@ pub enum Call {
     PutPagesPersistent {
         va: u64,
     },
+    PageTableVersion,
     PageSize,
     DmaMap,
     DmaUnmap,
@@ -230,6 +236,9 @@ struct State {
     next_core_context: u64,
     invalidations: Vec<u64>,
     page_size_type: u32,
+    /// (the tables' `version`, the `NVIDIA_P2P_PAGE_TABLE_VERSION` the
+    /// module was built for)
+    page_table_version: (u32, u32),
     mapping_version: u32,
     put_of_unlinked_succeeds: bool,
     release_inside_invalidate: bool,
@@ -526,6 +535,13 @@ impl Sim {
     pub fn set_mapping_version(&self, v: u32) {
         self.lock().mapping_version = v;
     }
+    /// The version the driver writes into its page tables, and the one
+    /// the module under test was built against (nv-p2p.h's
+    /// NVIDIA_P2P_PAGE_TABLE_VERSION: 0x00010002 up to 575, 0x00020000 from
+    /// 580).
+    pub fn set_page_table_version(&self, found: u32, built: u32) {
+        self.lock().page_table_version = (found, built);
+    }
 
     // ---- the GPU ----
 
@@ -785,6 +801,17 @@ impl Platform for Sim {
         st.calls.push(Call::PutPagesPersistent { va });
         st.inject(Op::PutPagesPersistent)?;
         st.put(va, page_table, true)
+    }
+
+    fn page_table_version(&self, page_table: *mut c_void) -> (u32, u32) {
+        let mut st = self.lock();
+        st.calls.push(Call::PageTableVersion);
+        if let Some(i) = st.pt_index(page_table, "page table version")
+            && st.page_tables[i].state == PtState::Freed
+        {
+            st.violation("page table version: read of a freed page table".into());
+        }
+        st.page_table_version
     }
 
     fn page_table_page_size(&self, page_table: *mut c_void) -> u32 {
@@ -1266,6 +1293,7 @@ impl Env {
                 st.next_core_context = 0xc0de_0000;
                 st.page_size_type = NVIDIA_P2P_PAGE_SIZE_64KB;
                 st.mapping_version = NVIDIA_P2P_DMA_MAPPING_VERSION;
+                st.page_table_version = (PAGE_TABLE_VERSION_535, PAGE_TABLE_VERSION_535);
             }
             Driver::new(sim)
         });
