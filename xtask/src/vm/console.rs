@@ -18,6 +18,7 @@ pub const SCENARIOS: &[&str] = &[
     "lifecycle",
     "several",
     "dma_map_refusals",
+    "page_table_version",
     "invalidate",
     "free_during_get",
     "nc",

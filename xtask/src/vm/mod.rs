@@ -17,7 +17,9 @@ mod console;
 mod initramfs;
 mod kernel_image;
 mod mutants;
+mod nvidia;
 mod oracle;
+mod oracle_builds;
 mod oracle_console;
 mod oracle_report;
 mod standins;
@@ -29,6 +31,7 @@ use arch::{Arch, GuestKernel};
 use builds::{HARNESS_NAMES, Variant, build_doubles, build_module};
 use console::{Outcome, SCENARIOS};
 use kernel_image::{cache_dir, kernel_image};
+use nvidia::Generation;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -61,6 +64,13 @@ pub struct TestVmArgs {
     /// fails some scenario
     #[arg(long, conflicts_with = "prebuilt")]
     mutants: bool,
+    /// Which NVIDIA driver the double stands in for, per boot: 535 (page
+    /// table 0x00010002, Debian's 535/550/555), 580 (0x00020000 with
+    /// `flags`, the 580/595 fixtures), or per-kernel: 535 on bookworm's
+    /// kernel, 580 on the backports kernel. nv_peer_mem.ko is built
+    /// against the same driver's nv-p2p.h.
+    #[arg(long, default_value = "per-kernel", value_parser = ["per-kernel", "535", "580"])]
+    nvidia: String,
 }
 
 /// The subcommand: fails (exit 1) when any kernel had a failure.
@@ -78,9 +88,9 @@ fn test_vm(args: &TestVmArgs) -> Result<bool> {
     let started = Instant::now();
     let (bookworm, backports) = kernels()?;
     let kvers: Vec<String> = match args.kernel.as_str() {
-        "6.1" => vec![bookworm],
+        "6.1" => vec![bookworm.clone()],
         "6.12" => vec![backports],
-        _ => vec![bookworm, backports],
+        _ => vec![bookworm.clone(), backports],
     };
     let arch = Arch::parse(&args.arch);
     if args.mutants && arch != Arch::X86_64 {
@@ -104,8 +114,15 @@ fn test_vm(args: &TestVmArgs) -> Result<bool> {
     };
     let cache = cache_dir()?;
     let nv_src = nvidia_src()?;
+    let nv_580 = nvidia::fixture_tree(nvidia::NV580_RELEASE);
+    let sources = oracle::Sources {
+        nv_535: &nv_src,
+        nv_580: &nv_580,
+    };
     if args.mutants {
-        return test_mutants(&kvers[0], &cache, &nv_src, &mofed, args);
+        let generation = Generation::for_boot(&args.nvidia, &kvers[0], &bookworm);
+        let tree = driver_tree(generation, &sources)?;
+        return test_mutants(&kvers[0], &cache, &tree, &mofed, args);
     }
     let mut all_ok = true;
     let mut summary = Vec::new();
@@ -117,8 +134,13 @@ fn test_vm(args: &TestVmArgs) -> Result<bool> {
             Ok(g) => g.kver.clone(),
             Err(_) => format!("{amd64_kver} ({arch:?})"),
         };
-        println!("==> [{kver}] preparing");
-        let prepared = guest.and_then(|g| prepare_and_boot(&g, &cache, &nv_src, &mofed, args));
+        let generation = Generation::for_boot(&args.nvidia, amd64_kver, &bookworm);
+        println!(
+            "==> [{kver}] preparing (NVIDIA double: {}-style driver)",
+            generation.id()
+        );
+        let prepared =
+            guest.and_then(|g| prepare_and_boot(&g, &cache, generation, &sources, &mofed, args));
         let outcome = match prepared {
             Ok(o) => o,
             Err(e) => {
@@ -179,6 +201,20 @@ pub(super) fn nvidia_src() -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// The source tree whose nv-p2p.h a boot of @generation builds the double
+/// and nv_peer_mem.ko against. A missing 580 fixture fails the boot with
+/// the reason (the MLNX_OFED fixture beside it is there, or nothing would
+/// run at all).
+fn driver_tree(generation: Generation, src: &oracle::Sources) -> Result<PathBuf> {
+    match generation {
+        Generation::Nv535 => Ok(src.nv_535.to_path_buf()),
+        Generation::Nv580 => match src.nv_580 {
+            Ok(tree) => Ok(tree.dir.clone()),
+            Err(why) => bail!("the 580-style NVIDIA double needs the 580 fixture: {why}"),
+        },
+    }
+}
+
 /// The guest kernel's work directory under target/test-vm, made once its
 /// headers are known to be there (both the normal run and --mutants build
 /// against them).
@@ -198,10 +234,12 @@ fn work_dir(guest: &GuestKernel) -> Result<PathBuf> {
 fn prepare_and_boot(
     guest: &GuestKernel,
     cache: &Path,
-    nv_src: &Path,
+    generation: Generation,
+    sources: &oracle::Sources,
     mofed: &Path,
     args: &TestVmArgs,
 ) -> Result<Outcome> {
+    let nv_src = &driver_tree(generation, sources)?;
     let kver = guest.kver.as_str();
     let kdir = guest.kdir.clone();
     let work = work_dir(guest)?;
@@ -256,7 +294,7 @@ fn prepare_and_boot(
     // of NVIDIA's and Mellanox's code, and TCG time goes to our scenarios.
     let plan = if guest.arch == Arch::X86_64 {
         let t = Instant::now();
-        let plan = oracle::prepare(kver, &kdir, &work, &mods, nv_src);
+        let plan = oracle::prepare(kver, &kdir, &work, &mods, generation, sources);
         println!(
             "  [{kver}] oracle clients and benchmark built ({:.1} s)",
             t.elapsed().as_secs_f64()

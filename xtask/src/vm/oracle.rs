@@ -9,7 +9,16 @@
 //!     (bookworm contrib, ci/fetch-nvidia-src.sh) and 550 (trixie contrib,
 //!     ci/fetch-nvidia-p2p.sh trixie), downloaded and unpacked, never
 //!     installed;
+//!   - NVIDIA's nvidia-peermem.c of 580.142 and 595.45.04 from the
+//!     open-gpu-kernel-modules fixtures, with the result of their own
+//!     conftest.sh (its ib_peer_memory_symbols test);
 //!   - Mellanox's nv_peer_mem.c from the nv_peer_memory 1.3 fixture.
+//!
+//! Each runs against the NVIDIA double of its own driver generation
+//! (nvidia.rs): 535, 550 and Mellanox 1.3 against the 535-style double,
+//! 580 and 595 against the 580-style one; the guest swaps the double (and
+//! reloads the core and the scenario driver above it) between columns of
+//! different generations, so every column runs in every x86_64 boot.
 //!
 //! It also times the full registration lifecycle with nv_peer_mem.ko and
 //! with nvidia-peermem (550, else 535) alternately. Only nv_peer_mem's own
@@ -19,13 +28,15 @@
 //! where nv_peer_mem deliberately differs from nvidia-peermem
 //! (`DIFFERENCES`), and the benchmark's figures.
 
-use super::builds::{Doubles, kbuild};
-use super::sync::{sync_bytes, sync_file};
+use super::builds::Doubles;
+use super::nvidia::{Generation, NV595_RELEASE, Tree, debian_tree, fixture_tree};
+use super::oracle_builds::{
+    DoubleBuild, Target, build_bench, build_double, build_mellanox, build_nvidia_peermem,
+};
+use super::sync::sync_bytes;
 use crate::{fixtures, workspace};
-use anyhow::{Context, Result, bail};
-use flate2::read::GzDecoder;
+use anyhow::Result;
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -33,11 +44,47 @@ use std::process::{Command, Stdio};
 pub const MELLANOX_TARBALL: &str = "nv_peer_memory-1.3.tar.gz";
 
 /// The other clients, in the order the guest runs them: (module name, which
-/// is also the name the upstream source is built under, column label).
-pub const ORACLES: [(&str, &str); 3] = [
-    ("nvidia_peermem_535", "nvidia-peermem 535"),
-    ("nvidia_peermem_550", "nvidia-peermem 550"),
-    ("mellanox_nv_peer_mem_1_3", "mellanox 1.3"),
+/// is also the name the upstream source is built under, column label, the
+/// driver generation whose double it runs against).
+pub const ORACLES: [(&str, &str, Generation); 5] = [
+    (
+        "nvidia_peermem_535",
+        "nvidia-peermem 535",
+        Generation::Nv535,
+    ),
+    (
+        "nvidia_peermem_550",
+        "nvidia-peermem 550",
+        Generation::Nv535,
+    ),
+    (
+        "mellanox_nv_peer_mem_1_3",
+        "mellanox 1.3",
+        Generation::Nv535,
+    ),
+    (
+        "nvidia_peermem_580",
+        "nvidia-peermem 580",
+        Generation::Nv580,
+    ),
+    (
+        "nvidia_peermem_595",
+        "nvidia-peermem 595",
+        Generation::Nv580,
+    ),
+];
+
+/// The benchmark's reference per boot generation, in preference order: the
+/// newest nvidia-peermem that loads beside the boot's own double.
+const BENCH_REFERENCES: [(Generation, &[&str]); 2] = [
+    (
+        Generation::Nv535,
+        &["nvidia_peermem_550", "nvidia_peermem_535"],
+    ),
+    (
+        Generation::Nv580,
+        &["nvidia_peermem_595", "nvidia_peermem_580"],
+    ),
 ];
 
 /// The scenarios the guest runs against each other client (the names of
@@ -49,6 +96,7 @@ pub const ORACLE_SCENARIOS: &[&str] = &[
     "lifecycle",
     "several",
     "dma_map_refusals",
+    "page_table_version",
     "invalidate",
     "nc",
     "inject",
@@ -66,6 +114,10 @@ pub const ORACLE_SCENARIOS: &[&str] = &[
 /// this module (docs/testing.md, kmod/tests/vm/README.md); a test keeps
 /// every scenario named here in ORACLE_SCENARIOS.
 pub const DIFFERENCES: &[(&str, &str)] = &[
+    (
+        "page_table_version",
+        "ours refuses a page table whose version nv-p2p.h's NVIDIA_P2P_VERSION_COMPATIBLE rejects for the header it was built against (another layout: 580 bumped the major when it appended flags) before reading it, naming the rebuild; nvidia-peermem and Mellanox 1.3 never look at the page table's version and map it (docs/contracts.md, \"Versioned structures\")",
+    ),
     (
         "acquire",
         "ours refuses a range whose end overflows (near the top of the address space) without asking nvidia.ko; nvidia-peermem's rounded end wraps and it asks the driver for the wrapped range",
@@ -93,12 +145,17 @@ pub const DIFFERENCES: &[(&str, &str)] = &[
 pub struct Prepared {
     pub name: &'static str,
     pub label: &'static str,
+    pub generation: Generation,
     pub ko: std::result::Result<PathBuf, String>,
 }
 
 /// What the oracle phase needs in the initramfs.
 pub struct Plan {
     pub oracles: Vec<Prepared>,
+    /// The boot's own generation (its double is loaded first).
+    generation: Generation,
+    /// The double of each generation some column runs against.
+    doubles: Vec<(Generation, DoubleBuild)>,
     /// nvpm_bench.ko, or why the benchmark cannot run.
     pub bench_ko: std::result::Result<PathBuf, String>,
     /// The nvidia-peermem the benchmark compares with: (name, label).
@@ -115,16 +172,30 @@ impl Plan {
             workspace::path("kmod/tests/vm/oracle/guest.sh"),
             "lib/nvpm/oracle/guest.sh".to_string(),
         )];
+        for (generation, double) in &self.doubles {
+            files.push((
+                double.ko.clone(),
+                format!("lib/nvpm/oracle/double-{}.ko", generation.id()),
+            ));
+        }
+        // One line per client: its name and the generation of its double.
         let mut names = String::new();
         for o in &self.oracles {
             if let Ok(ko) = &o.ko {
                 files.push((ko.clone(), format!("lib/nvpm/oracle/{}.ko", o.name)));
-                names.push_str(o.name);
-                names.push('\n');
+                names.push_str(&format!("{} {}\n", o.name, o.generation.id()));
             }
         }
         sync_bytes(&dir.join("modules"), names.as_bytes())?;
         files.push((dir.join("modules"), "lib/nvpm/oracle/modules".to_string()));
+        sync_bytes(
+            &dir.join("generation"),
+            format!("{}\n", self.generation.id()).as_bytes(),
+        )?;
+        files.push((
+            dir.join("generation"),
+            "lib/nvpm/oracle/generation".to_string(),
+        ));
         if let (Ok(ko), Some((name, _))) = (&self.bench_ko, self.bench_reference) {
             files.push((ko.clone(), "lib/nvpm/nvpm_bench.ko".to_string()));
             sync_bytes(&dir.join("bench_reference"), format!("{name}\n").as_bytes())?;
@@ -137,51 +208,120 @@ impl Plan {
     }
 }
 
-/// Builds every other client and the benchmark module for @kver. Nothing
-/// here fails the run: a client that cannot be fetched or built becomes a
-/// skipped column with the reason.
-pub fn prepare(kver: &str, kdir: &Path, work: &Path, d: &Doubles, nv_535: &Path) -> Plan {
-    let nv_550 = fetch_550();
+/// The NVIDIA sources a boot has: 535's tree, and the 580 fixture tree (or
+/// why it is missing).
+pub struct Sources<'a> {
+    pub nv_535: &'a Path,
+    pub nv_580: &'a std::result::Result<Tree, String>,
+}
+
+/// Builds every other client and the benchmark module for @kver, whose
+/// boot runs the @generation double @d. Nothing here fails the run: a
+/// client that cannot be fetched or built becomes a skipped column with
+/// the reason.
+pub fn prepare(
+    kver: &str,
+    kdir: &Path,
+    work: &Path,
+    d: &Doubles,
+    generation: Generation,
+    src: &Sources,
+) -> Plan {
+    let nv_535 = debian_tree(src.nv_535).map_err(|e| format!("{e:#}"));
+    let nv_550 = fetch_550().and_then(|dir| debian_tree(&dir).map_err(|e| format!("{e:#}")));
+    let nv_595 = fixture_tree(NV595_RELEASE);
     let mellanox = fixtures::file(MELLANOX_TARBALL);
+    // The double of each generation: the boot's own, and the other one
+    // built here against its header.
+    let doubles: Vec<(Generation, std::result::Result<DoubleBuild, String>)> =
+        [Generation::Nv535, Generation::Nv580]
+            .into_iter()
+            .map(|g| {
+                let built = if g == generation {
+                    Ok(DoubleBuild {
+                        ko: d.nv_ko.clone(),
+                        symvers: d.nv_dir.join("Module.symvers"),
+                    })
+                } else {
+                    let tree = match g {
+                        Generation::Nv535 => nv_535.clone(),
+                        Generation::Nv580 => src.nv_580.clone(),
+                    };
+                    tree.and_then(|tree| {
+                        build_double(kver, kdir, d, g, &tree).map_err(|e| format!("{e:#}"))
+                    })
+                };
+                (g, built)
+            })
+            .collect();
     let mut oracles = Vec::new();
-    for (name, label) in ORACLES {
-        let source = match name {
-            "nvidia_peermem_535" => Ok(NvidiaTree(nv_535.to_path_buf())),
-            "nvidia_peermem_550" => nv_550.clone().map(NvidiaTree),
-            _ => Err(String::new()),
-        };
-        let ko = if name.starts_with("nvidia_peermem") {
-            source.and_then(|tree| {
-                build_nvidia_peermem(kver, kdir, work, d, name, &tree.0)
-                    .map_err(|e| format!("build failed: {e:#}"))
-            })
-        } else {
-            mellanox.clone().and_then(|tarball| {
-                build_mellanox(kver, kdir, work, d, name, &tarball, nv_535)
-                    .map_err(|e| format!("build failed: {e:#}"))
-            })
-        };
-        oracles.push(Prepared { name, label, ko });
+    for (name, label, g) in ORACLES {
+        let double = doubles
+            .iter()
+            .find(|(dg, _)| *dg == g)
+            .map(|(_, b)| b.clone())
+            .unwrap_or_else(|| Err("no double of this generation".to_string()))
+            .map_err(|e| format!("no {}-style NVIDIA double: {e}", g.id()));
+        let ko = double.and_then(|double| {
+            let extra = format!(
+                "{} {}",
+                double.symvers.display(),
+                d.ofa_dir.join("Module.symvers").display()
+            );
+            let target = Target {
+                kver,
+                kdir,
+                work,
+                extra_symbols: &extra,
+            };
+            if name == "mellanox_nv_peer_mem_1_3" {
+                mellanox.clone().and_then(|tarball| {
+                    build_mellanox(&target, d, name, &tarball, src.nv_535)
+                        .map_err(|e| format!("build failed: {e:#}"))
+                })
+            } else {
+                let tree = match name {
+                    "nvidia_peermem_535" => nv_535.clone(),
+                    "nvidia_peermem_550" => nv_550.clone(),
+                    "nvidia_peermem_580" => src.nv_580.clone(),
+                    _ => nv_595.clone(),
+                };
+                tree.and_then(|tree| {
+                    build_nvidia_peermem(&target, d, name, &tree)
+                        .map_err(|e| format!("build failed: {e:#}"))
+                })
+            }
+        });
+        oracles.push(Prepared {
+            name,
+            label,
+            generation: g,
+            ko,
+        });
     }
-    let bench_reference = ["nvidia_peermem_550", "nvidia_peermem_535"]
+    let bench_reference = BENCH_REFERENCES
         .iter()
-        .find_map(|want| {
-            oracles
-                .iter()
-                .find(|o| o.name == *want && o.ko.is_ok())
-                .map(|o| (o.name, o.label))
+        .find(|(g, _)| *g == generation)
+        .and_then(|(_, wanted)| {
+            wanted.iter().find_map(|want| {
+                oracles
+                    .iter()
+                    .find(|o| o.name == *want && o.ko.is_ok())
+                    .map(|o| (o.name, o.label))
+            })
         });
     let bench_ko = build_bench(kver, kdir, d).map_err(|e| format!("build failed: {e:#}"));
     Plan {
         oracles,
+        generation,
+        doubles: doubles
+            .into_iter()
+            .filter_map(|(g, b)| b.ok().map(|b| (g, b)))
+            .collect(),
         bench_ko,
         bench_reference,
     }
 }
-
-/// An unpacked nvidia-open-kernel-dkms source tree (holds nvidia/nv-p2p.h
-/// and nvidia-peermem/nvidia-peermem.c).
-struct NvidiaTree(PathBuf);
 
 /// NVIDIA 550 from trixie contrib, through a private apt state (never the
 /// host's sources): ci/fetch-nvidia-p2p.sh, cached.
@@ -197,168 +337,5 @@ fn fetch_550() -> std::result::Result<PathBuf, String> {
         Ok(dir)
     } else {
         Err("ci/fetch-nvidia-p2p.sh trixie did not provide nvidia-peermem/nvidia-peermem.c (trixie contrib unreachable?)".to_string())
-    }
-}
-
-/// The driver version of an unpacked tree, from its directory name
-/// (usr/src/nvidia-current-open-535.261.03 -> 535.261.03): NVIDIA's build
-/// passes it to nvidia-peermem.c as NV_VERSION_STRING.
-fn nvidia_version(tree: &Path) -> Result<String> {
-    let name = tree
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    match name.rsplit_once('-') {
-        Some((_, v)) if v.chars().next().is_some_and(|c| c.is_ascii_digit()) => Ok(v.to_string()),
-        _ => bail!("cannot read the driver version from {}", tree.display()),
-    }
-}
-
-/// Lays out @work/oracle/@name (Kbuild and shim/ from kmod/tests/vm/oracle,
-/// the upstream source as @name.c) and runs Kbuild there.
-/// One other client's build: its name, upstream source, the directory of
-/// the nv-p2p.h it is built against, and extra compiler flags.
-struct OracleSource<'a> {
-    name: &'a str,
-    source: &'a [u8],
-    nv_inc: &'a Path,
-    cflags: &'a str,
-}
-
-fn build_oracle(
-    kver: &str,
-    kdir: &Path,
-    work: &Path,
-    d: &Doubles,
-    o: &OracleSource,
-) -> Result<PathBuf> {
-    let OracleSource {
-        name,
-        source,
-        nv_inc,
-        cflags,
-    } = *o;
-    let dir = work.join("oracle").join(name);
-    let ours = workspace::path("kmod/tests/vm/oracle");
-    sync_file(&ours.join("Kbuild"), &dir.join("Kbuild"))?;
-    sync_file(&ours.join("shim/conftest.h"), &dir.join("shim/conftest.h"))?;
-    sync_bytes(&dir.join(format!("{name}.c")), source)?;
-    kbuild(
-        kdir,
-        &dir,
-        &[
-            ("NVPM_ORACLE", name.to_string()),
-            ("NVPM_NV_INC", nv_inc.display().to_string()),
-            (
-                "NVPM_OFA_INC",
-                d.ofa_dir.join("include").display().to_string(),
-            ),
-            ("NVPM_ORACLE_CFLAGS", cflags.to_string()),
-            ("KBUILD_EXTRA_SYMBOLS", d.extra_symbols()),
-        ],
-        &format!("building {name}.ko for {kver}"),
-    )?;
-    Ok(dir.join(format!("{name}.ko")))
-}
-
-fn build_nvidia_peermem(
-    kver: &str,
-    kdir: &Path,
-    work: &Path,
-    d: &Doubles,
-    name: &str,
-    tree: &Path,
-) -> Result<PathBuf> {
-    let file = tree.join("nvidia-peermem/nvidia-peermem.c");
-    let source = fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-    let version = nvidia_version(tree)?;
-    build_oracle(
-        kver,
-        kdir,
-        work,
-        d,
-        &OracleSource {
-            name,
-            source: &source,
-            nv_inc: &tree.join("nvidia"),
-            cflags: &format!("-DNV_VERSION_STRING=\\\"{version}\\\""),
-        },
-    )
-}
-
-/// Mellanox 1.3 against the NVIDIA double's own nv-p2p.h (535's).
-fn build_mellanox(
-    kver: &str,
-    kdir: &Path,
-    work: &Path,
-    d: &Doubles,
-    name: &str,
-    tarball: &Path,
-    nv_535: &Path,
-) -> Result<PathBuf> {
-    let source = file_from_tarball(tarball, "nv_peer_mem.c")?;
-    build_oracle(
-        kver,
-        kdir,
-        work,
-        d,
-        &OracleSource {
-            name,
-            source: &source,
-            nv_inc: &nv_535.join("nvidia"),
-            cflags: "",
-        },
-    )
-}
-
-/// The bytes of the file called @file_name directly below the tarball's
-/// top directory.
-fn file_from_tarball(tarball: &Path, file_name: &str) -> Result<Vec<u8>> {
-    let file = fs::File::open(tarball).with_context(|| format!("opening {}", tarball.display()))?;
-    let mut archive = tar::Archive::new(GzDecoder::new(file));
-    for entry in archive
-        .entries()
-        .with_context(|| format!("reading {}", tarball.display()))?
-    {
-        let mut entry = entry?;
-        let path = entry.path()?.into_owned();
-        if path.components().count() == 2 && path.file_name() == Some(file_name.as_ref()) {
-            let mut data = Vec::new();
-            entry.read_to_end(&mut data)?;
-            return Ok(data);
-        }
-    }
-    bail!("{} holds no */{file_name}", tarball.display())
-}
-
-fn build_bench(kver: &str, kdir: &Path, d: &Doubles) -> Result<PathBuf> {
-    let dir = d.src_dir.join("oracle/bench");
-    kbuild(
-        kdir,
-        &dir,
-        &[
-            ("NVPM_NV_INC", d.nv_dir.join("nvidia").display().to_string()),
-            (
-                "NVPM_OFA_INC",
-                d.ofa_dir.join("include").display().to_string(),
-            ),
-            ("KBUILD_EXTRA_SYMBOLS", d.extra_symbols()),
-        ],
-        &format!("building nvpm_bench.ko for {kver}"),
-    )?;
-    Ok(dir.join("nvpm_bench.ko"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_driver_versions_from_tree_names() {
-        assert_eq!(
-            nvidia_version(Path::new("/x/usr/src/nvidia-current-open-535.261.03")).unwrap(),
-            "535.261.03"
-        );
-        assert!(nvidia_version(Path::new("/x/usr/src/nvidia")).is_err());
     }
 }

@@ -124,6 +124,7 @@ if loaded; then
 	scenario lifecycle "run lifecycle"
 	scenario several "run several"
 	scenario dma_map_refusals "run dma_map_refusals"
+	scenario page_table_version "run page_table_version"
 	scenario invalidate "run invalidate"
 	scenario free_during_get "run free_during_get"
 	scenario nc "run nc"

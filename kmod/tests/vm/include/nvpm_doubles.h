@@ -78,6 +78,17 @@ int nvd_free(u64 va);
 u64 nvd_dma_address(u64 va);
 /* Version dma_map_pages writes into new mappings (0: the header's). */
 void nvd_set_mapping_version(u32 version);
+/* Version get_pages writes into new page tables (0: the header's). */
+void nvd_set_page_table_version(u32 version);
+/* NVIDIA_P2P_PAGE_TABLE_VERSION of the nv-p2p.h this double was built
+ * against: 0x00010002 for a 535-style driver, 0x00020000 for a 580-style one
+ * (asked of the double, because the oracle phase can load the other
+ * generation's double under the same scenario driver). */
+u32 nvd_header_page_table_version(void);
+/* page_table->flags of new tables (580's NVIDIA_P2P_PAGE_TABLE_FLAGS_*);
+ * false, and nothing set, when the driver's page table has no flags (before
+ * 580). */
+bool nvd_set_page_table_flags(u32 flags);
 /* Arm failure injection: the @nth next call among get_pages, put_pages,
  * get_pages_persistent, put_pages_persistent, dma_map_pages and
  * dma_unmap_pages fails (0 disarms). Acquiring calls fail with @err and do

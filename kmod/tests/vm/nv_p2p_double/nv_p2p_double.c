@@ -1,9 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
  * NVIDIA P2P test double: the nvidia_p2p_* exports of nvidia.ko, as declared
- * by NVIDIA 535's nv-p2p.h (built against that header, which advertises
- * NVIDIA_P2P_CAP_GET_PAGES_PERSISTENT_API), over a simulated GPU virtual
- * address space of 64 KiB pages.
+ * by the nv-p2p.h it is built against (NVIDIA 535's, or 580's for a
+ * 580-style driver; both advertise NVIDIA_P2P_CAP_GET_PAGES_PERSISTENT_API),
+ * over a simulated GPU virtual address space of 64 KiB pages.
+ *
+ * The driver generation is the header's (test-vm --nvidia): 580's nv-p2p.h
+ * (NVIDIA_P2P_PAGE_TABLE_VERSION 0x00020000) makes page tables of that
+ * version with the appended `flags` (NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE
+ * on demand, as 580's nv_p2p_get_pages sets it for CPU-cacheable memory of
+ * coherent platforms), and get_pages_persistent accepts
+ * NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING (580 nv-p2p.c: force_pcie). Everything
+ * else below is the same in 580's nv-p2p.c (docs/contracts.md, "NVIDIA 580
+ * and 595").
  *
  * Semantics follow the documented header and the open driver's nv-p2p.c
  * (535.261.03):
@@ -48,6 +57,15 @@
 
 MODULE_LICENSE("Dual BSD/GPL");
 MODULE_DESCRIPTION("Test double of NVIDIA's P2P API (nvidia_p2p_*), for nv_peer_mem VM tests");
+
+/* The flags get_pages_persistent documents: none before 580, FORCE_BAR1 from
+ * 580 (nv-p2p.h; a forced BAR1 mapping is only a different route to the same
+ * pages, so the double hands out the same table). */
+#ifdef NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING
+#define NVD_PERSISTENT_FLAGS NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING
+#else
+#define NVD_PERSISTENT_FLAGS 0u
+#endif
 
 #define NVD_VA_BASE	0x00007f0000000000ULL	/* where fresh allocations go */
 #define NVD_VA_STRIDE	0x0000000100000000ULL	/* 4 GiB apart, so ranges never touch */
@@ -105,6 +123,8 @@ static LIST_HEAD(nvd_tables);
 static u64 nvd_next_va = NVD_VA_BASE;
 static u64 nvd_next_phys = NVD_PHYS_BASE;
 static u32 nvd_mapping_version;
+static u32 nvd_table_version;	/* 0: the header's NVIDIA_P2P_PAGE_TABLE_VERSION */
+static u32 nvd_table_flags;	/* 580+: page_table->flags of new tables */
 static long nvd_fail_countdown;
 static int nvd_fail_err;
 static u8 nvd_uuid[16] = { 0x6e, 0x76, 0x70, 0x6d, 0x2d, 0x64, 0x6f, 0x75,
@@ -310,7 +330,10 @@ static int nvd_get(u64 va, u64 len, struct nvidia_p2p_page_table **page_table,
 		t->page_array[i].physical_address = a->phys + (va - a->va) + i * psz;
 		t->pt.pages[i] = &t->page_array[i];
 	}
-	t->pt.version = NVIDIA_P2P_PAGE_TABLE_VERSION;
+	t->pt.version = nvd_table_version ?: NVIDIA_P2P_PAGE_TABLE_VERSION;
+#ifdef NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE
+	t->pt.flags = nvd_table_flags;
+#endif
 	t->pt.page_size = a->page_size_type;
 	t->pt.entries = n;
 	t->pt.gpu_uuid = nvd_uuid;
@@ -384,8 +407,9 @@ int nvidia_p2p_get_pages_persistent(uint64_t virtual_address, uint64_t length,
 		ret = nvd_fail_err;
 		if (page_table)
 			*page_table = &nvd_failed_get_table;
-	} else if (flags) {
-		nvd_error("get_pages_persistent with flags %#x (must be 0)", flags);
+	} else if (flags & ~NVD_PERSISTENT_FLAGS) {
+		nvd_error("get_pages_persistent with flags %#x (nv-p2p.h documents %#x)",
+			  flags, NVD_PERSISTENT_FLAGS);
 		ret = -EINVAL;
 	} else {
 		ret = nvd_get(virtual_address, length, page_table, NULL, NULL, true);
@@ -782,6 +806,33 @@ void nvd_set_mapping_version(u32 version)
 	mutex_unlock(&nvd_lock);
 }
 EXPORT_SYMBOL_GPL(nvd_set_mapping_version);
+
+void nvd_set_page_table_version(u32 version)
+{
+	mutex_lock(&nvd_lock);
+	nvd_table_version = version;
+	mutex_unlock(&nvd_lock);
+}
+EXPORT_SYMBOL_GPL(nvd_set_page_table_version);
+
+u32 nvd_header_page_table_version(void)
+{
+	return NVIDIA_P2P_PAGE_TABLE_VERSION;
+}
+EXPORT_SYMBOL_GPL(nvd_header_page_table_version);
+
+bool nvd_set_page_table_flags(u32 flags)
+{
+#ifdef NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE
+	mutex_lock(&nvd_lock);
+	nvd_table_flags = flags;
+	mutex_unlock(&nvd_lock);
+	return true;
+#else
+	return false;
+#endif
+}
+EXPORT_SYMBOL_GPL(nvd_set_page_table_flags);
 
 void nvd_fail_nth(long nth, int err)
 {

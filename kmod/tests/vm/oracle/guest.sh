@@ -4,8 +4,13 @@
 #   1. the side-by-side benchmark: nv_peer_mem.ko and the benchmark's
 #      reference client (nvidia-peermem), alternately, each loaded alone;
 #   2. the differential oracle: the same scenarios against each other
-#      client (nvidia-peermem 535/550, Mellanox nv_peer_mem 1.3), loaded one
-#      at a time (they register the same client names).
+#      client (nvidia-peermem 535/550/580/595, Mellanox nv_peer_mem 1.3),
+#      loaded one at a time (they register the same client names), each
+#      above the NVIDIA double of its own driver generation ($O/modules:
+#      "<module> <generation>"; $O/double-<generation>.ko): a client built
+#      against the other generation's nv-p2p.h cannot load beside a double
+#      (the nvidia_p2p_* symbol CRCs differ), so the providers are swapped
+#      between columns of different generations.
 # Everything after NVPMTEST-ORACLE-BEGIN is information for the host's
 # table (xtask/src/vm/oracle.rs), never part of nv_peer_mem's verdict. A
 # scenario that hangs stops the oracle phase (its ctl write holds the
@@ -77,11 +82,25 @@ o_scenario() {
 	fi
 }
 
-for m in nv_p2p_double mofed_peer_core nvpm_scenarios nvpm_bench; do
-	if ! out=$(insmod $M/$m.ko 2>&1); then
-		o_stop "insmod $m.ko: $out"
-	fi
-done
+# o_providers GENERATION: the NVIDIA double of that generation with the
+# PeerDirect core and the scenario and benchmark drivers above it, loaded
+# fresh unless they are loaded already.
+o_gen=
+o_providers() {
+	[ "$o_gen" = "$1" ] && return 0
+	for m in nvpm_bench nvpm_scenarios mofed_peer_core nv_p2p_double; do
+		rmmod $m 2>/dev/null
+	done
+	o_gen=
+	for ko in $O/double-$1.ko $M/mofed_peer_core.ko $M/nvpm_scenarios.ko $M/nvpm_bench.ko; do
+		[ -f $ko ] || [ $ko = $O/double-$1.ko ] || continue
+		if ! out=$(insmod $ko 2>&1); then
+			o_stop "insmod $ko ($1-style driver): $out"
+		fi
+	done
+	o_gen=$1
+}
+o_providers "$(cat $O/generation)"
 
 # --- 1. benchmark ---------------------------------------------------------
 # bench_case module ko case pages iterations [insmod parameters]
@@ -124,7 +143,8 @@ if [ -f $O/bench_reference ]; then
 fi
 
 # --- 2. differential oracle -----------------------------------------------
-for mod in $(cat $O/modules 2>/dev/null); do
+while read -r mod gen; do
+	o_providers "$gen"
 	if ! out=$(insmod $O/$mod.ko 2>&1); then
 		echo "NVPMORACLE-MODULE $mod FAIL: insmod: $out"
 		continue
@@ -134,6 +154,7 @@ for mod in $(cat $O/modules 2>/dev/null); do
 	o_scenario $mod $mod lifecycle "run lifecycle"
 	o_scenario $mod $mod several "run several"
 	o_scenario $mod $mod dma_map_refusals "run dma_map_refusals"
+	o_scenario $mod $mod page_table_version "run page_table_version"
 	o_scenario $mod $mod invalidate "run invalidate"
 	o_scenario $mod $mod nc "run nc"
 	o_scenario $mod $mod inject "run inject"
@@ -169,16 +190,17 @@ for mod in $(cat $O/modules 2>/dev/null); do
 	else
 		o_report $mod PASS peerdirect_invalid "insmod peerdirect_support=2: $out"
 	fi
-done
+done <$O/modules
 # free_during_get and race last, for every client: one that invalidates from
 # the free callback while the core holds its mapping lock deadlocks in the
 # first (a hang ends the oracle phase), and a use-after-free in the race
 # corrupts memory that later scenarios would be charged for.
-for mod in $(cat $O/modules 2>/dev/null); do
+while read -r mod gen; do
+	o_providers "$gen"
 	if out=$(insmod $O/$mod.ko 2>&1); then
 		o_scenario $mod $mod free_during_get "run free_during_get"
 		o_scenario $mod $mod race "run race"
 		rmmod $mod || o_stop "$mod could not be unloaded after free_during_get and race"
 	fi
-done
+done <$O/modules
 o_stop "done"

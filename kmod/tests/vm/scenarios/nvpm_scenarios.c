@@ -468,6 +468,90 @@ static int sc_dma_map_refusals(void)
 	return 0;
 }
 
+/* ---------------------------------------------------- page table version */
+
+/* A registration whose page table carries @version: refused with -EINVAL by
+ * dma_map before anything is mapped, and nothing left pinned afterwards. */
+static int refuse_table(const char *client, bool inval, u32 version)
+{
+	struct nvd_stats s0, s1;
+	struct pcd_umem *u;
+	u64 va;
+	int ret;
+
+	va = gpu_alloc(4 * SZ64K, NVIDIA_P2P_PAGE_SIZE_64KB);
+	CHECK(va, "cannot allocate simulated GPU memory");
+	nvd_set_page_table_version(version);
+	nvd_get_stats(&s0);
+	ret = pcd_umem_get(va, 2 * SZ64K, inval, client, &u);
+	nvd_get_stats(&s1);
+	nvd_set_page_table_version(0);
+	if (!ret)
+		pcd_umem_release(u);
+	CHECK(ret == -EINVAL, "%s: page table version %#x (driver header %#x): registration returned %d, want -EINVAL from dma_map",
+	      client, version, nvd_header_page_table_version(), ret);
+	CHECK(s1.dma_map == s0.dma_map, "%s: page table version %#x: dma_map_pages was called on a table of another layout",
+	      client, version);
+	CHECK(s1.tables_live == s0.tables_live, "%s: page table version %#x: a refused registration left %ld page table(s) pinned",
+	      client, version, s1.tables_live - s0.tables_live);
+	CHECK(nvd_free(va) == 0, "cudaFree found a registration left behind");
+	TRY(errors_since("page table version"));
+	return 0;
+}
+
+/* nv-p2p.h's NVIDIA_P2P_VERSION_COMPATIBLE for the page table: a client
+ * reads a table only when its major version is the one the client was
+ * built for and its minor is the same or newer (docs/contracts.md,
+ * "Versioned structures"). The versions are the driver's own
+ * (nvd_header_page_table_version: 535-style 0x00010002, 580-style
+ * 0x00020000) and the neighbouring ones. On a 580-style driver, a table
+ * with NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE (580's coherent-platform
+ * memory) maps as any other. */
+static int sc_page_table_version(void)
+{
+	static const char *const names[] = { NV, NC };
+	const u32 own = nvd_header_page_table_version();
+	const u32 major = own >> 16, minor = own & 0xffff;
+	struct pcd_umem *u;
+	struct base b;
+	bool flags;
+	u64 va;
+	int i, ret;
+
+	TRY(begin(&b));
+	for (i = 0; i < ARRAY_SIZE(names); i++) {
+		bool inval = i == 0;
+
+		TRY(refuse_table(names[i], inval, (major + 1) << 16));
+		TRY(refuse_table(names[i], inval, major > 1 ? ((major - 1) << 16) | 0xffff : 0x00030000));
+		if (minor)
+			TRY(refuse_table(names[i], inval, own - 1));
+	}
+	/* a newer minor version of the same layout is compatible */
+	va = gpu_alloc(4 * SZ64K, NVIDIA_P2P_PAGE_SIZE_64KB);
+	CHECK(va, "cannot allocate simulated GPU memory");
+	nvd_set_page_table_version(own + 1);
+	ret = pcd_umem_get(va, SZ64K, true, NV, &u);
+	nvd_set_page_table_version(0);
+	CHECK(!ret, "page table version %#x (newer minor of the driver's %#x) refused: %d", own + 1, own, ret);
+	pcd_umem_release(u);
+	/* 580+: CPU-cacheable memory registers and maps like any other */
+	flags = nvd_set_page_table_flags(1);
+	if (flags) {
+		ret = pcd_umem_get(va, 2 * SZ64K, true, NV, &u);
+		nvd_set_page_table_flags(0);
+		CHECK(!ret, "a page table with flags CPU_CACHEABLE refused: %d", ret);
+		pcd_umem_release(u);
+	}
+	CHECK(nvd_free(va) == 0, "cudaFree found a registration left behind");
+	TRY(clean(&b, "page table version"));
+	snprintf(result, sizeof(result),
+		 "PASS driver's page table %#x: majors %u and %u and an older minor refused with -EINVAL before dma_map; %#x accepted%s",
+		 own, major + 1, major > 1 ? major - 1 : 3, own + 1,
+		 flags ? "; CPU_CACHEABLE table maps" : " (no page table flags before 580)");
+	return 0;
+}
+
 /* --------------------------------------------------------- invalidation */
 
 /* The registrations sc_invalidate_body() holds; released even when it fails,
@@ -1159,6 +1243,7 @@ static const struct {
 	{ "lifecycle", sc_lifecycle },
 	{ "several", sc_several },
 	{ "dma_map_refusals", sc_dma_map_refusals },
+	{ "page_table_version", sc_page_table_version },
 	{ "invalidate", sc_invalidate },
 	{ "free_during_get", sc_free_during_get },
 	{ "nc", sc_nc },
