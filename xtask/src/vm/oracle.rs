@@ -45,32 +45,41 @@ pub const MELLANOX_TARBALL: &str = "nv_peer_memory-1.3.tar.gz";
 
 /// The other clients, in the order the guest runs them: (module name, which
 /// is also the name the upstream source is built under, column label, the
-/// driver generation whose double it runs against).
-pub const ORACLES: [(&str, &str, Generation); 5] = [
+/// driver generation whose double it runs against, insmod parameters).
+/// 580 and 595 take `persistent_api_support=0`: their default (1, new
+/// since 550) registers the persistent client alone as nv_mem; 0 registers
+/// the invalidating nv_mem and the persistent nv_mem_nc, as 535/550 always
+/// do and as ours is loaded for the same scenarios (like for like).
+pub const ORACLES: [(&str, &str, Generation, &str); 5] = [
     (
         "nvidia_peermem_535",
         "nvidia-peermem 535",
         Generation::Nv535,
+        "",
     ),
     (
         "nvidia_peermem_550",
         "nvidia-peermem 550",
         Generation::Nv535,
+        "",
     ),
     (
         "mellanox_nv_peer_mem_1_3",
         "mellanox 1.3",
         Generation::Nv535,
+        "",
     ),
     (
         "nvidia_peermem_580",
         "nvidia-peermem 580",
         Generation::Nv580,
+        "persistent_api_support=0",
     ),
     (
         "nvidia_peermem_595",
         "nvidia-peermem 595",
         Generation::Nv580,
+        "persistent_api_support=0",
     ),
 ];
 
@@ -115,6 +124,10 @@ pub const ORACLE_SCENARIOS: &[&str] = &[
 /// every scenario named here in ORACLE_SCENARIOS.
 pub const DIFFERENCES: &[(&str, &str)] = &[
     (
+        "nc",
+        "580/595 only: their nv_mem_nc acquire probes with nvidia_p2p_get_pages_persistent/put_pages_persistent (nv_mem_acquire_nc, new since 550), so one nv_mem_nc registration pins the pages twice; ours, as 535/550, probes the same way for both clients and pins once (docs/contracts.md, \"NVIDIA 580 and 595\")",
+    ),
+    (
         "page_table_version",
         "ours refuses a page table whose version nv-p2p.h's NVIDIA_P2P_VERSION_COMPATIBLE rejects for the header it was built against (another layout: 580 bumped the major when it appended flags) before reading it, naming the rebuild; nvidia-peermem and Mellanox 1.3 never look at the page table's version and map it (docs/contracts.md, \"Versioned structures\")",
     ),
@@ -132,7 +145,7 @@ pub const DIFFERENCES: &[(&str, &str)] = &[
     ),
     (
         "inject",
-        "a failed nvidia_p2p_put_pages (535/550: -ENOMEM before RM) leaves the page table pinned with its free callback due: ours keeps the context and a module reference until that callback comes and frees the table there; nvidia-peermem forgets it, so its callback skips nvidia_p2p_free_page_table (flagged by the double, a no-op on 535) and the module can be unloaded with the callback due",
+        "a failed nvidia_p2p_put_pages (535 through 595: -ENOMEM before RM) leaves the page table pinned with its free callback due: ours keeps the context and a module reference until that callback comes and frees the table there; nvidia-peermem forgets it, so its callback skips nvidia_p2p_free_page_table (flagged by the double, a no-op on 535) and the module can be unloaded with the callback due",
     ),
     (
         "free_during_get",
@@ -146,6 +159,8 @@ pub struct Prepared {
     pub name: &'static str,
     pub label: &'static str,
     pub generation: Generation,
+    /// insmod parameters for the scenarios (ORACLES)
+    pub params: &'static str,
     pub ko: std::result::Result<PathBuf, String>,
 }
 
@@ -178,12 +193,13 @@ impl Plan {
                 format!("lib/nvpm/oracle/double-{}.ko", generation.id()),
             ));
         }
-        // One line per client: its name and the generation of its double.
+        // One line per client: its name, the generation of its double and
+        // its insmod parameters.
         let mut names = String::new();
         for o in &self.oracles {
             if let Ok(ko) = &o.ko {
                 files.push((ko.clone(), format!("lib/nvpm/oracle/{}.ko", o.name)));
-                names.push_str(&format!("{} {}\n", o.name, o.generation.id()));
+                names.push_str(&format!("{} {} {}\n", o.name, o.generation.id(), o.params));
             }
         }
         sync_bytes(&dir.join("modules"), names.as_bytes())?;
@@ -255,7 +271,7 @@ pub fn prepare(
             })
             .collect();
     let mut oracles = Vec::new();
-    for (name, label, g) in ORACLES {
+    for (name, label, g, params) in ORACLES {
         let double = doubles
             .iter()
             .find(|(dg, _)| *dg == g)
@@ -296,6 +312,7 @@ pub fn prepare(
             name,
             label,
             generation: g,
+            params,
             ko,
         });
     }

@@ -81,7 +81,10 @@ fn build_oracle(t: &Target, d: &Doubles, o: &OracleSource) -> Result<PathBuf> {
     let ours = workspace::path("kmod/tests/vm/oracle");
     sync_file(&ours.join("Kbuild"), &dir.join("Kbuild"))?;
     match conftest {
-        Some(text) => sync_bytes(&dir.join("shim/conftest.h"), text)?,
+        Some(text) => {
+            fs::create_dir_all(dir.join("shim"))?;
+            sync_bytes(&dir.join("shim/conftest.h"), text)?
+        }
         None => sync_file(&ours.join("shim/conftest.h"), &dir.join("shim/conftest.h"))?,
     }
     sync_bytes(&dir.join(format!("{name}.c")), source)?;

@@ -14,7 +14,7 @@ pub fn report(kver: &str, plan: &Plan, ours: &BTreeMap<String, bool>, seen: &Obs
     // persistent_api_support=0 (the default 1 registers the persistent
     // client alone): the same two clients 535/550 always register.
     println!(
-        "    ours loaded with persistent_api_support=0: nv_mem (invalidating) + nv_mem_nc, as nvidia-peermem 535/550 register"
+        "    ours loaded with persistent_api_support=0: nv_mem (invalidating) + nv_mem_nc, as nvidia-peermem 535/550 register and 580/595 with persistent_api_support=0"
     );
     for o in &plan.oracles {
         if let Err(why) = &o.ko {
@@ -111,7 +111,9 @@ fn best(seen: &Observed, module: &str, case: &str) -> Option<(f64, u64, String, 
 
 fn report_bench(kver: &str, plan: &Plan, seen: &Observed) {
     let Some((reference, label)) = plan.bench_reference else {
-        println!("  [{kver}] benchmark: skipped: no nvidia-peermem (550 or 535) was built");
+        println!(
+            "  [{kver}] benchmark: skipped: no nvidia-peermem of this boot's driver generation was built (535-style: 550 or 535; 580-style: 595 or 580)"
+        );
         return;
     };
     if let Err(why) = &plan.bench_ko {
@@ -149,7 +151,7 @@ fn report_bench(kver: &str, plan: &Plan, seen: &Observed) {
         }
     }
     println!(
-        "    (reference: {label}; like for like: ours loaded with persistent_api_support=0, both through their invalidating nv_mem; persistent vs persistent is not measured: nvidia-peermem 535/550 register nv_mem first, which claims all GPU memory, so the core never reaches their nv_mem_nc)"
+        "    (reference: {label}; like for like: ours loaded with persistent_api_support=0, both through their invalidating nv_mem; persistent vs persistent is not measured: nvidia-peermem 535/550 (580/595 with persistent_api_support=0) register nv_mem first, which claims all GPU memory, so the core never reaches their nv_mem_nc)"
     );
     for f in &seen.bench_failures {
         println!("    benchmark failure: {f}");

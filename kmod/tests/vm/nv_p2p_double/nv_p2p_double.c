@@ -59,8 +59,11 @@ MODULE_LICENSE("Dual BSD/GPL");
 MODULE_DESCRIPTION("Test double of NVIDIA's P2P API (nvidia_p2p_*), for nv_peer_mem VM tests");
 
 /* The flags get_pages_persistent documents: none before 580, FORCE_BAR1 from
- * 580 (nv-p2p.h; a forced BAR1 mapping is only a different route to the same
- * pages, so the double hands out the same table). */
+ * 580 (nv-p2p.h). 580's nv-p2p.c pins such a table as any other and then
+ * refuses nvidia_p2p_dma_map_pages on it with -ENOTSUPP (the mapping is for
+ * the CPU's BAR1 path of coherent platforms, not for a peer): so does the
+ * double. 580 ignores the flag bits it does not know; the double counts them
+ * as a contract error instead, as nv-p2p.h documents none. */
 #ifdef NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING
 #define NVD_PERSISTENT_FLAGS NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING
 #else
@@ -89,6 +92,7 @@ struct nvd_table {
 	void (*free_callback)(void *data);
 	void *data;
 	bool persistent;
+	bool force_bar1;	/* 580+: pinned with NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING */
 	bool unlinked;			/* cudaFree took it; callback pending/running */
 	bool put_while_unlinked;	/* the client gave it up meanwhile (put_pages) */
 	struct task_struct *cb_task;	/* thread running its free callback */
@@ -413,6 +417,8 @@ int nvidia_p2p_get_pages_persistent(uint64_t virtual_address, uint64_t length,
 		ret = -EINVAL;
 	} else {
 		ret = nvd_get(virtual_address, length, page_table, NULL, NULL, true);
+		if (!ret && flags)
+			container_of(*page_table, struct nvd_table, pt)->force_bar1 = true;
 	}
 	mutex_unlock(&nvd_lock);
 	nvd_api_exit(api_held);
@@ -544,6 +550,10 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer,
 		/* BUG_ON(page_size_type <= NVIDIA_P2P_PAGE_SIZE_4KB) in nv-p2p.c */
 		nvd_error("dma_map_pages of a 4 KiB page table (a BUG_ON in nvidia.ko)");
 		ret = -EINVAL;
+		goto out;
+	}
+	if (t->force_bar1) {
+		ret = -ENOTSUPP;	/* 580 nv-p2p.c: no peer mapping of a BAR1-forced table */
 		goto out;
 	}
 	if (t->unlinked) {

@@ -10,7 +10,8 @@
 #      "<module> <generation>"; $O/double-<generation>.ko): a client built
 #      against the other generation's nv-p2p.h cannot load beside a double
 #      (the nvidia_p2p_* symbol CRCs differ), so the providers are swapped
-#      between columns of different generations.
+#      between columns of different generations; the rest of a line is
+#      the module's insmod parameters for the scenarios.
 # Everything after NVPMTEST-ORACLE-BEGIN is information for the host's
 # table (xtask/src/vm/oracle.rs), never part of nv_peer_mem's verdict. A
 # scenario that hangs stops the oracle phase (its ctl write holds the
@@ -134,7 +135,7 @@ if [ -f $O/bench_reference ]; then
 				params=persistent_api_support=0
 			else
 				ko=$O/$mod.ko
-				params=
+				params=$(sed -n "s/^$mod [^ ]* *//p" $O/modules)
 			fi
 			bench_case "$mod" "$ko" small 2 2000 "$params"
 			bench_case "$mod" "$ko" 1GiB 16384 4 "$params"
@@ -143,64 +144,75 @@ if [ -f $O/bench_reference ]; then
 fi
 
 # --- 2. differential oracle -----------------------------------------------
-while read -r mod gen; do
-	o_providers "$gen"
-	if ! out=$(insmod $O/$mod.ko 2>&1); then
-		echo "NVPMORACLE-MODULE $mod FAIL: insmod: $out"
-		continue
-	fi
-	o_scenario $mod $mod register "run register"
-	o_scenario $mod $mod acquire "run acquire"
-	o_scenario $mod $mod lifecycle "run lifecycle"
-	o_scenario $mod $mod several "run several"
-	o_scenario $mod $mod dma_map_refusals "run dma_map_refusals"
-	o_scenario $mod $mod page_table_version "run page_table_version"
-	o_scenario $mod $mod invalidate "run invalidate"
-	o_scenario $mod $mod nc "run nc"
-	o_scenario $mod $mod inject "run inject"
-	echo "NVPMORACLE-RUN $mod rmmod_busy"
-	if o_ctl /sys/kernel/debug/nvpm "hold 2"; then
-		if rmmod $mod 2>/dev/null; then
-			o_report $mod FAIL rmmod_busy "rmmod succeeded with 2 registrations alive"
-			o_ctl /sys/kernel/debug/nvpm drop
-			insmod $O/$mod.ko
-		else
-			o_ctl /sys/kernel/debug/nvpm drop
-			o_report $mod PASS rmmod_busy "rmmod refused with 2 registrations alive"
+# o_columns GENERATION: every client of that driver generation, first the
+# main scenarios, then free_during_get and race (last: see below). The
+# generations run one after the other, so a client that cannot be unloaded
+# (which stops the phase) costs only the columns after it.
+o_columns() {
+	while read -r mod gen params; do
+		[ "$gen" = "$1" ] || continue
+		o_providers "$gen"
+		if ! out=$(insmod $O/$mod.ko $params 2>&1); then
+			echo "NVPMORACLE-MODULE $mod FAIL: insmod: $out"
+			continue
 		fi
-	else
-		o_report $mod FAIL rmmod_busy "${O_RESULT#FAIL }"
-	fi
-	if ! out=$(rmmod $mod 2>&1); then
-		echo "NVPMORACLE-MODULE $mod FAIL: rmmod: $out"
-		o_stop "$mod could not be unloaded: the next client would register beside it"
-	fi
-	o_scenario $mod $mod unregister "run register_none"
-	if out=$(insmod $O/$mod.ko peerdirect_support=1 2>&1); then
-		o_scenario $mod $mod legacy "run register_legacy"
-		o_scenario $mod $mod invalidate_legacy "run invalidate"
-		rmmod $mod || o_stop "$mod (peerdirect_support=1) could not be unloaded"
-	else
-		o_report $mod FAIL legacy "insmod peerdirect_support=1: $out"
-		o_report $mod FAIL invalidate_legacy "insmod peerdirect_support=1: $out"
-	fi
-	if out=$(insmod $O/$mod.ko peerdirect_support=2 2>&1); then
-		rmmod $mod
-		o_report $mod FAIL peerdirect_invalid "insmod peerdirect_support=2 succeeded"
-	else
-		o_report $mod PASS peerdirect_invalid "insmod peerdirect_support=2: $out"
-	fi
-done <$O/modules
-# free_during_get and race last, for every client: one that invalidates from
-# the free callback while the core holds its mapping lock deadlocks in the
-# first (a hang ends the oracle phase), and a use-after-free in the race
-# corrupts memory that later scenarios would be charged for.
-while read -r mod gen; do
-	o_providers "$gen"
-	if out=$(insmod $O/$mod.ko 2>&1); then
-		o_scenario $mod $mod free_during_get "run free_during_get"
-		o_scenario $mod $mod race "run race"
-		rmmod $mod || o_stop "$mod could not be unloaded after free_during_get and race"
-	fi
-done <$O/modules
+		o_scenario $mod $mod register "run register"
+		o_scenario $mod $mod acquire "run acquire"
+		o_scenario $mod $mod lifecycle "run lifecycle"
+		o_scenario $mod $mod several "run several"
+		o_scenario $mod $mod dma_map_refusals "run dma_map_refusals"
+		o_scenario $mod $mod page_table_version "run page_table_version"
+		o_scenario $mod $mod invalidate "run invalidate"
+		o_scenario $mod $mod nc "run nc"
+		o_scenario $mod $mod inject "run inject"
+		echo "NVPMORACLE-RUN $mod rmmod_busy"
+		if o_ctl /sys/kernel/debug/nvpm "hold 2"; then
+			if rmmod $mod 2>/dev/null; then
+				o_report $mod FAIL rmmod_busy "rmmod succeeded with 2 registrations alive"
+				o_ctl /sys/kernel/debug/nvpm drop
+				insmod $O/$mod.ko $params
+			else
+				o_ctl /sys/kernel/debug/nvpm drop
+				o_report $mod PASS rmmod_busy "rmmod refused with 2 registrations alive"
+			fi
+		else
+			o_report $mod FAIL rmmod_busy "${O_RESULT#FAIL }"
+		fi
+		if ! out=$(rmmod $mod 2>&1); then
+			echo "NVPMORACLE-MODULE $mod FAIL: rmmod: $out"
+			o_stop "$mod could not be unloaded: the next client would register beside it"
+		fi
+		o_scenario $mod $mod unregister "run register_none"
+		if out=$(insmod $O/$mod.ko $params peerdirect_support=1 2>&1); then
+			o_scenario $mod $mod legacy "run register_legacy"
+			o_scenario $mod $mod invalidate_legacy "run invalidate"
+			rmmod $mod || o_stop "$mod (peerdirect_support=1) could not be unloaded"
+		else
+			o_report $mod FAIL legacy "insmod peerdirect_support=1: $out"
+			o_report $mod FAIL invalidate_legacy "insmod peerdirect_support=1: $out"
+		fi
+		if out=$(insmod $O/$mod.ko $params peerdirect_support=2 2>&1); then
+			rmmod $mod
+			o_report $mod FAIL peerdirect_invalid "insmod peerdirect_support=2 succeeded"
+		else
+			o_report $mod PASS peerdirect_invalid "insmod peerdirect_support=2: $out"
+		fi
+	done <$O/modules
+	# free_during_get and race last, for every client: one that invalidates from
+	# the free callback while the core holds its mapping lock deadlocks in the
+	# first (a hang ends the oracle phase), and a use-after-free in the race
+	# corrupts memory that later scenarios would be charged for.
+	while read -r mod gen params; do
+		[ "$gen" = "$1" ] || continue
+		o_providers "$gen"
+		if out=$(insmod $O/$mod.ko $params 2>&1); then
+			o_scenario $mod $mod free_during_get "run free_during_get"
+			o_scenario $mod $mod race "run race"
+			rmmod $mod || o_stop "$mod could not be unloaded after free_during_get and race"
+		fi
+	done <$O/modules
+}
+for g in $(cut -d' ' -f2 $O/modules | uniq); do
+	o_columns "$g"
+done
 o_stop "done"
