@@ -79,7 +79,13 @@ o_scenario() {
 			o_report "$1" PASS "$3" "${O_RESULT#PASS }"
 		fi
 	else
-		o_report "$1" FAIL "$3" "${O_RESULT#FAIL }"
+		# a failed scenario may have left a context behind: say so, so
+		# that a later unload failure has its cause in the table
+		r=$(cat /sys/module/$2/refcnt 2>/dev/null || echo none)
+		case $r in
+		0 | none) o_report "$1" FAIL "$3" "${O_RESULT#FAIL }" ;;
+		*) o_report "$1" FAIL "$3" "${O_RESULT#FAIL } (module refcount $r after it)" ;;
+		esac
 	fi
 }
 
@@ -179,7 +185,7 @@ o_columns() {
 			o_report $mod FAIL rmmod_busy "${O_RESULT#FAIL }"
 		fi
 		if ! out=$(rmmod $mod 2>&1); then
-			echo "NVPMORACLE-MODULE $mod FAIL: rmmod: $out"
+			echo "NVPMORACLE-MODULE $mod FAIL: rmmod: $out (refcount $(cat /sys/module/$mod/refcnt))"
 			o_stop "$mod could not be unloaded: the next client would register beside it"
 		fi
 		o_scenario $mod $mod unregister "run register_none"

@@ -714,6 +714,8 @@ static int nc_body(const char *client)
 	static struct base b;
 	struct pcd_umem *u;
 	u64 va;
+	long calls;
+	bool ticket;
 	int n;
 
 	TRY(begin(&b));
@@ -723,10 +725,17 @@ static int nc_body(const char *client)
 	/* a registration that cannot handle invalidation skips nv_mem */
 	TRY(lifecycle_one(va, 0x3000, 2 * SZ64K, false, client, &u));
 	nvd_get_stats(&s1);
-	CHECK(s1.get_pages_persistent == s0.get_pages_persistent + 1,
-	      "%s made %ld get_pages_persistent calls, want 1", client,
-	      s1.get_pages_persistent - s0.get_pages_persistent);
-	CHECK(u->xa_id == PCD_NO_INVALIDATION_ID, "nc registration got an invalidation ticket");
+	calls = s1.get_pages_persistent - s0.get_pages_persistent;
+	ticket = u->xa_id != PCD_NO_INVALIDATION_ID;
+	if (calls != 1 || ticket) {
+		/* Released before failing: a registration left alive holds a
+		 * reference on the client's module, and the oracle could not
+		 * unload it for the columns after it. */
+		pcd_umem_release(u);
+		nvd_free(va);
+	}
+	CHECK(calls == 1, "%s made %ld get_pages_persistent calls, want 1", client, calls);
+	CHECK(!ticket, "nc registration got an invalidation ticket");
 	pcd_get_stats(&c0);
 	n = nvd_free(va);
 	pcd_get_stats(&c1);
