@@ -408,52 +408,74 @@ static int sc_several(void)
 
 /* ---------------------------------------------------- dma_map refusals */
 
-static int refuse_one(const char *client, bool inval, u32 type, u32 version, const char *what)
+/* What a registration is to be refused for: one knob of the NVIDIA double,
+ * set for that registration only (0: the driver's own value). */
+struct refusal {
+	u32 page_size;		/* NVIDIA_P2P_PAGE_SIZE_* of its GPU memory */
+	u32 mapping_version;	/* of the mapping dma_map_pages returns */
+	u32 table_version;	/* of the page table get_pages returns */
+	const char *what;
+};
+
+/* A registration refused with -EINVAL by dma_map, nothing left mapped or
+ * pinned afterwards; a page table of another layout is refused before
+ * nvidia_p2p_dma_map_pages is called at all, an incompatible mapping is
+ * unmapped again. */
+static int refuse_one(const char *client, bool inval, const struct refusal *r)
 {
 	struct nvd_stats s0, s1;
 	struct pcd_umem *u;
 	u64 va;
 	int ret;
 
-	va = gpu_alloc(4 * SZ64K, type);
+	va = gpu_alloc(4 * SZ64K, r->page_size);
 	CHECK(va, "cannot allocate simulated GPU memory");
-	nvd_set_mapping_version(version);
+	nvd_set_mapping_version(r->mapping_version);
+	nvd_set_page_table_version(r->table_version);
 	nvd_get_stats(&s0);
 	ret = pcd_umem_get(va, 2 * SZ64K, inval, client, &u);
 	nvd_get_stats(&s1);
 	nvd_set_mapping_version(0);
+	nvd_set_page_table_version(0);
 	if (!ret)
 		pcd_umem_release(u);
-	CHECK(ret == -EINVAL, "%s: %s: registration returned %d, want -EINVAL from dma_map", client, what, ret);
+	CHECK(ret == -EINVAL, "%s: %s: registration returned %d, want -EINVAL from dma_map", client, r->what, ret);
+	if (r->table_version)
+		CHECK(s1.dma_map == s0.dma_map, "%s: %s: dma_map_pages was called on a table of another layout",
+		      client, r->what);
 	CHECK(s1.maps_live == s0.maps_live, "%s: %s: a refused dma_map left %ld mapping(s) mapped",
-	      client, what, s1.maps_live - s0.maps_live);
+	      client, r->what, s1.maps_live - s0.maps_live);
 	CHECK(s1.tables_live == s0.tables_live, "%s: %s: a refused registration left %ld page table(s) pinned",
-	      client, what, s1.tables_live - s0.tables_live);
-	if (version)
+	      client, r->what, s1.tables_live - s0.tables_live);
+	if (r->mapping_version)
 		CHECK(s1.dma_unmap == s0.dma_unmap + 1, "%s: %s: the incompatible mapping was not unmapped",
-		      client, what);
+		      client, r->what);
 	CHECK(nvd_free(va) == 0, "cudaFree found a registration left behind");
-	TRY(errors_since(what));
+	TRY(errors_since(r->what));
 	return 0;
 }
 
 static int sc_dma_map_refusals(void)
 {
 	static const char *const names[] = { NV, NC };
+	static const struct refusal refusals[] = {
+		{ NVIDIA_P2P_PAGE_SIZE_4KB, 0, 0, "4 KiB pages" },
+		{ NVIDIA_P2P_PAGE_SIZE_128KB, 0, 0, "128 KiB pages" },
+		{ NVIDIA_P2P_PAGE_SIZE_64KB, 0x00010003, 0, "mapping version 1.3" },
+		{ NVIDIA_P2P_PAGE_SIZE_64KB, 0x00030003, 0, "mapping version 3.3" },
+		{ NVIDIA_P2P_PAGE_SIZE_64KB, 0x00020002, 0, "mapping version 2.2" },
+	};
 	struct pcd_umem *u;
 	struct base b;
 	u64 va;
-	int i;
+	int i, j;
 
 	TRY(begin(&b));
 	for (i = 0; i < ARRAY_SIZE(names); i++) {
 		bool inval = i == 0;
 
-		TRY(refuse_one(names[i], inval, NVIDIA_P2P_PAGE_SIZE_4KB, 0, "4 KiB pages"));
-		TRY(refuse_one(names[i], inval, NVIDIA_P2P_PAGE_SIZE_128KB, 0, "128 KiB pages"));
-		TRY(refuse_one(names[i], inval, NVIDIA_P2P_PAGE_SIZE_64KB, 0x00010003, "mapping version 1.3"));
-		TRY(refuse_one(names[i], inval, NVIDIA_P2P_PAGE_SIZE_64KB, 0x00030003, "mapping version 3.3"));
-		TRY(refuse_one(names[i], inval, NVIDIA_P2P_PAGE_SIZE_64KB, 0x00020002, "mapping version 2.2"));
+		for (j = 0; j < ARRAY_SIZE(refusals); j++)
+			TRY(refuse_one(names[i], inval, &refusals[j]));
 	}
 	/* a newer minor version is compatible */
 	va = gpu_alloc(4 * SZ64K, NVIDIA_P2P_PAGE_SIZE_64KB);
@@ -470,35 +492,6 @@ static int sc_dma_map_refusals(void)
 
 /* ---------------------------------------------------- page table version */
 
-/* A registration whose page table carries @version: refused with -EINVAL by
- * dma_map before anything is mapped, and nothing left pinned afterwards. */
-static int refuse_table(const char *client, bool inval, u32 version)
-{
-	struct nvd_stats s0, s1;
-	struct pcd_umem *u;
-	u64 va;
-	int ret;
-
-	va = gpu_alloc(4 * SZ64K, NVIDIA_P2P_PAGE_SIZE_64KB);
-	CHECK(va, "cannot allocate simulated GPU memory");
-	nvd_set_page_table_version(version);
-	nvd_get_stats(&s0);
-	ret = pcd_umem_get(va, 2 * SZ64K, inval, client, &u);
-	nvd_get_stats(&s1);
-	nvd_set_page_table_version(0);
-	if (!ret)
-		pcd_umem_release(u);
-	CHECK(ret == -EINVAL, "%s: page table version %#x (driver header %#x): registration returned %d, want -EINVAL from dma_map",
-	      client, version, nvd_header_page_table_version(), ret);
-	CHECK(s1.dma_map == s0.dma_map, "%s: page table version %#x: dma_map_pages was called on a table of another layout",
-	      client, version);
-	CHECK(s1.tables_live == s0.tables_live, "%s: page table version %#x: a refused registration left %ld page table(s) pinned",
-	      client, version, s1.tables_live - s0.tables_live);
-	CHECK(nvd_free(va) == 0, "cudaFree found a registration left behind");
-	TRY(errors_since("page table version"));
-	return 0;
-}
-
 /* nv-p2p.h's NVIDIA_P2P_VERSION_COMPATIBLE for the page table: a client
  * reads a table only when its major version is the one the client was
  * built for and its minor is the same or newer (docs/contracts.md,
@@ -512,20 +505,29 @@ static int sc_page_table_version(void)
 	static const char *const names[] = { NV, NC };
 	const u32 own = nvd_header_page_table_version();
 	const u32 major = own >> 16, minor = own & 0xffff;
+	static char what[80];
 	struct pcd_umem *u;
 	struct base b;
 	bool flags;
 	u64 va;
-	int i, ret;
+	int i, j, ret;
 
 	TRY(begin(&b));
 	for (i = 0; i < ARRAY_SIZE(names); i++) {
-		bool inval = i == 0;
+		const bool inval = i == 0;
+		const u32 versions[] = {
+			(major + 1) << 16,
+			major > 1 ? ((major - 1) << 16) | 0xffff : 0x00030000,
+			own - 1,	/* an older minor, where there is one */
+		};
 
-		TRY(refuse_table(names[i], inval, (major + 1) << 16));
-		TRY(refuse_table(names[i], inval, major > 1 ? ((major - 1) << 16) | 0xffff : 0x00030000));
-		if (minor)
-			TRY(refuse_table(names[i], inval, own - 1));
+		for (j = 0; j < ARRAY_SIZE(versions) - !minor; j++) {
+			struct refusal r = { NVIDIA_P2P_PAGE_SIZE_64KB, 0, versions[j], what };
+
+			snprintf(what, sizeof(what), "page table version %#x (driver header %#x)",
+				 versions[j], own);
+			TRY(refuse_one(names[i], inval, &r));
+		}
 	}
 	/* a newer minor version of the same layout is compatible */
 	va = gpu_alloc(4 * SZ64K, NVIDIA_P2P_PAGE_SIZE_64KB);
