@@ -7,6 +7,7 @@
 //! so a template that outgrows its data fails loudly.
 //!
 //! Every template sees `base_context`: `version`, `release`, `maintainer`,
+//! `homepage` (null when distros.yaml has none),
 //! `distro.*` (the `packaging/distros.yaml` entry as written), `dkms_name`,
 //! and the reproducible timestamp in the formats changelogs need
 //! (`date_rfc2822`, `date_rpm_changelog`, `year`). Callers add their
@@ -42,6 +43,7 @@ pub fn base_context(
     context.insert("version", version);
     context.insert("release", &release);
     context.insert("maintainer", &packaging.maintainer);
+    context.insert("homepage", &packaging.homepage);
     context.insert("distro", distro);
     context.insert("dkms_name", DKMS_NAME);
     context.insert("source_date_epoch", &source_date_epoch);

@@ -31,6 +31,10 @@ pub struct Packaging {
     /// `Name <email>` written to debian/control, debian/changelog and the
     /// spec's changelog.
     pub maintainer: String,
+    /// The project's home page (Homepage, Source, URL); none until it has
+    /// one (docs/packaging.md, "Package metadata").
+    #[serde(default)]
+    pub homepage: Option<String>,
     /// Package release (Debian revision, RPM Release) when `--release` is
     /// not given.
     #[serde(default = "default_release")]
@@ -227,6 +231,12 @@ impl Packaging {
             bail!(
                 "maintainer `{}` must look like `Name <email@example.org>`; fix `maintainer:` in {DATA_FILE}",
                 self.maintainer
+            );
+        }
+        let bad = |h: &&str| !h.starts_with("https://") || h.len() <= 8 || h.contains(' ');
+        if let Some(homepage) = self.homepage.as_deref().filter(bad) {
+            bail!(
+                "homepage `{homepage}` must be an https:// URL without spaces; fix `homepage:` in {DATA_FILE} (or remove it: the packages then name no home page)"
             );
         }
         // The same rule as `--release` (one parser for both): 1 to 999999999.

@@ -124,6 +124,16 @@ fn malformed_data_is_refused() {
         (format!("{M}distros: []\n"), "no distros"),
         (
             format!(
+                "{M}homepage: http://h.example\ndistros:\n  - {{id: a, name: A, family: deb}}\n"
+            ),
+            "https:// URL",
+        ),
+        (
+            format!("{M}homepage: https://\ndistros:\n  - {{id: a, name: A, family: deb}}\n"),
+            "https:// URL",
+        ),
+        (
+            format!(
                 "{M}distros:\n  - {{id: a, name: A, family: deb}}\n  - {{id: b, name: B, family: deb}}\n"
             ),
             "same version_suffix",

@@ -121,7 +121,7 @@ impl Route for Srpm {
             description,
             license: env!("CARGO_PKG_LICENSE").to_owned(),
             group: spec_value(&spec_text, "Group")?,
-            url: spec_value(&spec_text, "URL")?,
+            url: spec_value(&spec_text, "URL").ok(),
             build_requires: spec::build_requires(&spec_text)?,
             changelog: spec::changelog(&spec_text)?,
             build_time,

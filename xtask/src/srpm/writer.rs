@@ -123,7 +123,9 @@ pub struct SourcePackage {
     pub license: String,
     /// The spec's `Group:`.
     pub group: String,
-    pub url: String,
+    /// The spec's `URL:`, when it has one (docs/packaging.md, "Package
+    /// metadata").
+    pub url: Option<String>,
     /// The spec's `BuildRequires`, in spec order.
     pub build_requires: Vec<Dependency>,
     /// Newest first, as in the spec.
@@ -288,7 +290,6 @@ fn main_header(
         tag(IndexTag::RPMTAG_SIZE, IndexData::Int32(vec![total_size])),
         tag(IndexTag::RPMTAG_LICENSE, text(&package.license)),
         tag(IndexTag::RPMTAG_GROUP, i18n(&package.group)),
-        tag(IndexTag::RPMTAG_URL, text(&package.url)),
         tag(IndexTag::RPMTAG_OS, text("linux")),
         tag(IndexTag::RPMTAG_ARCH, text(&package.arch)),
         tag(
@@ -406,6 +407,9 @@ fn main_header(
             IndexData::StringArray(vec![sha256_hex(cpio)]),
         ),
     ];
+    if let Some(url) = &package.url {
+        entries.push(tag(IndexTag::RPMTAG_URL, text(url)));
+    }
     if !package.changelog.is_empty() {
         entries.extend([
             tag(

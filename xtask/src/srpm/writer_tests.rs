@@ -12,7 +12,7 @@ fn sample() -> SourcePackage {
         description: "A demo.".into(),
         license: "MIT".into(),
         group: "Development/Tools".into(),
-        url: "https://example.org/demo".into(),
+        url: Some("https://example.org/demo".into()),
         build_requires: vec![
             parse_dependency("gcc").unwrap(),
             parse_dependency("rust >= 1.70").unwrap(),
@@ -63,6 +63,25 @@ fn header_marks_a_source_package() {
     assert_eq!(metadata.get_build_host().unwrap(), "build.example.org");
     assert_eq!(metadata.get_group().unwrap(), "Development/Tools");
     assert_eq!(metadata.get_url().unwrap(), "https://example.org/demo");
+}
+
+/// A spec without URL (no home page yet) gives a header without the tag,
+/// as rpmbuild writes it.
+#[test]
+fn no_url_leaves_the_tag_out() {
+    let package = parse(
+        &write_source_rpm(&SourcePackage {
+            url: None,
+            ..sample()
+        })
+        .unwrap(),
+    );
+    assert!(
+        !package
+            .metadata
+            .header
+            .entry_is_present(IndexTag::RPMTAG_URL)
+    );
 }
 
 #[test]

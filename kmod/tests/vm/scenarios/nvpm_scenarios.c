@@ -548,8 +548,8 @@ static int sc_page_table_version(void)
 	CHECK(nvd_free(va) == 0, "cudaFree found a registration left behind");
 	TRY(clean(&b, "page table version"));
 	snprintf(result, sizeof(result),
-		 "PASS driver's page table %#x: majors %u and %u and an older minor refused with -EINVAL before dma_map; %#x accepted%s",
-		 own, major + 1, major > 1 ? major - 1 : 3, own + 1,
+		 "PASS driver's page table %#x: majors %u and %u%s refused with -EINVAL before dma_map; %#x accepted%s",
+		 own, major + 1, major > 1 ? major - 1 : 3, minor ? " and an older minor" : "", own + 1,
 		 flags ? "; CPU_CACHEABLE table maps" : " (no page table flags before 580)");
 	return 0;
 }
