@@ -1,0 +1,396 @@
+//! Reads the node and writes its facts: the registration path, the GPUs
+//! and RDMA devices, the distance from each GPU to its closest RDMA
+//! device, ACS on the bridges between them, IOMMU translation and BAR1.
+
+use crate::config_space::{AcsState, ConfigSpace, PortType};
+use crate::host::Host;
+use crate::nvidia::{self, Generation};
+use crate::pci::{self, PciDevice};
+use crate::rdma::{self, Nic};
+use crate::registration::{self, Path};
+use crate::report::{Fact, Gpu, Problem, Report, Status};
+use crate::topology::{self, Distance};
+use crate::{iommu, memory};
+
+/// NCCL's default limit for GPUDirect RDMA between a GPU and a NIC
+/// (docs/readiness.md, "Distance").
+pub const NCCL_DEFAULT_GDR_LEVEL: Distance = Distance::Pxb;
+
+pub fn check(host: &Host) -> Report {
+    let mut facts = Vec::new();
+    let (devices, unreadable) = pci::devices(host);
+    for u in unreadable {
+        facts.push(Fact::problem(
+            "read",
+            u.path.display().to_string(),
+            Status::Unknown,
+            Problem::Unreadable,
+            u.to_string(),
+            None,
+        ));
+    }
+    let gpus: Vec<&PciDevice> = devices.iter().filter(|d| d.is_nvidia_gpu()).collect();
+    let (nics, unreadable) = rdma::nics(host, &devices);
+    for u in unreadable {
+        facts.push(Fact::problem(
+            "read",
+            u.path.display().to_string(),
+            Status::Unknown,
+            Problem::Unreadable,
+            u.to_string(),
+            None,
+        ));
+    }
+
+    let driver = match nvidia::driver(host) {
+        Ok(d) => d,
+        Err(u) => {
+            facts.push(Fact::problem(
+                "driver",
+                "node",
+                Status::Unknown,
+                Problem::Unreadable,
+                u.to_string(),
+                None,
+            ));
+            None
+        }
+    };
+    match &driver {
+        Some(d) => facts.push(Fact::info(
+            "driver",
+            "node",
+            format!(
+                "NVIDIA driver {} ({})",
+                d.version,
+                if d.flavour == nvidia::Flavour::Open {
+                    "open kernel module"
+                } else {
+                    "proprietary kernel module"
+                }
+            ),
+        )),
+        None => facts.push(Fact::problem(
+            "driver",
+            "node",
+            Status::Fail,
+            Problem::NoPath,
+            "the NVIDIA driver is not loaded (no /proc/driver/nvidia/version)",
+            Some("modprobe nvidia (install the NVIDIA driver if it is missing)".to_owned()),
+        )),
+    }
+
+    if gpus.is_empty() {
+        facts.push(Fact::problem(
+            "gpu",
+            "node",
+            Status::Fail,
+            Problem::NothingToCheck,
+            "no NVIDIA GPU on the PCI bus",
+            None,
+        ));
+    }
+    if nics.is_empty() {
+        facts.push(Fact::problem(
+            "nic",
+            "node",
+            Status::Fail,
+            Problem::NothingToCheck,
+            "no RDMA device (nothing in /sys/class/infiniband backed by a PCI function)",
+            Some("load the adapter's RDMA driver (mlx5_ib for ConnectX) or install MLNX_OFED/DOCA-OFED".to_owned()),
+        ));
+    }
+
+    let generations: Vec<Generation> = gpus.iter().map(|g| nvidia::generation(g.device)).collect();
+    let path = registration_facts(host, driver, generations, &mut facts);
+
+    let memory = memory::gpu_memory(host);
+    let mut summaries = Vec::new();
+    for gpu in &gpus {
+        let closest = closest_nic(gpu, &nics, &devices);
+        summaries.push(Gpu {
+            address: gpu.address.clone(),
+            device_id: gpu.device,
+            bar1_bytes: nvidia::bar1_bytes(gpu),
+            closest_nic: closest.map(|(nic, _, d)| (nic.name.clone(), d)),
+        });
+        facts.push(Fact::info(
+            "gpu",
+            &gpu.address,
+            format!(
+                "NVIDIA GPU {:04x}:{:04x}, NUMA node {}",
+                gpu.vendor,
+                gpu.device,
+                numa(gpu)
+            ),
+        ));
+        if let Some((nic, nic_dev, distance)) = closest {
+            distance_fact(gpu, nic, distance, &mut facts);
+            acs_facts(gpu, nic_dev, &devices, &mut facts);
+        }
+        bar1_fact(gpu, memory.get(&gpu.address).copied(), &mut facts);
+    }
+    for nic in &nics {
+        let dev = devices.iter().find(|d| d.address == nic.address);
+        facts.push(Fact::info(
+            "nic",
+            &nic.name,
+            format!(
+                "RDMA device {} at {}, NUMA node {}",
+                nic.name,
+                nic.address,
+                dev.map_or("unknown".to_owned(), numa)
+            ),
+        ));
+    }
+    for dev in gpus.iter().copied().chain(
+        nics.iter()
+            .filter_map(|n| devices.iter().find(|d| d.address == n.address)),
+    ) {
+        iommu_fact(dev, &mut facts);
+    }
+    Report {
+        path,
+        facts,
+        gpus: summaries,
+        nics,
+    }
+}
+
+fn numa(d: &PciDevice) -> String {
+    d.numa_node.map_or("none".to_owned(), |n| n.to_string())
+}
+
+fn registration_facts(
+    host: &Host,
+    driver: Option<nvidia::Driver>,
+    generations: Vec<Generation>,
+    facts: &mut Vec<Fact>,
+) -> Path {
+    let f = match registration::read(host, driver, generations) {
+        Ok(f) => f,
+        Err(u) => {
+            facts.push(Fact::problem(
+                "path",
+                "node",
+                Status::Unknown,
+                Problem::Unreadable,
+                u.to_string(),
+                None,
+            ));
+            return Path::None;
+        }
+    };
+    if f.nv_peer_mem_loaded && f.nvidia_peermem_loaded {
+        facts.push(Fact::problem(
+            "clients",
+            "node",
+            Status::Fail,
+            Problem::NoPath,
+            "nv_peer_mem and nvidia_peermem are both loaded; they register the same client names and only one may be",
+            Some("keep one: systemctl disable --now nv_peer_mem, or rmmod nvidia_peermem".to_owned()),
+        ));
+    }
+    facts.push(if f.peer_core {
+        Fact::info("peer_core", "node", "MLNX_OFED's PeerDirect core is loaded (ib_core exports ib_register_peer_memory_client)")
+    } else {
+        Fact::info("peer_core", "node", "no PeerDirect core: the kernel's own RDMA stack (peer memory clients cannot register with it)")
+    });
+    let blocker = registration::dmabuf_blocker(&f);
+    facts.push(match &blocker {
+        None => Fact::info("dmabuf", "node", "DMA-BUF can serve: the RDMA core imports DMA-BUF, the open NVIDIA module exports it, every GPU is Turing or newer"),
+        Some(why) => Fact::info("dmabuf", "node", format!("DMA-BUF cannot serve: {why}")),
+    });
+    let path = registration::serving(&f);
+    facts.push(match path {
+        Path::NvPeerMem => Fact::ok("path", "node", "GPU memory registers through nv_peer_mem (PeerDirect)"),
+        Path::NvidiaPeermem => Fact::ok("path", "node", "GPU memory registers through nvidia_peermem (PeerDirect)"),
+        Path::DmaBuf if !f.peer_core => Fact::ok(
+            "path",
+            "node",
+            "GPU memory registers through DMA-BUF; this node needs no peer memory client (applications must use DMA-BUF registration, as NCCL and UCX do when it is available)",
+        ),
+        Path::DmaBuf => Fact::ok(
+            "path",
+            "node",
+            "GPU memory registers through DMA-BUF; no peer memory client is loaded (applications that register GPU pointers directly need one: nv_peer_mem-service start)",
+        ),
+        Path::None => {
+            let fix = if f.peer_core {
+                "load the peer memory client: systemctl start nv_peer_mem (nv_peer_mem-service status says why it is not loaded)".to_owned()
+            } else {
+                format!(
+                    "for DMA-BUF, the NVIDIA open kernel module {} or newer on Turing or newer GPUs and Linux 5.12 or newer (see the dmabuf line); or MLNX_OFED with nv_peer_mem",
+                    registration::DMABUF_MIN_DRIVER
+                )
+            };
+            Fact::problem("path", "node", Status::Fail, Problem::NoPath, "no path registers GPU memory for RDMA", Some(fix))
+        }
+    });
+    path
+}
+
+fn closest_nic<'a>(
+    gpu: &PciDevice,
+    nics: &'a [Nic],
+    devices: &'a [PciDevice],
+) -> Option<(&'a Nic, &'a PciDevice, Distance)> {
+    let shape = |device: &str, index: usize| is_downstream(devices, device, index);
+    nics.iter()
+        .filter_map(|nic| {
+            let dev = devices.iter().find(|d| d.address == nic.address)?;
+            Some((nic, dev, topology::distance(gpu, dev, &shape)))
+        })
+        .min_by_key(|(_, _, d)| *d)
+}
+
+/// A switch downstream port: from config space where it can be read,
+/// else from the tree's shape.
+fn is_downstream(devices: &[PciDevice], address: &str, index: usize) -> bool {
+    let from_config = devices
+        .iter()
+        .find(|d| d.address == address)
+        .and_then(|d| Host::bytes(&d.dir.join("config")).ok())
+        .and_then(|bytes| ConfigSpace::new(&bytes).port_type());
+    match from_config {
+        Some(t) => t == PortType::DownstreamPort,
+        None => topology::downstream_by_shape(index),
+    }
+}
+
+fn distance_fact(gpu: &PciDevice, nic: &Nic, distance: Distance, facts: &mut Vec<Fact>) {
+    let message = format!(
+        "closest RDMA device {} ({}) is {distance} from it",
+        nic.name, nic.address
+    );
+    if distance <= NCCL_DEFAULT_GDR_LEVEL {
+        facts.push(Fact::ok("distance", &gpu.address, message));
+    } else {
+        facts.push(Fact::problem(
+            "distance",
+            &gpu.address,
+            Status::Warn,
+            Problem::Topology,
+            format!("{message}: NCCL uses GPUDirect RDMA only up to {} by default", NCCL_DEFAULT_GDR_LEVEL),
+            Some(format!(
+                "put the GPU and an RDMA adapter under one PCIe switch; or, if measured faster, NCCL_NET_GDR_LEVEL={distance}"
+            )),
+        ));
+    }
+}
+
+fn acs_facts(gpu: &PciDevice, nic: &PciDevice, devices: &[PciDevice], facts: &mut Vec<Fact>) {
+    for bridge in topology::bridges_between(gpu, nic) {
+        let Some(dev) = devices.iter().find(|d| d.address == bridge) else {
+            continue;
+        };
+        let state = match Host::bytes(&dev.dir.join("config")) {
+            Ok(bytes) => ConfigSpace::new(&bytes).acs(),
+            Err(u) => {
+                facts.push(Fact::problem(
+                    "acs",
+                    &bridge,
+                    Status::Unknown,
+                    Problem::Unreadable,
+                    u.to_string(),
+                    None,
+                ));
+                continue;
+            }
+        };
+        let subject = format!("{bridge} (between {} and {})", gpu.address, nic.address);
+        match state {
+            AcsState::Present(acs) if acs.redirects() => facts.push(Fact::problem(
+                "acs",
+                subject,
+                Status::Fail,
+                Problem::DataPath,
+                format!(
+                    "ACS redirects peer-to-peer traffic up to the root complex (ACSCtl: {})",
+                    acs.enabled().join(" ")
+                ),
+                Some(format!(
+                    "setpci -s {bridge} ECAP_ACS+0x6.w=0000 (until reboot), or boot with pci=disable_acs_redir={bridge}"
+                )),
+            )),
+            AcsState::Present(acs) => facts.push(Fact::ok(
+                "acs",
+                subject,
+                format!(
+                    "ACS does not redirect peer-to-peer traffic (ACSCtl: {})",
+                    if acs.control == 0 { "none".to_owned() } else { acs.enabled().join(" ") }
+                ),
+            )),
+            AcsState::Absent | AcsState::NoExtendedSpace => {
+                facts.push(Fact::ok("acs", subject, "no ACS capability: nothing redirects peer-to-peer traffic here"))
+            }
+            AcsState::NeedsRoot => facts.push(Fact::problem(
+                "acs",
+                subject,
+                Status::Unknown,
+                Problem::Unreadable,
+                "ACS is beyond the first 64 bytes of config space, which only root can read",
+                Some("run the check as root".to_owned()),
+            )),
+            AcsState::Malformed => facts.push(Fact::problem(
+                "acs",
+                subject,
+                Status::Unknown,
+                Problem::Unreadable,
+                "the extended capability list in config space is malformed",
+                None,
+            )),
+        }
+    }
+}
+
+fn iommu_fact(dev: &PciDevice, facts: &mut Vec<Fact>) {
+    match iommu::mode(dev) {
+        Ok(iommu::Mode::Off) => facts.push(Fact::ok("iommu", &dev.address, "no IOMMU translates this device's DMA")),
+        Ok(iommu::Mode::Passthrough) => facts.push(Fact::ok("iommu", &dev.address, "IOMMU in passthrough (identity)")),
+        Ok(iommu::Mode::Translating(kind)) => facts.push(Fact::problem(
+            "iommu",
+            &dev.address,
+            Status::Warn,
+            Problem::DataPath,
+            format!("the IOMMU translates this device's DMA (domain type {kind}): peer-to-peer traffic goes through it"),
+            Some("boot with iommu=pt (passthrough for DMA of host devices)".to_owned()),
+        )),
+        Ok(iommu::Mode::Other(kind)) => facts.push(Fact::info("iommu", &dev.address, format!("IOMMU domain type {kind}"))),
+        Err(u) => facts.push(Fact::problem("iommu", &dev.address, Status::Unknown, Problem::Unreadable, u.to_string(), None)),
+    }
+}
+
+fn bar1_fact(gpu: &PciDevice, memory: Option<u64>, facts: &mut Vec<Fact>) {
+    let Some(bar1) = nvidia::bar1_bytes(gpu) else {
+        facts.push(Fact::problem(
+            "bar1",
+            &gpu.address,
+            Status::Unknown,
+            Problem::Unreadable,
+            "BAR1 is not in the device's resources",
+            None,
+        ));
+        return;
+    };
+    match memory {
+        Some(mem) if bar1 < mem => facts.push(Fact::problem(
+            "bar1",
+            &gpu.address,
+            Status::Warn,
+            Problem::Topology,
+            format!("BAR1 is {} but the GPU has {} of memory: at most BAR1's worth can be registered for RDMA at once", gib(bar1), gib(mem)),
+            Some("enable a large BAR1 (resizable BAR) in the system firmware, or register less GPU memory at a time".to_owned()),
+        )),
+        Some(mem) => facts.push(Fact::ok("bar1", &gpu.address, format!("BAR1 is {} for {} of GPU memory", gib(bar1), gib(mem)))),
+        None => facts.push(Fact::info("bar1", &gpu.address, format!("BAR1 is {} (GPU memory size unknown: nvidia-smi not found)", gib(bar1)))),
+    }
+}
+
+fn gib(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!("{} GiB", bytes >> 30)
+    } else {
+        format!("{} MiB", bytes >> 20)
+    }
+}

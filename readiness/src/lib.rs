@@ -1,0 +1,17 @@
+//! gpudirect-rdma-check: can this node do GPUDirect RDMA, by which path,
+//! and what stands in the way. It reads sysfs and procfs (and asks
+//! nvidia-smi for memory sizes when it is installed), changes nothing, and
+//! reports each fact with its fix (docs/readiness.md).
+
+pub mod check;
+pub mod config_space;
+pub mod host;
+pub mod iommu;
+pub mod memory;
+pub mod nvidia;
+pub mod pci;
+pub mod rdma;
+pub mod registration;
+pub mod render;
+pub mod report;
+pub mod topology;

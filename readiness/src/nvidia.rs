@@ -1,0 +1,129 @@
+//! The NVIDIA driver and GPUs: which kernel module flavour is loaded
+//! (`/proc/driver/nvidia/version`), each GPU's architecture from its PCI
+//! device id, and its BAR1 (docs/readiness.md, "NVIDIA").
+
+use crate::host::{Host, Unreadable};
+use crate::pci::PciDevice;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Flavour {
+    /// "NVIDIA UNIX Open Kernel Module"
+    Open,
+    /// The proprietary module ("NVIDIA UNIX x86_64 Kernel Module")
+    Proprietary,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Driver {
+    pub flavour: Flavour,
+    /// `580.159.04`
+    pub version: String,
+}
+
+impl Driver {
+    /// The major version (`580`).
+    pub fn major(&self) -> Option<u32> {
+        self.version.split('.').next()?.parse().ok()
+    }
+}
+
+/// The loaded driver, None when `/proc/driver/nvidia/version` is absent
+/// (not loaded), an error when it cannot be understood.
+pub fn driver(host: &Host) -> Result<Option<Driver>, Unreadable> {
+    let path = host.proc_path("driver/nvidia/version");
+    if !Host::exists(&path) {
+        return Ok(None);
+    }
+    let text = Host::text(&path)?;
+    parse_version(&text)
+        .map(Some)
+        .ok_or_else(|| Unreadable::new(&path, "no `NVRM version:` line with a driver version"))
+}
+
+/// `NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (...)`
+pub fn parse_version(text: &str) -> Option<Driver> {
+    let line = text.lines().find(|l| l.starts_with("NVRM version:"))?;
+    let flavour = if line.contains("Open Kernel Module") {
+        Flavour::Open
+    } else if line.contains("Kernel Module") {
+        Flavour::Proprietary
+    } else {
+        return None;
+    };
+    let version = line.split_whitespace().find(|w| {
+        w.contains('.')
+            && w.split('.')
+                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    })?;
+    Some(Driver {
+        flavour,
+        version: version.to_owned(),
+    })
+}
+
+/// A GPU's architecture, as far as the checks need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Generation {
+    /// Volta or older: device ids below 0x1e00.
+    PreTuring,
+    /// Turing (0x1e00..) or newer.
+    TuringOrNewer,
+}
+
+/// NVIDIA assigns device ids by chip in ascending order per generation;
+/// the first Turing chip (TU102) starts at 0x1e00 and every Volta and older
+/// chip is below it (docs/readiness.md, "NVIDIA", with the sources).
+pub fn generation(device_id: u16) -> Generation {
+    if device_id >= 0x1e00 {
+        Generation::TuringOrNewer
+    } else {
+        Generation::PreTuring
+    }
+}
+
+/// BAR1, the window through which peers reach GPU memory: BAR index 1
+/// (64-bit, so it also takes index 2's slot).
+pub fn bar1_bytes(gpu: &PciDevice) -> Option<u64> {
+    gpu.bar_size(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_open_module_of_the_probed_host() {
+        let d = parse_version(
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  \nGCC version:  gcc version 15.3.0 (GCC) \n",
+        )
+        .unwrap();
+        assert_eq!(d.flavour, Flavour::Open);
+        assert_eq!(d.version, "580.159.04");
+        assert_eq!(d.major(), Some(580));
+    }
+
+    #[test]
+    fn the_proprietary_module() {
+        let d = parse_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.261.03  Wed Jul 16 22:54:36 UTC 2025\n").unwrap();
+        assert_eq!(d.flavour, Flavour::Proprietary);
+        assert_eq!(d.version, "535.261.03");
+    }
+
+    #[test]
+    fn nonsense_is_not_a_driver() {
+        assert_eq!(parse_version(""), None);
+        assert_eq!(parse_version("NVRM version: something else"), None);
+        assert_eq!(
+            parse_version("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64 no version"),
+            None
+        );
+    }
+
+    #[test]
+    fn generations_by_device_id() {
+        assert_eq!(generation(0x2330), Generation::TuringOrNewer); // H100 SXM5 80GB (probed)
+        assert_eq!(generation(0x1e02), Generation::TuringOrNewer); // TITAN RTX (TU102)
+        assert_eq!(generation(0x1db1), Generation::PreTuring); // V100 SXM2 16GB (GV100)
+        assert_eq!(generation(0x15f8), Generation::PreTuring); // P100 (GP100)
+    }
+}

@@ -1,0 +1,183 @@
+//! PCI devices as sysfs shows them (Linux Documentation/PCI/sysfs-pci.rst,
+//! Documentation/ABI/testing/sysfs-bus-pci): one symlink per function in
+//! `/sys/bus/pci/devices/`, pointing at its place in the device tree
+//! (`/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0`), whose directories
+//! are the bridges above it; `vendor`, `device`, `class` (hex), `numa_node`
+//! (-1: none), `resource` (one `start end flags` line per BAR).
+
+use crate::host::{Host, Unreadable};
+use std::path::PathBuf;
+
+/// PCI vendor ids (the PCI-SIG's assignments, as pciutils' pci.ids and
+/// Linux include/linux/pci_ids.h name them).
+pub const VENDOR_NVIDIA: u16 = 0x10de;
+pub const VENDOR_MELLANOX: u16 = 0x15b3;
+
+/// A function's place and identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PciDevice {
+    /// `0000:03:00.0`
+    pub address: String,
+    /// The directory components from the root bus down to the device
+    /// itself: `["pci0000:00", "0000:00:01.0", "0000:01:00.0"]`.
+    pub chain: Vec<String>,
+    pub vendor: u16,
+    pub device: u16,
+    /// Class, subclass and programming interface (`0x030200`).
+    pub class: u32,
+    /// None where the kernel reports -1 (no NUMA information).
+    pub numa_node: Option<u32>,
+    /// (start, end) of each BAR, by BAR index; (0, 0) where unused.
+    pub bars: Vec<(u64, u64)>,
+    /// The device's sysfs directory (for config space, driver, iommu_group).
+    pub dir: PathBuf,
+}
+
+impl PciDevice {
+    /// PCI-to-PCI bridge (class 0x0604: root ports and switch ports).
+    pub fn is_bridge(&self) -> bool {
+        self.class >> 8 == 0x0604
+    }
+
+    /// NVIDIA display controller (class 0x03xx: VGA 0x0300, 3D 0x0302).
+    pub fn is_nvidia_gpu(&self) -> bool {
+        self.vendor == VENDOR_NVIDIA && self.class >> 16 == 0x03
+    }
+
+    /// Size of BAR @index in bytes, if it is in use.
+    pub fn bar_size(&self, index: usize) -> Option<u64> {
+        let (start, end) = *self.bars.get(index)?;
+        (end > start).then(|| end - start + 1)
+    }
+
+    /// The root bus (`pci0000:00`): devices under different ones meet only
+    /// in the CPU's host bridges or beyond.
+    pub fn root(&self) -> &str {
+        &self.chain[0]
+    }
+}
+
+/// Every PCI function, sorted by address, and what could not be read.
+pub fn devices(host: &Host) -> (Vec<PciDevice>, Vec<Unreadable>) {
+    let bus = host.sys_path("bus/pci/devices");
+    let mut found = Vec::new();
+    let mut problems = Vec::new();
+    let names = match Host::names(&bus) {
+        Ok(names) => names,
+        Err(e) => return (found, vec![e]),
+    };
+    for name in names {
+        match device(host, &name) {
+            Ok(d) => found.push(d),
+            Err(e) => problems.push(e),
+        }
+    }
+    (found, problems)
+}
+
+fn device(host: &Host, address: &str) -> Result<PciDevice, Unreadable> {
+    let link = host.sys_path("bus/pci/devices").join(address);
+    let dir = Host::link_target(&link)?;
+    let devices_root = host.sys_path("devices");
+    let relative = dir.strip_prefix(&devices_root).map_err(|_| {
+        Unreadable::new(&link, format!("points outside {}", devices_root.display()))
+    })?;
+    // Keep the root bus and the functions; skip anything else the kernel
+    // puts between them (e.g. a VMD domain's own directories).
+    let chain: Vec<String> = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .enumerate()
+        .filter(|(i, c)| *i == 0 || is_address(c))
+        .map(|(_, c)| c)
+        .collect();
+    if chain.len() < 2 || chain.last().map(String::as_str) != Some(address) {
+        return Err(Unreadable::new(
+            &link,
+            format!("unexpected place in the device tree: {}", dir.display()),
+        ));
+    }
+    let numa = Host::text(&dir.join("numa_node"))
+        .ok()
+        .and_then(|t| t.trim().parse::<i64>().ok());
+    Ok(PciDevice {
+        address: address.to_owned(),
+        chain,
+        vendor: Host::hex(&dir.join("vendor"))? as u16,
+        device: Host::hex(&dir.join("device"))? as u16,
+        class: Host::hex(&dir.join("class"))? as u32,
+        numa_node: numa.and_then(|n| u32::try_from(n).ok()),
+        bars: Host::text(&dir.join("resource"))
+            .map(|t| parse_resource(&t))
+            .unwrap_or_default(),
+        dir,
+    })
+}
+
+/// `dddd:bb:dd.f`
+pub fn is_address(name: &str) -> bool {
+    let b = name.as_bytes();
+    b.len() == 12
+        && b[4] == b':'
+        && b[7] == b':'
+        && b[10] == b'.'
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| matches!(i, 4 | 7 | 10) || c.is_ascii_hexdigit())
+}
+
+/// sysfs `resource`: a line per resource, `0x<start> 0x<end> 0x<flags>`
+/// (drivers/pci/pci-sysfs.c, resource_show); unparsable lines count as
+/// unused.
+pub fn parse_resource(text: &str) -> Vec<(u64, u64)> {
+    text.lines()
+        .map(|line| {
+            let mut fields = line
+                .split_whitespace()
+                .map(|f| u64::from_str_radix(f.trim_start_matches("0x"), 16).ok());
+            match (fields.next().flatten(), fields.next().flatten()) {
+                (Some(start), Some(end)) => (start, end),
+                _ => (0, 0),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_recognised() {
+        assert!(is_address("0000:00:06.0"));
+        assert!(!is_address("10000:00:01.0"));
+        assert!(!is_address("pci0000:00"));
+        assert!(!is_address("virtio2"));
+    }
+
+    /// The H100 host probed for this project (docs/readiness.md): BAR0
+    /// 16 MiB, BAR1 128 GiB (64-bit, so line 2 is empty), BAR3 32 MiB.
+    #[test]
+    fn resource_lines_give_bar_sizes() {
+        let text = "0x0000102002000000 0x0000102002ffffff 0x000000000014220c\n\
+                    0x0000100000000000 0x0000101fffffffff 0x000000000014220c\n\
+                    0x0000000000000000 0x0000000000000000 0x0000000000000000\n\
+                    0x0000102000000000 0x0000102001ffffff 0x000000000014220c\n";
+        let d = PciDevice {
+            address: "0000:00:06.0".into(),
+            chain: vec!["pci0000:00".into(), "0000:00:06.0".into()],
+            vendor: VENDOR_NVIDIA,
+            device: 0x2330,
+            class: 0x030200,
+            numa_node: None,
+            bars: parse_resource(text),
+            dir: PathBuf::new(),
+        };
+        assert_eq!(d.bar_size(0), Some(16 << 20));
+        assert_eq!(d.bar_size(1), Some(128 << 30));
+        assert_eq!(d.bar_size(2), None);
+        assert_eq!(d.bar_size(3), Some(32 << 20));
+        assert!(d.is_nvidia_gpu());
+        assert!(!d.is_bridge());
+    }
+}

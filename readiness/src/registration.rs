@@ -1,0 +1,261 @@
+//! Which path serves GPU memory registration for RDMA on this node: a peer
+//! memory client (nv_peer_mem, nvidia_peermem) through MLNX_OFED's
+//! PeerDirect core, DMA-BUF through the kernel's own RDMA core, or none
+//! (docs/readiness.md, "Registration path").
+
+use crate::host::{Host, Unreadable};
+use crate::nvidia::{Driver, Flavour, Generation};
+
+/// The first NVIDIA driver branch whose open kernel module exports GPU
+/// memory as DMA-BUF for RDMA (docs/readiness.md, "DMA-BUF").
+pub const DMABUF_MIN_DRIVER: u32 = 515;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Path {
+    NvPeerMem,
+    NvidiaPeermem,
+    DmaBuf,
+    None,
+}
+
+impl Path {
+    pub fn name(self) -> &'static str {
+        match self {
+            Path::NvPeerMem => "nv_peer_mem",
+            Path::NvidiaPeermem => "nvidia_peermem",
+            Path::DmaBuf => "dmabuf",
+            Path::None => "none",
+        }
+    }
+
+    pub const ALL: [Path; 4] = [
+        Path::NvPeerMem,
+        Path::NvidiaPeermem,
+        Path::DmaBuf,
+        Path::None,
+    ];
+}
+
+/// What the decision is made of, each read from this host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Facts {
+    pub nv_peer_mem_loaded: bool,
+    pub nvidia_peermem_loaded: bool,
+    /// MLNX_OFED's PeerDirect core: ib_core exports
+    /// ib_register_peer_memory_client.
+    pub peer_core: bool,
+    /// ib_core is loaded (or built in): its symbols are in kallsyms.
+    pub ib_core_loaded: bool,
+    /// The kernel's RDMA core can import DMA-BUF (exports ib_umem_dmabuf_get).
+    pub kernel_dmabuf: bool,
+    pub driver: Option<Driver>,
+    /// Architecture of every NVIDIA GPU.
+    pub gpus: Vec<Generation>,
+}
+
+/// Why DMA-BUF cannot serve, or None when it can.
+pub fn dmabuf_blocker(f: &Facts) -> Option<String> {
+    if !f.ib_core_loaded {
+        return Some("the RDMA core (ib_core) is not loaded".to_owned());
+    }
+    if !f.kernel_dmabuf {
+        return Some("the kernel's RDMA core has no DMA-BUF import (ib_umem_dmabuf_get is not in /proc/kallsyms; Linux 5.12 or newer has it)".to_owned());
+    }
+    let Some(driver) = &f.driver else {
+        return Some("the NVIDIA driver is not loaded".to_owned());
+    };
+    if driver.flavour != Flavour::Open {
+        return Some(format!(
+            "the NVIDIA driver {} is the proprietary kernel module; DMA-BUF needs the open kernel module (nvidia-open)",
+            driver.version
+        ));
+    }
+    if driver.major().is_none_or(|m| m < DMABUF_MIN_DRIVER) {
+        return Some(format!(
+            "the NVIDIA open kernel module {} is older than {DMABUF_MIN_DRIVER}",
+            driver.version
+        ));
+    }
+    if f.gpus.contains(&Generation::PreTuring) {
+        return Some("a GPU older than Turing cannot export its memory as DMA-BUF".to_owned());
+    }
+    if f.gpus.is_empty() {
+        return Some("no NVIDIA GPU".to_owned());
+    }
+    None
+}
+
+/// The path that serves: a loaded peer client above the PeerDirect core
+/// first (it is what MLNX_OFED's ib_core asks), then DMA-BUF.
+pub fn serving(f: &Facts) -> Path {
+    if f.driver.is_none() {
+        // every path hands out the driver's memory
+        Path::None
+    } else if f.peer_core && f.nv_peer_mem_loaded {
+        Path::NvPeerMem
+    } else if f.peer_core && f.nvidia_peermem_loaded {
+        Path::NvidiaPeermem
+    } else if dmabuf_blocker(f).is_none() {
+        Path::DmaBuf
+    } else {
+        Path::None
+    }
+}
+
+/// Reads the facts that come from the kernel (the driver and GPUs are
+/// read by their own modules and passed in).
+pub fn read(
+    host: &Host,
+    driver: Option<Driver>,
+    gpus: Vec<Generation>,
+) -> Result<Facts, Unreadable> {
+    let kallsyms = host.proc_path("kallsyms");
+    let text = Host::text(&kallsyms)?;
+    let mut peer_core = false;
+    let mut kernel_dmabuf = false;
+    for line in text.lines() {
+        // `<address> <type> <name>[\t[<module>]]`; the names are there for
+        // every reader (only the addresses are hidden from non-root).
+        let mut fields = line.split_whitespace();
+        let name = fields.nth(2).unwrap_or("");
+        match name {
+            "ib_register_peer_memory_client" => peer_core = true,
+            "ib_umem_dmabuf_get" => kernel_dmabuf = true,
+            _ => {}
+        }
+    }
+    let module = |name: &str| Host::exists(&host.sys_path(&format!("module/{name}")));
+    Ok(Facts {
+        nv_peer_mem_loaded: module("nv_peer_mem"),
+        nvidia_peermem_loaded: module("nvidia_peermem"),
+        peer_core: peer_core || Host::exists(&host.sys_path("kernel/mm/memory_peers")),
+        // /sys/module/ib_core exists for a loaded module and for a
+        // built-in one with parameters; a built-in one shows in kallsyms.
+        ib_core_loaded: module("ib_core") || kernel_dmabuf || peer_core,
+        kernel_dmabuf,
+        driver,
+        gpus,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(version: &str) -> Option<Driver> {
+        Some(Driver {
+            flavour: Flavour::Open,
+            version: version.to_owned(),
+        })
+    }
+
+    fn facts() -> Facts {
+        Facts {
+            nv_peer_mem_loaded: false,
+            nvidia_peermem_loaded: false,
+            peer_core: false,
+            ib_core_loaded: true,
+            kernel_dmabuf: true,
+            driver: open("580.159.04"),
+            gpus: vec![Generation::TuringOrNewer],
+        }
+    }
+
+    #[test]
+    fn the_probed_h100_host_registers_through_dmabuf() {
+        assert_eq!(serving(&facts()), Path::DmaBuf);
+    }
+
+    #[test]
+    fn a_loaded_client_above_the_peer_core_serves_first() {
+        let f = Facts {
+            peer_core: true,
+            nv_peer_mem_loaded: true,
+            ..facts()
+        };
+        assert_eq!(serving(&f), Path::NvPeerMem);
+        let f = Facts {
+            peer_core: true,
+            nvidia_peermem_loaded: true,
+            ..facts()
+        };
+        assert_eq!(serving(&f), Path::NvidiaPeermem);
+        // a client without the driver or the core registers nothing
+        let f = Facts {
+            peer_core: true,
+            nv_peer_mem_loaded: true,
+            driver: None,
+            ..facts()
+        };
+        assert_eq!(serving(&f), Path::None);
+        let f = Facts {
+            nv_peer_mem_loaded: true,
+            kernel_dmabuf: false,
+            ..facts()
+        };
+        assert_eq!(serving(&f), Path::None);
+    }
+
+    #[test]
+    fn each_dmabuf_condition_blocks_it() {
+        for (f, why) in [
+            (
+                Facts {
+                    kernel_dmabuf: false,
+                    ..facts()
+                },
+                "ib_umem_dmabuf_get",
+            ),
+            (
+                Facts {
+                    ib_core_loaded: false,
+                    kernel_dmabuf: false,
+                    ..facts()
+                },
+                "ib_core",
+            ),
+            (
+                Facts {
+                    driver: None,
+                    ..facts()
+                },
+                "not loaded",
+            ),
+            (
+                Facts {
+                    driver: Some(Driver {
+                        flavour: Flavour::Proprietary,
+                        version: "580.159.04".into(),
+                    }),
+                    ..facts()
+                },
+                "proprietary",
+            ),
+            (
+                Facts {
+                    driver: open("510.108.03"),
+                    ..facts()
+                },
+                "older than 515",
+            ),
+            (
+                Facts {
+                    gpus: vec![Generation::TuringOrNewer, Generation::PreTuring],
+                    ..facts()
+                },
+                "older than Turing",
+            ),
+            (
+                Facts {
+                    gpus: vec![],
+                    ..facts()
+                },
+                "no NVIDIA GPU",
+            ),
+        ] {
+            let blocker = dmabuf_blocker(&f).unwrap();
+            assert!(blocker.contains(why), "{blocker}");
+            assert_eq!(serving(&f), Path::None);
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! The report's three forms: lines for people, JSON (schema
+//! `gpudirect-rdma-check/1`, docs/readiness.md) and Prometheus text for
+//! node_exporter's textfile collector.
+
+use crate::registration::Path;
+use crate::report::{Problem, Report, Status};
+use std::fmt::Write;
+
+pub const SCHEMA: &str = "gpudirect-rdma-check/1";
+
+pub fn human(r: &Report) -> String {
+    let mut out = String::new();
+    for f in &r.facts {
+        let tag = match f.status {
+            Status::Ok => "ok  ",
+            Status::Info => "    ",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+            Status::Unknown => "??  ",
+        };
+        let subject = if f.subject == "node" {
+            String::new()
+        } else {
+            format!("{}: ", f.subject)
+        };
+        let _ = writeln!(out, "{tag} {:<9} {subject}{}", f.check, f.message);
+        if let Some(fix) = &f.fix {
+            let _ = writeln!(out, "     {:<9} fix: {fix}", "");
+        }
+    }
+    let verdict = if r.ready() {
+        format!("READY: GPUDirect RDMA through {}", r.path.name())
+    } else {
+        let kinds: Vec<&str> = r.problems().iter().map(|p| p.name()).collect();
+        format!("NOT READY ({}), path: {}", kinds.join(", "), r.path.name())
+    };
+    let _ = writeln!(out, "{verdict}");
+    out
+}
+
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn opt_string(s: Option<&str>) -> String {
+    s.map_or("null".to_owned(), json_string)
+}
+
+pub fn json(r: &Report) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "{{\"schema\":{},\"ready\":{},\"exit_status\":{},\"path\":{},\"problems\":[{}],\"facts\":[",
+        json_string(SCHEMA),
+        r.ready(),
+        r.exit_status(),
+        json_string(r.path.name()),
+        r.problems()
+            .iter()
+            .map(|p| json_string(p.name()))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    for (i, f) in r.facts.iter().enumerate() {
+        let _ = write!(
+            out,
+            "{}{{\"check\":{},\"subject\":{},\"status\":{},\"problem\":{},\"message\":{},\"fix\":{}}}",
+            if i > 0 { "," } else { "" },
+            json_string(f.check),
+            json_string(&f.subject),
+            json_string(f.status.name()),
+            opt_string(f.problem.map(Problem::name)),
+            json_string(&f.message),
+            opt_string(f.fix.as_deref()),
+        );
+    }
+    out.push_str("],\"gpus\":[");
+    for (i, g) in r.gpus.iter().enumerate() {
+        let _ = write!(
+            out,
+            "{}{{\"address\":{},\"device_id\":{},\"bar1_bytes\":{},\"closest_nic\":{},\"distance\":{}}}",
+            if i > 0 { "," } else { "" },
+            json_string(&g.address),
+            json_string(&format!("0x{:04x}", g.device_id)),
+            g.bar1_bytes.map_or("null".to_owned(), |b| b.to_string()),
+            opt_string(g.closest_nic.as_ref().map(|(n, _)| n.as_str())),
+            opt_string(g.closest_nic.as_ref().map(|(_, d)| d.name())),
+        );
+    }
+    out.push_str("],\"nics\":[");
+    for (i, n) in r.nics.iter().enumerate() {
+        let _ = write!(
+            out,
+            "{}{{\"name\":{},\"address\":{}}}",
+            if i > 0 { "," } else { "" },
+            json_string(&n.name),
+            json_string(&n.address)
+        );
+    }
+    out.push_str("]}\n");
+    out
+}
+
+/// A label value in the text exposition format: backslash, quote and
+/// newline escaped.
+fn label(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+pub fn prometheus(r: &Report) -> String {
+    let mut out = String::new();
+    let mut metric = |name: &str, help: &str, samples: Vec<(String, String)>| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        for (labels, value) in samples {
+            let _ = writeln!(out, "{name}{labels} {value}");
+        }
+    };
+    metric(
+        "gpudirect_rdma_ready",
+        "1 when the node can do GPUDirect RDMA with nothing in the way (gpudirect-rdma-check exit status 0).",
+        vec![(String::new(), u8::from(r.ready()).to_string())],
+    );
+    metric(
+        "gpudirect_rdma_exit_status",
+        "gpudirect-rdma-check's exit status (docs/readiness.md).",
+        vec![(String::new(), r.exit_status().to_string())],
+    );
+    metric(
+        "gpudirect_rdma_path",
+        "1 for the path that registers GPU memory for RDMA (nv_peer_mem, nvidia_peermem, dmabuf, none).",
+        Path::ALL
+            .iter()
+            .map(|p| {
+                (
+                    format!("{{path=\"{}\"}}", p.name()),
+                    u8::from(*p == r.path).to_string(),
+                )
+            })
+            .collect(),
+    );
+    metric(
+        "gpudirect_rdma_problem",
+        "1 for each kind of problem present.",
+        Problem::ALL
+            .iter()
+            .map(|p| {
+                (
+                    format!("{{problem=\"{}\"}}", p.name()),
+                    u8::from(r.problems().contains(p)).to_string(),
+                )
+            })
+            .collect(),
+    );
+    metric(
+        "gpudirect_rdma_gpu_nic_distance",
+        "PCIe distance from each GPU to its closest RDMA device: 1 PIX, 2 PXB, 3 PHB, 4 NODE, 5 SYS.",
+        r.gpus
+            .iter()
+            .filter_map(|g| {
+                let (nic, d) = g.closest_nic.as_ref()?;
+                Some((
+                    format!(
+                        "{{gpu=\"{}\",nic=\"{}\",class=\"{}\"}}",
+                        label(&g.address),
+                        label(nic),
+                        d.name()
+                    ),
+                    d.level().to_string(),
+                ))
+            })
+            .collect(),
+    );
+    metric(
+        "gpudirect_rdma_gpu_bar1_bytes",
+        "Size of each GPU's BAR1.",
+        r.gpus
+            .iter()
+            .filter_map(|g| {
+                Some((
+                    format!("{{gpu=\"{}\"}}", label(&g.address)),
+                    g.bar1_bytes?.to_string(),
+                ))
+            })
+            .collect(),
+    );
+    metric(
+        "gpudirect_rdma_check_failed",
+        "1 for each fact that is a problem (warn, fail, unknown), by check and subject.",
+        r.facts
+            .iter()
+            .filter(|f| f.problem.is_some())
+            .map(|f| {
+                (
+                    format!(
+                        "{{check=\"{}\",subject=\"{}\",status=\"{}\"}}",
+                        f.check,
+                        label(&f.subject),
+                        f.status.name()
+                    ),
+                    "1".to_owned(),
+                )
+            })
+            .collect(),
+    );
+    out
+}

@@ -1,0 +1,223 @@
+//! How far apart two PCI devices are, in the classes `nvidia-smi topo -m`
+//! prints and NCCL decides GPUDirect RDMA with (docs/readiness.md,
+//! "Distance"), from their places in the sysfs device tree and their NUMA
+//! nodes.
+
+use crate::pci::PciDevice;
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// Nearest first (the order of NCCL's path types).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Distance {
+    /// Through at most one PCIe switch.
+    Pix,
+    /// Through several PCIe switches, not through a host bridge.
+    Pxb,
+    /// Through a PCIe host bridge (the CPU).
+    Phb,
+    /// Between host bridges of one NUMA node.
+    Node,
+    /// Across the interconnect between NUMA nodes.
+    Sys,
+}
+
+impl Distance {
+    pub fn name(self) -> &'static str {
+        match self {
+            Distance::Pix => "PIX",
+            Distance::Pxb => "PXB",
+            Distance::Phb => "PHB",
+            Distance::Node => "NODE",
+            Distance::Sys => "SYS",
+        }
+    }
+
+    /// 1 (PIX) to 5 (SYS), for the Prometheus output.
+    pub fn level(self) -> u8 {
+        self as u8 + 1
+    }
+}
+
+impl fmt::Display for Distance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Whether the bridge at @chain[..=index] is a switch's downstream port.
+/// `port_type` answers from config space where it was readable; otherwise
+/// the tree's shape answers: below a root port (index 1), switch upstream
+/// and downstream ports alternate, so downstream ports sit at odd indexes
+/// from 3 on.
+pub fn downstream_by_shape(index: usize) -> bool {
+    index >= 3 && index % 2 == 1
+}
+
+/// The distance between @a and @b; `is_downstream(address, index)` tells
+/// switch downstream ports from other bridges.
+pub fn distance(
+    a: &PciDevice,
+    b: &PciDevice,
+    is_downstream: &dyn Fn(&str, usize) -> bool,
+) -> Distance {
+    if a.root() != b.root() {
+        return match (a.numa_node, b.numa_node) {
+            (Some(x), Some(y)) if x != y => Distance::Sys,
+            _ => Distance::Node,
+        };
+    }
+    let common = a
+        .chain
+        .iter()
+        .zip(&b.chain)
+        .take_while(|(x, y)| x == y)
+        .count();
+    if common <= 1 {
+        // They meet only at the root bus: the path crosses the host bridge.
+        return Distance::Phb;
+    }
+    // The bridges on the path: where they meet, and those below it on each
+    // side (the devices themselves excluded). A switch is one hop however
+    // many of its ports the path uses: a downstream port stands for its
+    // switch's upstream port, its parent.
+    let meet = common - 1;
+    let mut switches = BTreeSet::new();
+    let mut add = |chain: &[String], index: usize| {
+        let id = if index > 0 && is_downstream(&chain[index], index) {
+            &chain[index - 1]
+        } else {
+            &chain[index]
+        };
+        switches.insert(id.clone());
+    };
+    add(&a.chain, meet);
+    for chain in [&a.chain, &b.chain] {
+        for index in common..chain.len() - 1 {
+            add(chain, index);
+        }
+    }
+    if switches.len() <= 1 {
+        Distance::Pix
+    } else {
+        Distance::Pxb
+    }
+}
+
+/// The bridges between @a and @b (where they meet and below), the ones
+/// whose ACS settings decide whether peer-to-peer traffic goes straight
+/// across; None when they meet only in the root complex, where no bridge
+/// config space decides it.
+pub fn bridges_between(a: &PciDevice, b: &PciDevice) -> Vec<String> {
+    if a.root() != b.root() {
+        return Vec::new();
+    }
+    let common = a
+        .chain
+        .iter()
+        .zip(&b.chain)
+        .take_while(|(x, y)| x == y)
+        .count();
+    let mut out = Vec::new();
+    if common >= 2 {
+        out.push(a.chain[common - 1].clone());
+    }
+    for chain in [&a.chain, &b.chain] {
+        // the root port of each side counts where they meet at the root bus
+        let from = if common >= 2 { common } else { 1 };
+        for name in &chain[from..chain.len() - 1] {
+            if !out.contains(name) {
+                out.push(name.clone());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn dev(path: &str, numa: Option<u32>) -> PciDevice {
+        let chain: Vec<String> = path.split('/').map(str::to_owned).collect();
+        PciDevice {
+            address: chain.last().unwrap().clone(),
+            chain,
+            vendor: 0,
+            device: 0,
+            class: 0,
+            numa_node: numa,
+            bars: vec![],
+            dir: PathBuf::new(),
+        }
+    }
+
+    fn d(a: &PciDevice, b: &PciDevice) -> Distance {
+        distance(a, b, &|_, i| downstream_by_shape(i))
+    }
+
+    #[test]
+    fn one_switch_is_pix() {
+        // root port 00:01.0, switch upstream 01:00.0, downstream 02:00.0/02:01.0
+        let gpu = dev(
+            "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0",
+            Some(0),
+        );
+        let nic = dev(
+            "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0/0000:04:00.0",
+            Some(0),
+        );
+        assert_eq!(d(&gpu, &nic), Distance::Pix);
+        assert_eq!(
+            bridges_between(&gpu, &nic),
+            ["0000:01:00.0", "0000:02:00.0", "0000:02:01.0"]
+        );
+    }
+
+    #[test]
+    fn two_levels_of_switches_are_pxb() {
+        let gpu = dev(
+            "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0/0000:04:00.0/0000:05:00.0",
+            Some(0),
+        );
+        let nic = dev(
+            "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0/0000:06:00.0",
+            Some(0),
+        );
+        assert_eq!(d(&gpu, &nic), Distance::Pxb);
+    }
+
+    #[test]
+    fn different_root_ports_are_phb_and_different_roots_node_or_sys() {
+        let gpu = dev("pci0000:00/0000:00:01.0/0000:01:00.0", Some(0));
+        let nic = dev("pci0000:00/0000:00:02.0/0000:02:00.0", Some(0));
+        assert_eq!(d(&gpu, &nic), Distance::Phb);
+        assert_eq!(
+            bridges_between(&gpu, &nic),
+            ["0000:00:01.0", "0000:00:02.0"]
+        );
+        let far = dev("pci0000:80/0000:80:01.0/0000:81:00.0", Some(1));
+        assert_eq!(d(&gpu, &far), Distance::Sys);
+        let same_node = dev("pci0000:40/0000:40:01.0/0000:41:00.0", Some(0));
+        assert_eq!(d(&gpu, &same_node), Distance::Node);
+        assert!(bridges_between(&gpu, &far).is_empty());
+    }
+
+    #[test]
+    fn a_flat_bus_is_phb() {
+        // a cloud VM: everything on the root bus (the H100 host probed)
+        let gpu = dev("pci0000:00/0000:00:06.0", None);
+        let nic = dev("pci0000:00/0000:00:07.0", None);
+        assert_eq!(d(&gpu, &nic), Distance::Phb);
+    }
+
+    #[test]
+    fn config_space_port_types_override_the_shape() {
+        // a switch whose downstream ports the shape rule would misplace
+        let gpu = dev("pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0", Some(0));
+        let nic = dev("pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.1", Some(0));
+        // both right below 01:00.0: one bridge
+        assert_eq!(distance(&gpu, &nic, &|_, _| false), Distance::Pix);
+    }
+}

@@ -1,0 +1,228 @@
+//! Fake sysfs/procfs trees in the kernel's layout (Documentation/PCI/
+//! sysfs-pci.rst, sysfs-class-infiniband, sysfs-kernel-iommu_groups) and a
+//! runner for the real binary over them. Each tree is a directory with
+//! `sys/` and `proc/`; PCI functions live in `sys/devices/<chain>` with
+//! `sys/bus/pci/devices/<address>` linking there, as on a real host.
+
+#![allow(dead_code)] // each test file uses part of it
+
+use readiness::config_space::layout;
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub struct Tree {
+    pub root: PathBuf,
+}
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// 4 KiB register window, as BAR0 and BAR3 of the probed H100 are sized
+/// (16 MiB, 32 MiB) and BAR1 as given.
+fn gpu_resource(bar1: u64) -> String {
+    let line = |start: u64, size: u64| {
+        if size == 0 {
+            "0x0000000000000000 0x0000000000000000 0x0000000000000000\n".to_owned()
+        } else {
+            format!(
+                "0x{start:016x} 0x{:016x} 0x000000000014220c\n",
+                start + size - 1
+            )
+        }
+    };
+    [
+        line(0x1020_0200_0000, 16 << 20),
+        line(0x1000_0000_0000, bar1),
+        line(0, 0),
+        line(0x1020_0000_0000, 32 << 20),
+    ]
+    .concat()
+}
+
+impl Tree {
+    pub fn new(name: &str) -> Self {
+        let root = std::env::temp_dir().join(format!(
+            "gpudirect-rdma-check-test-{}-{}-{name}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&root);
+        for d in ["sys/bus/pci/devices", "sys/devices", "sys/module", "proc"] {
+            fs::create_dir_all(root.join(d)).unwrap();
+        }
+        Tree { root }
+    }
+
+    pub fn sys(&self) -> PathBuf {
+        self.root.join("sys")
+    }
+
+    fn write(&self, relative: &str, contents: impl AsRef<[u8]>) {
+        let path = self.root.join(relative);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, contents).unwrap();
+    }
+
+    /// A PCI function at @chain (`pci0000:00/0000:00:01.0/...`) with its
+    /// (vendor, device, class).
+    pub fn pci(
+        &self,
+        chain: &str,
+        (vendor, device, class): (u16, u16, u32),
+        numa: i32,
+        resource: &str,
+        config: &[u8],
+    ) {
+        let dir = format!("sys/devices/{chain}");
+        self.write(&format!("{dir}/vendor"), format!("0x{vendor:04x}\n"));
+        self.write(&format!("{dir}/device"), format!("0x{device:04x}\n"));
+        self.write(&format!("{dir}/class"), format!("0x{class:06x}\n"));
+        self.write(&format!("{dir}/numa_node"), format!("{numa}\n"));
+        self.write(&format!("{dir}/resource"), resource);
+        self.write(&format!("{dir}/config"), config);
+        let address = chain.rsplit('/').next().unwrap();
+        symlink(
+            format!("../../../devices/{chain}"),
+            self.sys().join("bus/pci/devices").join(address),
+        )
+        .unwrap();
+    }
+
+    /// A root port (4), switch upstream (5) or downstream (6) port.
+    pub fn bridge(&self, chain: &str, port_type: u8, acs: Option<(u16, u16)>, numa: i32) {
+        self.pci(
+            chain,
+            (0x10b5, 0xc010, 0x060400),
+            numa,
+            "",
+            &layout::bridge(0x10b5, 0xc010, port_type, acs),
+        );
+    }
+
+    /// An H100 (0x2330) or the device given, with BAR1 of @bar1 bytes.
+    pub fn gpu(&self, chain: &str, device: u16, numa: i32, bar1: u64) {
+        let mut config = vec![0u8; 4096];
+        config[0..2].copy_from_slice(&0x10de_u16.to_le_bytes());
+        config[2..4].copy_from_slice(&device.to_le_bytes());
+        self.pci(
+            chain,
+            (0x10de, device, 0x030200),
+            numa,
+            &gpu_resource(bar1),
+            &config,
+        );
+    }
+
+    /// A ConnectX-7 (0x1021) function with its RDMA device @name.
+    pub fn nic(&self, chain: &str, name: &str, numa: i32) {
+        self.pci(chain, (0x15b3, 0x1021, 0x020700), numa, "", &[0u8; 4096]);
+        let dir = self.sys().join("class/infiniband").join(name);
+        fs::create_dir_all(&dir).unwrap();
+        symlink(format!("../../../devices/{chain}"), dir.join("device")).unwrap();
+    }
+
+    /// The device at @address in IOMMU group @group of @kind.
+    pub fn iommu(&self, chain: &str, group: u32, kind: &str) {
+        self.write(
+            &format!("sys/kernel/iommu_groups/{group}/type"),
+            format!("{kind}\n"),
+        );
+        let depth = chain.split('/').count() + 2; // sys/devices/<chain>
+        let up = "../".repeat(depth - 1);
+        symlink(
+            format!("{up}kernel/iommu_groups/{group}"),
+            self.sys().join("devices").join(chain).join("iommu_group"),
+        )
+        .unwrap();
+    }
+
+    pub fn module(&self, name: &str) {
+        fs::create_dir_all(self.sys().join("module").join(name)).unwrap();
+    }
+
+    /// /proc/kallsyms as a non-root reader sees it (addresses zeroed).
+    pub fn kallsyms(&self, symbols: &[(&str, &str)]) {
+        let mut text = String::from("0000000000000000 T _stext\n");
+        for (name, module) in symbols {
+            text.push_str(&format!("0000000000000000 T {name}\t[{module}]\n"));
+        }
+        self.write("proc/kallsyms", text);
+    }
+
+    pub fn nvidia(&self, version_line: &str) {
+        self.write(
+            "proc/driver/nvidia/version",
+            format!("{version_line}\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14) \n"),
+        );
+        self.module("nvidia");
+    }
+
+    /// The open 580 driver of the probed H100 host.
+    pub fn nvidia_open_580(&self) {
+        self.nvidia("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22-I3-AE18-23-3)  Thu Oct  2 20:53:49 UTC 2025");
+    }
+
+    /// MLNX_OFED's ib_core with its PeerDirect core, and a loaded client.
+    pub fn mofed_with(&self, client: &str) {
+        self.module("ib_core");
+        self.module(client);
+        self.kallsyms(&[
+            ("ib_register_peer_memory_client", "ib_core"),
+            ("ib_umem_dmabuf_get", "ib_core"),
+        ]);
+    }
+
+    /// A fake nvidia-smi printing @lines for the memory query.
+    pub fn nvidia_smi(&self, lines: &str) -> PathBuf {
+        let path = self.root.join("nvidia-smi");
+        fs::write(&path, format!("#!/bin/sh\ncat <<'EOF'\n{lines}EOF\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    /// Runs the check over the tree: (exit status, stdout).
+    pub fn run(&self, args: &[&str]) -> (i32, String) {
+        let smi = self.root.join("nvidia-smi");
+        let out = Command::new(env!("CARGO_BIN_EXE_gpudirect-rdma-check"))
+            .args(args)
+            .env("NV_PEER_MEM_SYSFS", self.sys())
+            .env("NV_PEER_MEM_PROC", self.root.join("proc"))
+            .env(
+                "NV_PEER_MEM_NVIDIA_SMI",
+                if smi.exists() {
+                    smi
+                } else {
+                    PathBuf::from("/nonexistent/nvidia-smi")
+                },
+            )
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8(out.stdout).unwrap(),
+        )
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.root);
+    }
+}
+
+pub fn has_line(out: &str, words: &[&str]) -> bool {
+    out.lines().any(|l| words.iter().all(|w| l.contains(w)))
+}
+
+pub fn assert_line(out: &str, words: &[&str]) {
+    assert!(has_line(out, words), "no line with {words:?} in:\n{out}");
+}
+
+pub const GIB: u64 = 1 << 30;
+
+pub fn path(p: &Path) -> String {
+    p.display().to_string()
+}

@@ -1,0 +1,386 @@
+//! The check over fake trees modelled on documented topologies, each
+//! provoking one fact (issue 22's list): run as the real binary, asserting
+//! its exit status and the line that names the fact and its fix.
+
+mod common;
+use common::*;
+
+/// 8 GPUs and 8 NICs, two sockets, each GPU beside its NIC under one PCIe
+/// switch (the layout of NVIDIA's DGX H100 reference: a switch per GPU and
+/// NIC pair), MLNX_OFED with nv_peer_mem loaded, ACS off.
+fn eight_by_eight(acs_ctl: u16) -> Tree {
+    let t = Tree::new("8x8");
+    for i in 0..8u32 {
+        let (root, numa) = if i < 4 {
+            ("pci0000:00", 0)
+        } else {
+            ("pci0000:80", 1)
+        };
+        let bus = if i < 4 { 0x00 } else { 0x80 };
+        let rp = format!("{root}/0000:{bus:02x}:{:02x}.0", i % 4 + 1);
+        let up = 0x10 * (i % 4 + 1) + bus;
+        let usp = format!("{rp}/0000:{up:02x}:00.0");
+        let dsp_gpu = format!("{usp}/0000:{:02x}:00.0", up + 1);
+        let dsp_nic = format!("{usp}/0000:{:02x}:01.0", up + 1);
+        t.bridge(&rp, 4, Some((0x5f, 0)), numa);
+        t.bridge(&usp, 5, None, numa);
+        t.bridge(&dsp_gpu, 6, Some((0x5f, acs_ctl)), numa);
+        t.bridge(&dsp_nic, 6, Some((0x5f, 0)), numa);
+        t.gpu(
+            &format!("{dsp_gpu}/0000:{:02x}:00.0", up + 2),
+            0x2330,
+            numa,
+            128 * GIB,
+        );
+        t.nic(
+            &format!("{dsp_nic}/0000:{:02x}:00.0", up + 3),
+            &format!("mlx5_{i}"),
+            numa,
+        );
+    }
+    t.nvidia_open_580();
+    t.mofed_with("nv_peer_mem");
+    t
+}
+
+#[test]
+fn eight_gpus_each_beside_its_nic_is_ready_through_nv_peer_mem() {
+    let t = eight_by_eight(0);
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 0, "{out}");
+    for i in 0..8u32 {
+        let bus = if i < 4 { 0 } else { 0x80 };
+        let gpu = format!("0000:{:02x}:00.0", 0x10 * (i % 4 + 1) + bus + 2);
+        assert_line(
+            &out,
+            &["ok", "distance", &gpu, &format!("mlx5_{i}"), "is PIX"],
+        );
+    }
+    assert_line(&out, &["ok", "path", "nv_peer_mem (PeerDirect)"]);
+    assert_line(&out, &["READY", "nv_peer_mem"]);
+    assert!(
+        !has_line(&out, &["FAIL"]) && !has_line(&out, &["WARN"]),
+        "{out}"
+    );
+}
+
+#[test]
+fn acs_redirect_on_a_switch_port_is_named_with_its_fix() {
+    let t = eight_by_eight(0x001d); // SrcValid ReqRedir CmpltRedir UpstreamFwd
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 5, "{out}");
+    // the GPU-side downstream port of the first pair
+    assert_line(
+        &out,
+        &["FAIL", "acs", "0000:11:00.0", "ReqRedir CmpltRedir"],
+    );
+    assert_line(
+        &out,
+        &[
+            "fix: setpci -s 0000:11:00.0 ECAP_ACS+0x6.w=0000",
+            "pci=disable_acs_redir=0000:11:00.0",
+        ],
+    );
+}
+
+#[test]
+fn a_nic_on_the_other_socket_is_sys_and_nccl_will_not_use_it() {
+    let t = Tree::new("two-socket");
+    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
+    t.gpu("pci0000:00/0000:00:01.0/0000:01:00.0", 0x2330, 0, 128 * GIB);
+    t.bridge("pci0000:80/0000:80:01.0", 4, None, 1);
+    t.nic("pci0000:80/0000:80:01.0/0000:81:00.0", "mlx5_0", 1);
+    t.nvidia_open_580();
+    t.mofed_with("nv_peer_mem");
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 6, "{out}");
+    assert_line(
+        &out,
+        &[
+            "WARN",
+            "distance",
+            "0000:01:00.0",
+            "mlx5_0",
+            "is SYS",
+            "up to PXB",
+        ],
+    );
+    assert_line(&out, &["fix:", "NCCL_NET_GDR_LEVEL=SYS"]);
+}
+
+#[test]
+fn separate_root_ports_are_phb() {
+    let t = Tree::new("phb");
+    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
+    t.gpu("pci0000:00/0000:00:01.0/0000:01:00.0", 0x2330, 0, 128 * GIB);
+    t.bridge("pci0000:00/0000:00:02.0", 4, None, 0);
+    t.nic("pci0000:00/0000:00:02.0/0000:02:00.0", "mlx5_0", 0);
+    t.nvidia_open_580();
+    t.mofed_with("nv_peer_mem");
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 6, "{out}");
+    assert_line(&out, &["WARN", "distance", "is PHB"]);
+    // both root ports are on the path and are checked for ACS
+    assert_line(&out, &["ok", "acs", "0000:00:01.0"]);
+    assert_line(&out, &["ok", "acs", "0000:00:02.0"]);
+}
+
+#[test]
+fn a_translating_iommu_is_named_with_iommu_pt() {
+    let t = eight_by_eight(0);
+    t.iommu(
+        "pci0000:00/0000:00:01.0/0000:10:00.0/0000:11:00.0/0000:12:00.0",
+        7,
+        "DMA-FQ",
+    );
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 5, "{out}");
+    assert_line(&out, &["WARN", "iommu", "0000:12:00.0", "DMA-FQ"]);
+    assert_line(&out, &["fix: boot with iommu=pt"]);
+    // passthrough is fine
+    let t = eight_by_eight(0);
+    t.iommu(
+        "pci0000:00/0000:00:01.0/0000:10:00.0/0000:11:00.0/0000:12:00.0",
+        7,
+        "identity",
+    );
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 0, "{out}");
+    assert_line(&out, &["ok", "iommu", "0000:12:00.0", "passthrough"]);
+}
+
+#[test]
+fn a_bar1_smaller_than_gpu_memory_is_a_warning() {
+    let t = Tree::new("small-bar1");
+    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
+    t.bridge("pci0000:00/0000:00:01.0/0000:01:00.0", 5, None, 0);
+    t.bridge(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0",
+        6,
+        None,
+        0,
+    );
+    t.bridge(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0",
+        6,
+        None,
+        0,
+    );
+    t.gpu(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0",
+        0x20b0,
+        0,
+        256 << 20,
+    );
+    t.nic(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0/0000:04:00.0",
+        "mlx5_0",
+        0,
+    );
+    t.nvidia_open_580();
+    t.mofed_with("nv_peer_mem");
+    t.nvidia_smi("00000000:03:00.0, 40960\n");
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 6, "{out}");
+    assert_line(
+        &out,
+        &["WARN", "bar1", "0000:03:00.0", "BAR1 is 256 MiB", "40 GiB"],
+    );
+    // without nvidia-smi the size is said, without a verdict
+    std::fs::remove_file(t.root.join("nvidia-smi")).unwrap();
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 0, "{out}");
+    assert_line(&out, &["bar1", "BAR1 is 256 MiB", "nvidia-smi not found"]);
+}
+
+/// The H100 host probed for this project (docs/readiness.md): a cloud VM,
+/// one GPU on a flat bus, the open 580 driver, the kernel's own RDMA core
+/// (ib_umem_dmabuf_get built in), no RDMA device.
+#[test]
+fn the_probed_cloud_vm_has_dmabuf_but_no_nic() {
+    let t = Tree::new("cloud-vm");
+    t.gpu("pci0000:00/0000:00:06.0", 0x2330, -1, 128 * GIB);
+    t.pci(
+        "pci0000:00/0000:00:03.0",
+        (0x1af4, 0x1041, 0x020000),
+        -1,
+        "",
+        &[0u8; 64],
+    );
+    t.nvidia("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  ");
+    std::fs::write(
+        t.root.join("proc/kallsyms"),
+        "0000000000000000 T ib_umem_dmabuf_get\n0000000000000000 T ib_umem_dmabuf_get_pinned\n",
+    )
+    .unwrap();
+    t.nvidia_smi("00000000:00:06.0, 81559\n");
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 3, "{out}");
+    assert_line(&out, &["FAIL", "nic", "no RDMA device"]);
+    assert_line(
+        &out,
+        &["ok", "path", "DMA-BUF", "needs no peer memory client"],
+    );
+    assert_line(&out, &["ok", "bar1", "BAR1 is 128 GiB for 79 GiB"]);
+}
+
+#[test]
+fn inbox_rdma_with_dmabuf_is_ready_without_a_peer_client() {
+    let t = Tree::new("inbox-dmabuf");
+    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
+    t.bridge("pci0000:00/0000:00:01.0/0000:01:00.0", 5, None, 0);
+    t.bridge(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0",
+        6,
+        None,
+        0,
+    );
+    t.bridge(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0",
+        6,
+        None,
+        0,
+    );
+    t.gpu(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0",
+        0x2330,
+        0,
+        128 * GIB,
+    );
+    t.nic(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0/0000:04:00.0",
+        "mlx5_0",
+        0,
+    );
+    t.nvidia_open_580();
+    t.module("ib_core");
+    t.kallsyms(&[("ib_umem_dmabuf_get", "ib_core")]);
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 0, "{out}");
+    assert_line(
+        &out,
+        &["ok", "path", "DMA-BUF", "needs no peer memory client"],
+    );
+    assert_line(&out, &["READY", "dmabuf"]);
+}
+
+#[test]
+fn the_proprietary_driver_without_mofed_has_no_path() {
+    let t = Tree::new("proprietary");
+    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
+    t.gpu("pci0000:00/0000:00:01.0/0000:01:00.0", 0x2330, 0, 128 * GIB);
+    t.bridge("pci0000:00/0000:00:02.0", 4, None, 0);
+    t.nic("pci0000:00/0000:00:02.0/0000:02:00.0", "mlx5_0", 0);
+    t.nvidia(
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu Oct  2 20:33:44 UTC 2025",
+    );
+    t.module("ib_core");
+    t.kallsyms(&[("ib_umem_dmabuf_get", "ib_core")]);
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 4, "{out}");
+    assert_line(
+        &out,
+        &["dmabuf", "proprietary kernel module", "open kernel module"],
+    );
+    assert_line(&out, &["FAIL", "path", "no path registers GPU memory"]);
+}
+
+#[test]
+fn no_nvidia_driver_has_no_path() {
+    let t = eight_by_eight(0);
+    std::fs::remove_dir_all(t.root.join("proc/driver")).unwrap();
+    let (status, out) = t.run(&[]);
+    // nv_peer_mem is loaded above the core, but the driver is not
+    assert_eq!(status, 4, "{out}");
+    assert_line(&out, &["FAIL", "driver", "not loaded"]);
+    assert_line(&out, &["fix: modprobe nvidia"]);
+    assert_line(&out, &["FAIL", "path", "no path"]);
+}
+
+#[test]
+fn both_peer_clients_loaded_is_a_conflict() {
+    let t = eight_by_eight(0);
+    t.module("nvidia_peermem");
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 4, "{out}");
+    assert_line(&out, &["FAIL", "clients", "both loaded"]);
+}
+
+#[test]
+fn a_non_root_reader_is_told_acs_needs_root() {
+    let t = eight_by_eight(0);
+    // what pci-sysfs returns to an unprivileged reader: 64 bytes
+    for entry in walk(&t.sys().join("devices")) {
+        if entry.file_name().is_some_and(|n| n == "config") {
+            let bytes = std::fs::read(&entry).unwrap();
+            std::fs::write(&entry, &bytes[..64]).unwrap();
+        }
+    }
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 7, "{out}");
+    assert_line(&out, &["??", "acs", "only root can read"]);
+    assert_line(&out, &["fix: run the check as root"]);
+    // the shape of the tree still gives the distance
+    assert_line(&out, &["ok", "distance", "is PIX"]);
+}
+
+#[test]
+fn unreadable_and_malformed_files_are_said_never_guessed() {
+    let t = eight_by_eight(0);
+    let gpu = t
+        .sys()
+        .join("devices/pci0000:00/0000:00:01.0/0000:10:00.0/0000:11:00.0/0000:12:00.0");
+    std::fs::write(gpu.join("vendor"), "nvidia\n").unwrap();
+    std::fs::remove_file(t.root.join("proc/kallsyms")).unwrap();
+    let (status, out) = t.run(&[]);
+    // the path is unknown, not "none": the exit status says unreadable
+    assert_eq!(status, 7, "{out}");
+    assert!(!has_line(&out, &["FAIL", "path"]), "{out}");
+    assert_line(
+        &out,
+        &[
+            "??",
+            "read",
+            "vendor",
+            "`nvidia` is not a hexadecimal number",
+        ],
+    );
+    assert_line(&out, &["??", "path", "kallsyms", "no such file"]);
+    // a malformed capability list
+    let t = eight_by_eight(0);
+    let dsp = t
+        .sys()
+        .join("devices/pci0000:00/0000:00:01.0/0000:10:00.0/0000:11:00.0/config");
+    let mut bytes = std::fs::read(&dsp).unwrap();
+    bytes[0x100..0x104].copy_from_slice(&(0x000d_u32 | 0x040 << 20 | 1 << 16).to_le_bytes());
+    bytes[0x100..0x102].copy_from_slice(&1u16.to_le_bytes());
+    std::fs::write(&dsp, bytes).unwrap();
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 7, "{out}");
+    assert_line(&out, &["??", "acs", "0000:11:00.0", "malformed"]);
+}
+
+#[test]
+fn bad_arguments_exit_2_and_print_nothing() {
+    let t = Tree::new("usage");
+    let (status, out) = t.run(&["--jsno"]);
+    assert_eq!(status, 2);
+    assert!(out.is_empty());
+    let (status, out) = t.run(&["--help"]);
+    assert_eq!(status, 0);
+    assert!(out.contains("Exit status:"), "{out}");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        if meta.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
