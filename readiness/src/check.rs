@@ -298,7 +298,8 @@ fn acs_facts(gpu: &PciDevice, nic: &PciDevice, devices: &[PciDevice], facts: &mu
                 continue;
             }
         };
-        let subject = format!("{bridge} (between {} and {})", gpu.address, nic.address);
+        let between = format!("between {} and {}", gpu.address, nic.address);
+        let subject = bridge.clone();
         match state {
             AcsState::Present(acs) if acs.redirects() => facts.push(Fact::problem(
                 "acs",
@@ -306,7 +307,7 @@ fn acs_facts(gpu: &PciDevice, nic: &PciDevice, devices: &[PciDevice], facts: &mu
                 Status::Fail,
                 Problem::DataPath,
                 format!(
-                    "ACS redirects peer-to-peer traffic up to the root complex (ACSCtl: {})",
+                    "{between}: ACS redirects peer-to-peer traffic up to the root complex (ACSCtl: {})",
                     acs.enabled().join(" ")
                 ),
                 Some(format!(
@@ -317,19 +318,19 @@ fn acs_facts(gpu: &PciDevice, nic: &PciDevice, devices: &[PciDevice], facts: &mu
                 "acs",
                 subject,
                 format!(
-                    "ACS does not redirect peer-to-peer traffic (ACSCtl: {})",
+                    "{between}: ACS does not redirect peer-to-peer traffic (ACSCtl: {})",
                     if acs.control == 0 { "none".to_owned() } else { acs.enabled().join(" ") }
                 ),
             )),
             AcsState::Absent | AcsState::NoExtendedSpace => {
-                facts.push(Fact::ok("acs", subject, "no ACS capability: nothing redirects peer-to-peer traffic here"))
+                facts.push(Fact::ok("acs", subject, format!("{between}: no ACS capability, nothing redirects peer-to-peer traffic here")))
             }
             AcsState::NeedsRoot => facts.push(Fact::problem(
                 "acs",
                 subject,
                 Status::Unknown,
                 Problem::Unreadable,
-                "ACS is beyond the first 64 bytes of config space, which only root can read",
+                format!("{between}: ACS is beyond the first 64 bytes of config space, which only root can read"),
                 Some("run the check as root".to_owned()),
             )),
             AcsState::Malformed => facts.push(Fact::problem(
@@ -337,7 +338,7 @@ fn acs_facts(gpu: &PciDevice, nic: &PciDevice, devices: &[PciDevice], facts: &mu
                 subject,
                 Status::Unknown,
                 Problem::Unreadable,
-                "the extended capability list in config space is malformed",
+                format!("{between}: the extended capability list in config space is malformed"),
                 None,
             )),
         }
