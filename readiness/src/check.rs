@@ -208,7 +208,7 @@ fn registration_facts(
         Path::DmaBuf if !f.peer_core => Fact::ok(
             "path",
             "node",
-            "GPU memory registers through DMA-BUF; this node needs no peer memory client (applications must use DMA-BUF registration, as NCCL and UCX do when it is available)",
+            "GPU memory registers through DMA-BUF; this node needs no peer memory client (applications must use DMA-BUF registration)",
         ),
         Path::DmaBuf => Fact::ok(
             "path",
