@@ -4,7 +4,7 @@
 
 use crate::config_space::{AcsState, ConfigSpace, PortType};
 use crate::host::Host;
-use crate::nvidia::{self, Generation};
+use crate::nvidia;
 use crate::pci::{self, PciDevice};
 use crate::rdma::{self, Nic};
 use crate::registration::{self, Path};
@@ -101,8 +101,11 @@ pub fn check(host: &Host) -> Report {
         ));
     }
 
-    let generations: Vec<Generation> = gpus.iter().map(|g| nvidia::generation(g.device)).collect();
-    let path = registration_facts(host, driver, generations, &mut facts);
+    let bound = gpus
+        .iter()
+        .map(|g| (g.address.clone(), nvidia::bound_to_nvidia(g)))
+        .collect();
+    let path = registration_facts(host, driver, bound, &mut facts);
 
     let memory = memory::gpu_memory(host);
     let mut summaries = Vec::new();
@@ -164,10 +167,10 @@ fn numa(d: &PciDevice) -> String {
 fn registration_facts(
     host: &Host,
     driver: Option<nvidia::Driver>,
-    generations: Vec<Generation>,
+    bound: Vec<(String, bool)>,
     facts: &mut Vec<Fact>,
 ) -> Path {
-    let f = match registration::read(host, driver, generations) {
+    let f = match registration::read(host, driver, bound) {
         Ok(f) => f,
         Err(u) => {
             facts.push(Fact::problem(
@@ -198,7 +201,7 @@ fn registration_facts(
     });
     let blocker = registration::dmabuf_blocker(&f);
     facts.push(match &blocker {
-        None => Fact::info("dmabuf", "node", "DMA-BUF can serve: the RDMA core imports DMA-BUF, the open NVIDIA module exports it, every GPU is Turing or newer"),
+        None => Fact::info("dmabuf", "node", "DMA-BUF can serve: the RDMA core imports DMA-BUF, the open NVIDIA kernel module exports it and drives every GPU"),
         Some(why) => Fact::info("dmabuf", "node", format!("DMA-BUF cannot serve: {why}")),
     });
     let path = registration::serving(&f);
@@ -219,10 +222,7 @@ fn registration_facts(
             let fix = if f.peer_core {
                 "load the peer memory client: systemctl start nv_peer_mem (nv_peer_mem-service status says why it is not loaded)".to_owned()
             } else {
-                format!(
-                    "for DMA-BUF, the NVIDIA open kernel module {} or newer on Turing or newer GPUs and Linux 5.12 or newer (see the dmabuf line); or MLNX_OFED with nv_peer_mem",
-                    registration::DMABUF_MIN_DRIVER
-                )
+                "for DMA-BUF, the NVIDIA open kernel module (Turing or newer GPUs) and Linux 5.12 or newer (see the dmabuf line); or MLNX_OFED with nv_peer_mem".to_owned()
             };
             Fact::problem("path", "node", Status::Fail, Problem::NoPath, "no path registers GPU memory for RDMA", Some(fix))
         }
@@ -311,7 +311,7 @@ fn acs_facts(gpu: &PciDevice, nic: &PciDevice, devices: &[PciDevice], facts: &mu
                     acs.enabled().join(" ")
                 ),
                 Some(format!(
-                    "setpci -s {bridge} ECAP_ACS+0x6.w=0000 (until reboot), or boot with pci=disable_acs_redir={bridge}"
+                    "boot with pci=disable_acs_redir={bridge}; or, until reboot, setpci -s {bridge} ECAP_ACS+0x6.w=0000:001c (clears the same bits: ReqRedir CmpltRedir EgressCtrl)"
                 )),
             )),
             AcsState::Present(acs) => facts.push(Fact::ok(
@@ -355,7 +355,7 @@ fn iommu_fact(dev: &PciDevice, facts: &mut Vec<Fact>) {
             Status::Warn,
             Problem::DataPath,
             format!("the IOMMU translates this device's DMA (domain type {kind}): peer-to-peer traffic goes through it"),
-            Some("boot with iommu=pt (passthrough for DMA of host devices)".to_owned()),
+            Some("boot with iommu=pt (x86) or iommu.passthrough=1: an identity domain for host devices".to_owned()),
         )),
         Ok(iommu::Mode::Other(kind)) => facts.push(Fact::info("iommu", &dev.address, format!("IOMMU domain type {kind}"))),
         Err(u) => facts.push(Fact::problem("iommu", &dev.address, Status::Unknown, Problem::Unreadable, u.to_string(), None)),

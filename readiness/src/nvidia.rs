@@ -1,6 +1,6 @@
 //! The NVIDIA driver and GPUs: which kernel module flavour is loaded
-//! (`/proc/driver/nvidia/version`), each GPU's architecture from its PCI
-//! device id, and its BAR1 (docs/readiness.md, "NVIDIA").
+//! (`/proc/driver/nvidia/version`), whether it drives each GPU, and each
+//! GPU's BAR1 (docs/readiness.md, "DMA-BUF").
 
 use crate::host::{Host, Unreadable};
 use crate::pci::PciDevice;
@@ -61,24 +61,16 @@ pub fn parse_version(text: &str) -> Option<Driver> {
     })
 }
 
-/// A GPU's architecture, as far as the checks need it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Generation {
-    /// Volta or older: device ids below 0x1e00.
-    PreTuring,
-    /// Turing (0x1e00..) or newer.
-    TuringOrNewer,
-}
-
-/// NVIDIA assigns device ids by chip in ascending order per generation;
-/// the first Turing chip (TU102) starts at 0x1e00 and every Volta and older
-/// chip is below it (docs/readiness.md, "NVIDIA", with the sources).
-pub fn generation(device_id: u16) -> Generation {
-    if device_id >= 0x1e00 {
-        Generation::TuringOrNewer
-    } else {
-        Generation::PreTuring
-    }
+/// Whether the NVIDIA driver drives @gpu (its sysfs `driver` link names
+/// `nvidia`). Under the open kernel module this also means Turing or newer:
+/// the open module refuses older GPUs at probe ("does not include the
+/// required GPU System Processor (GSP)"), and no published rule maps PCI
+/// device ids to architectures (docs/readiness.md, "DMA-BUF").
+pub fn bound_to_nvidia(gpu: &PciDevice) -> bool {
+    Host::link_target(&gpu.dir.join("driver"))
+        .ok()
+        .and_then(|t| t.file_name().map(|n| n == "nvidia"))
+        .unwrap_or(false)
 }
 
 /// BAR1, the window through which peers reach GPU memory: BAR index 1
@@ -117,13 +109,5 @@ mod tests {
             parse_version("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64 no version"),
             None
         );
-    }
-
-    #[test]
-    fn generations_by_device_id() {
-        assert_eq!(generation(0x2330), Generation::TuringOrNewer); // H100 SXM5 80GB (probed)
-        assert_eq!(generation(0x1e02), Generation::TuringOrNewer); // TITAN RTX (TU102)
-        assert_eq!(generation(0x1db1), Generation::PreTuring); // V100 SXM2 16GB (GV100)
-        assert_eq!(generation(0x15f8), Generation::PreTuring); // P100 (GP100)
     }
 }

@@ -1,14 +1,10 @@
 //! Which path serves GPU memory registration for RDMA on this node: a peer
 //! memory client (nv_peer_mem, nvidia_peermem) through MLNX_OFED's
 //! PeerDirect core, DMA-BUF through the kernel's own RDMA core, or none
-//! (docs/readiness.md, "Registration path").
+//! (docs/readiness.md, "Registration path" and "DMA-BUF").
 
 use crate::host::{Host, Unreadable};
-use crate::nvidia::{Driver, Flavour, Generation};
-
-/// The first NVIDIA driver branch whose open kernel module exports GPU
-/// memory as DMA-BUF for RDMA (docs/readiness.md, "DMA-BUF").
-pub const DMABUF_MIN_DRIVER: u32 = 515;
+use crate::nvidia::{Driver, Flavour};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Path {
@@ -44,43 +40,44 @@ pub struct Facts {
     /// MLNX_OFED's PeerDirect core: ib_core exports
     /// ib_register_peer_memory_client.
     pub peer_core: bool,
-    /// ib_core is loaded (or built in): its symbols are in kallsyms.
-    pub ib_core_loaded: bool,
-    /// The kernel's RDMA core can import DMA-BUF (exports ib_umem_dmabuf_get).
+    /// ib_uverbs is loaded: user-space RDMA and, in it, the DMA-BUF import.
+    pub uverbs_loaded: bool,
+    /// The RDMA core can import DMA-BUF: ib_uverbs exports
+    /// ib_umem_dmabuf_get (Linux 5.12 and newer).
     pub kernel_dmabuf: bool,
     pub driver: Option<Driver>,
-    /// Architecture of every NVIDIA GPU.
-    pub gpus: Vec<Generation>,
+    /// For every NVIDIA GPU (address), whether the NVIDIA driver drives it.
+    pub gpus: Vec<(String, bool)>,
 }
 
 /// Why DMA-BUF cannot serve, or None when it can.
 pub fn dmabuf_blocker(f: &Facts) -> Option<String> {
-    if !f.ib_core_loaded {
-        return Some("the RDMA core (ib_core) is not loaded".to_owned());
-    }
     if !f.kernel_dmabuf {
-        return Some("the kernel's RDMA core has no DMA-BUF import (ib_umem_dmabuf_get is not in /proc/kallsyms; Linux 5.12 or newer has it)".to_owned());
+        return Some(if f.uverbs_loaded {
+            "the kernel's RDMA core cannot import DMA-BUF (ib_uverbs exports no ib_umem_dmabuf_get; Linux 5.12 or newer has it)".to_owned()
+        } else {
+            "ib_uverbs (user-space RDMA, with the DMA-BUF import) is not loaded: modprobe ib_uverbs"
+                .to_owned()
+        });
     }
     let Some(driver) = &f.driver else {
         return Some("the NVIDIA driver is not loaded".to_owned());
     };
+    // Every open kernel module is of the 515 series or newer, the first with
+    // the open flavour and CUDA 11.7, so the flavour alone decides.
     if driver.flavour != Flavour::Open {
         return Some(format!(
-            "the NVIDIA driver {} is the proprietary kernel module; DMA-BUF needs the open kernel module (nvidia-open)",
+            "the NVIDIA driver {} is the proprietary kernel module; DMA-BUF needs the open kernel module",
             driver.version
         ));
-    }
-    if driver.major().is_none_or(|m| m < DMABUF_MIN_DRIVER) {
-        return Some(format!(
-            "the NVIDIA open kernel module {} is older than {DMABUF_MIN_DRIVER}",
-            driver.version
-        ));
-    }
-    if f.gpus.contains(&Generation::PreTuring) {
-        return Some("a GPU older than Turing cannot export its memory as DMA-BUF".to_owned());
     }
     if f.gpus.is_empty() {
         return Some("no NVIDIA GPU".to_owned());
+    }
+    if let Some((address, _)) = f.gpus.iter().find(|(_, bound)| !bound) {
+        return Some(format!(
+            "the NVIDIA driver does not drive GPU {address} (the open module drives only Turing and newer GPUs; its kernel log line says why it refused one)"
+        ));
     }
     None
 }
@@ -107,7 +104,7 @@ pub fn serving(f: &Facts) -> Path {
 pub fn read(
     host: &Host,
     driver: Option<Driver>,
-    gpus: Vec<Generation>,
+    gpus: Vec<(String, bool)>,
 ) -> Result<Facts, Unreadable> {
     let kallsyms = host.proc_path("kallsyms");
     let text = Host::text(&kallsyms)?;
@@ -116,8 +113,7 @@ pub fn read(
     for line in text.lines() {
         // `<address> <type> <name>[\t[<module>]]`; the names are there for
         // every reader (only the addresses are hidden from non-root).
-        let mut fields = line.split_whitespace();
-        let name = fields.nth(2).unwrap_or("");
+        let name = line.split_whitespace().nth(2).unwrap_or("");
         match name {
             "ib_register_peer_memory_client" => peer_core = true,
             "ib_umem_dmabuf_get" => kernel_dmabuf = true,
@@ -129,9 +125,9 @@ pub fn read(
         nv_peer_mem_loaded: module("nv_peer_mem"),
         nvidia_peermem_loaded: module("nvidia_peermem"),
         peer_core: peer_core || Host::exists(&host.sys_path("kernel/mm/memory_peers")),
-        // /sys/module/ib_core exists for a loaded module and for a
-        // built-in one with parameters; a built-in one shows in kallsyms.
-        ib_core_loaded: module("ib_core") || kernel_dmabuf || peer_core,
+        // a built-in ib_uverbs has no /sys/module entry without
+        // parameters; its symbols are in kallsyms all the same
+        uverbs_loaded: module("ib_uverbs") || kernel_dmabuf,
         kernel_dmabuf,
         driver,
         gpus,
@@ -154,10 +150,10 @@ mod tests {
             nv_peer_mem_loaded: false,
             nvidia_peermem_loaded: false,
             peer_core: false,
-            ib_core_loaded: true,
+            uverbs_loaded: true,
             kernel_dmabuf: true,
             driver: open("580.159.04"),
-            gpus: vec![Generation::TuringOrNewer],
+            gpus: vec![("0000:00:06.0".to_owned(), true)],
         }
     }
 
@@ -208,11 +204,11 @@ mod tests {
             ),
             (
                 Facts {
-                    ib_core_loaded: false,
+                    uverbs_loaded: false,
                     kernel_dmabuf: false,
                     ..facts()
                 },
-                "ib_core",
+                "modprobe ib_uverbs",
             ),
             (
                 Facts {
@@ -233,17 +229,13 @@ mod tests {
             ),
             (
                 Facts {
-                    driver: open("510.108.03"),
+                    gpus: vec![
+                        ("0000:00:06.0".into(), true),
+                        ("0000:00:07.0".into(), false),
+                    ],
                     ..facts()
                 },
-                "older than 515",
-            ),
-            (
-                Facts {
-                    gpus: vec![Generation::TuringOrNewer, Generation::PreTuring],
-                    ..facts()
-                },
-                "older than Turing",
+                "does not drive GPU 0000:00:07.0",
             ),
             (
                 Facts {

@@ -77,8 +77,8 @@ fn acs_redirect_on_a_switch_port_is_named_with_its_fix() {
     assert_line(
         &out,
         &[
-            "fix: setpci -s 0000:11:00.0 ECAP_ACS+0x6.w=0000",
-            "pci=disable_acs_redir=0000:11:00.0",
+            "fix: boot with pci=disable_acs_redir=0000:11:00.0",
+            "setpci -s 0000:11:00.0 ECAP_ACS+0x6.w=0000:001c",
         ],
     );
 }
@@ -136,7 +136,10 @@ fn a_translating_iommu_is_named_with_iommu_pt() {
     let (status, out) = t.run(&[]);
     assert_eq!(status, 5, "{out}");
     assert_line(&out, &["WARN", "iommu", "0000:12:00.0", "DMA-FQ"]);
-    assert_line(&out, &["fix: boot with iommu=pt"]);
+    assert_line(
+        &out,
+        &["fix: boot with iommu=pt (x86) or iommu.passthrough=1"],
+    );
     // passthrough is fine
     let t = eight_by_eight(0);
     t.iommu(
@@ -254,7 +257,8 @@ fn inbox_rdma_with_dmabuf_is_ready_without_a_peer_client() {
     );
     t.nvidia_open_580();
     t.module("ib_core");
-    t.kallsyms(&[("ib_umem_dmabuf_get", "ib_core")]);
+    t.module("ib_uverbs");
+    t.kallsyms(&[("ib_umem_dmabuf_get", "ib_uverbs")]);
     let (status, out) = t.run(&[]);
     assert_eq!(status, 0, "{out}");
     assert_line(
@@ -262,6 +266,58 @@ fn inbox_rdma_with_dmabuf_is_ready_without_a_peer_client() {
         &["ok", "path", "DMA-BUF", "needs no peer memory client"],
     );
     assert_line(&out, &["READY", "dmabuf"]);
+}
+
+/// A pre-Turing GPU beside a Hopper under the open module: the module
+/// refused it at probe, so it has no `driver` link, and DMA-BUF cannot
+/// serve it.
+#[test]
+fn a_gpu_the_open_module_does_not_drive_blocks_dmabuf() {
+    let t = Tree::new("unbound");
+    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
+    t.bridge("pci0000:00/0000:00:01.0/0000:01:00.0", 5, None, 0);
+    t.bridge(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0",
+        6,
+        None,
+        0,
+    );
+    t.bridge(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0",
+        6,
+        None,
+        0,
+    );
+    t.bridge(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:02.0",
+        6,
+        None,
+        0,
+    );
+    t.gpu(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0",
+        0x2330,
+        0,
+        128 * GIB,
+    );
+    let old = "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:02.0/0000:05:00.0";
+    t.gpu(old, 0x1db4, 0, 16 * GIB);
+    t.unbind(old);
+    t.nic(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0/0000:04:00.0",
+        "mlx5_0",
+        0,
+    );
+    t.nvidia_open_580();
+    t.module("ib_uverbs");
+    t.kallsyms(&[("ib_umem_dmabuf_get", "ib_uverbs")]);
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 4, "{out}");
+    assert_line(&out, &["dmabuf", "does not drive GPU 0000:05:00.0"]);
+    // bound, it serves
+    t.bind(old, "nvidia");
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 0, "{out}");
 }
 
 #[test]
@@ -275,7 +331,8 @@ fn the_proprietary_driver_without_mofed_has_no_path() {
         "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu Oct  2 20:33:44 UTC 2025",
     );
     t.module("ib_core");
-    t.kallsyms(&[("ib_umem_dmabuf_get", "ib_core")]);
+    t.module("ib_uverbs");
+    t.kallsyms(&[("ib_umem_dmabuf_get", "ib_uverbs")]);
     let (status, out) = t.run(&[]);
     assert_eq!(status, 4, "{out}");
     assert_line(

@@ -113,6 +113,21 @@ impl Tree {
             &gpu_resource(bar1),
             &config,
         );
+        self.bind(chain, "nvidia");
+    }
+
+    /// The device's `driver` link, as the kernel makes it when @driver
+    /// binds the device.
+    pub fn bind(&self, chain: &str, driver: &str) {
+        fs::create_dir_all(self.sys().join("bus/pci/drivers").join(driver)).unwrap();
+        let up = "../".repeat(chain.split('/').count() + 1);
+        let link = self.sys().join("devices").join(chain).join("driver");
+        let _ = fs::remove_file(&link);
+        symlink(format!("{up}bus/pci/drivers/{driver}"), link).unwrap();
+    }
+
+    pub fn unbind(&self, chain: &str) {
+        fs::remove_file(self.sys().join("devices").join(chain).join("driver")).unwrap();
     }
 
     /// A ConnectX-7 (0x1021) function with its RDMA device @name.
@@ -164,13 +179,15 @@ impl Tree {
         self.nvidia("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22-I3-AE18-23-3)  Thu Oct  2 20:53:49 UTC 2025");
     }
 
-    /// MLNX_OFED's ib_core with its PeerDirect core, and a loaded client.
+    /// MLNX_OFED's ib_core with its PeerDirect core (ib_uverbs holds the
+    /// DMA-BUF import, as in the kernel's own Makefile), and a loaded client.
     pub fn mofed_with(&self, client: &str) {
         self.module("ib_core");
+        self.module("ib_uverbs");
         self.module(client);
         self.kallsyms(&[
             ("ib_register_peer_memory_client", "ib_core"),
-            ("ib_umem_dmabuf_get", "ib_core"),
+            ("ib_umem_dmabuf_get", "ib_uverbs"),
         ]);
     }
 
