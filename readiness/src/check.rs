@@ -10,7 +10,7 @@ use crate::rdma::{self, Nic};
 use crate::registration::{self, Path};
 use crate::report::{Fact, Gpu, Problem, Report, Status};
 use crate::topology::{self, Distance};
-use crate::{iommu, memory};
+use crate::{iommu, memory, service};
 
 /// NCCL's default limit for GPUDirect RDMA between a GPU and a NIC
 /// (docs/readiness.md, "Distance").
@@ -205,6 +205,17 @@ fn registration_facts(
         Some(why) => Fact::info("dmabuf", "node", format!("DMA-BUF cannot serve: {why}")),
     });
     let path = registration::serving(&f);
+    // nv_peer_mem could serve here but does not: its own diagnosis says why
+    if f.peer_core && !f.nv_peer_mem_loaded && !f.nvidia_peermem_loaded {
+        match service::status_lines() {
+            Some(lines) => facts.extend(lines.into_iter().map(|l| Fact::info("status", "nv_peer_mem", l))),
+            None => facts.push(Fact::info(
+                "status",
+                "nv_peer_mem",
+                format!("not installed ({} is missing): install nvidia-peer-memory and its -dkms or module package", service::HELPER),
+            )),
+        }
+    }
     facts.push(match path {
         Path::NvPeerMem => Fact::ok("path", "node", "GPU memory registers through nv_peer_mem (PeerDirect)"),
         Path::NvidiaPeermem => Fact::ok("path", "node", "GPU memory registers through nvidia_peermem (PeerDirect)"),

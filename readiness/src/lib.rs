@@ -14,4 +14,5 @@ pub mod rdma;
 pub mod registration;
 pub mod render;
 pub mod report;
+pub mod service;
 pub mod topology;

@@ -441,3 +441,59 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// MLNX_OFED's core is there but nv_peer_mem is not loaded: no path, and
+/// the service helper's own diagnosis (packaging/nv_peer_mem-service, run
+/// for real over the same tree) says why.
+#[test]
+fn an_unloaded_nv_peer_mem_brings_the_helpers_diagnosis() {
+    let t = eight_by_eight(0);
+    std::fs::remove_dir_all(t.sys().join("module/nv_peer_mem")).unwrap();
+    // a kernel without DMA-BUF import (before 5.12), so nothing else serves
+    t.kallsyms(&[("ib_register_peer_memory_client", "ib_core")]);
+    std::fs::write(t.root.join("nv_peer_mem.conf"), "ONBOOT=no\n").unwrap();
+    std::fs::write(t.root.join("klog"), "").unwrap();
+    let helper =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/nv_peer_mem-service");
+    let env = [
+        ("NV_PEER_MEM_SERVICE", helper),
+        ("NV_PEER_MEM_CONF", t.root.join("nv_peer_mem.conf")),
+        ("NV_PEER_MEM_KLOG", t.root.join("klog")),
+        ("NV_PEER_MEM_ROOT", t.root.clone()),
+        ("NV_PEER_MEM_KVER", "6.1.0-56-amd64".into()),
+    ];
+    let (status, out) = t.run_with(&[], &env);
+    assert_eq!(status, 4, "{out}");
+    assert_line(&out, &["FAIL", "path", "no path"]);
+    assert_line(
+        &out,
+        &["fix: load the peer memory client: systemctl start nv_peer_mem"],
+    );
+    assert_line(&out, &["status", "nv_peer_mem: not loaded"]);
+    assert_line(&out, &["status", "ONBOOT=yes"]);
+    assert_line(
+        &out,
+        &["status", "ib_core is loaded and has the peer memory API"],
+    );
+    // without the packages, it says so
+    let (_, out) = t.run(&[]);
+    assert_line(
+        &out,
+        &["status", "not installed", "install nvidia-peer-memory"],
+    );
+}
+
+/// MLNX_OFED's core on a kernel that also imports DMA-BUF, no client
+/// loaded: DMA-BUF serves, and the line says who still needs a client.
+#[test]
+fn mofed_without_a_client_serves_through_dmabuf() {
+    let t = eight_by_eight(0);
+    std::fs::remove_dir_all(t.sys().join("module/nv_peer_mem")).unwrap();
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 0, "{out}");
+    assert_line(
+        &out,
+        &["ok", "path", "DMA-BUF", "no peer memory client is loaded"],
+    );
+    assert_line(&out, &["status", "not installed"]);
+}

@@ -202,11 +202,19 @@ impl Tree {
 
     /// Runs the check over the tree: (exit status, stdout).
     pub fn run(&self, args: &[&str]) -> (i32, String) {
+        self.run_with(args, &[])
+    }
+
+    /// The same with more environment (`NV_PEER_MEM_SERVICE`, the
+    /// helper's variables); without it, no service helper is found.
+    pub fn run_with(&self, args: &[&str], env: &[(&str, PathBuf)]) -> (i32, String) {
         let smi = self.root.join("nvidia-smi");
-        let out = Command::new(env!("CARGO_BIN_EXE_gpudirect-rdma-check"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_gpudirect-rdma-check"));
+        command
             .args(args)
             .env("NV_PEER_MEM_SYSFS", self.sys())
             .env("NV_PEER_MEM_PROC", self.root.join("proc"))
+            .env("NV_PEER_MEM_SERVICE", "/nonexistent/nv_peer_mem-service")
             .env(
                 "NV_PEER_MEM_NVIDIA_SMI",
                 if smi.exists() {
@@ -214,9 +222,11 @@ impl Tree {
                 } else {
                     PathBuf::from("/nonexistent/nvidia-smi")
                 },
-            )
-            .output()
-            .unwrap();
+            );
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let out = command.output().unwrap();
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8(out.stdout).unwrap(),
