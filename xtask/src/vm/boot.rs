@@ -56,7 +56,7 @@ enum Event {
 }
 
 /// Boots @vmlinuz with @initrd (test-vm's busybox guest), logs the console
-/// to @work/console.log and returns the count.
+/// to @work/console.log and returns the count of the @expected scenarios.
 pub fn boot(
     kver: &str,
     arch: Arch,
@@ -64,8 +64,11 @@ pub fn boot(
     initrd: &Path,
     work: &Path,
     bound: Duration,
+    expected: Vec<String>,
 ) -> Result<Outcome> {
-    boot_until(kver, arch, vmlinuz, initrd, work, bound, RunTo::End)
+    let guest = busybox_guest(arch, vmlinuz, initrd, RunTo::End);
+    let console = Console::expecting(kver, expected);
+    boot_guest(&guest, console, &work.join("console.log"), bound)
 }
 
 /// [`boot`], stopping the guest as @run_to says.
@@ -78,8 +81,13 @@ pub fn boot_until(
     bound: Duration,
     run_to: RunTo,
 ) -> Result<Outcome> {
+    let guest = busybox_guest(arch, vmlinuz, initrd, run_to);
+    boot_guest(&guest, Console::new(kver), &work.join("console.log"), bound)
+}
+
+fn busybox_guest(arch: Arch, vmlinuz: &Path, initrd: &Path, run_to: RunTo) -> Guest {
     let (_, _, console) = arch.qemu();
-    let guest = Guest {
+    Guest {
         kernel: vmlinuz.to_path_buf(),
         initrd: initrd.to_path_buf(),
         append: format!(
@@ -90,8 +98,7 @@ pub fn boot_until(
         boot_bound: BOOT_BOUND,
         arch,
         run_to,
-    };
-    boot_guest(&guest, Console::new(kver), &work.join("console.log"), bound)
+    }
 }
 
 /// Boots @guest, feeds its console to @console, logs it to @log_path and

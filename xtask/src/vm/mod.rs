@@ -22,6 +22,7 @@ mod oracle;
 mod oracle_builds;
 mod oracle_console;
 mod oracle_report;
+mod readiness;
 mod standins;
 mod sync;
 
@@ -307,10 +308,16 @@ fn prepare_and_boot(
         );
         None
     };
-    let extra = match &plan {
+    let mut extra = match &plan {
         Some(plan) => plan.files(&work)?,
         None => Vec::new(),
     };
+    // The readiness check over this kernel's real sysfs (readiness.rs).
+    let mut expected: Vec<String> = SCENARIOS.iter().map(|s| s.to_string()).collect();
+    if guest.arch == Arch::X86_64 {
+        extra.extend(readiness::files(readiness::static_build()?));
+        expected.extend(readiness::SCENARIOS.iter().map(|s| s.to_string()));
+    }
     let initrd = initramfs::make_initramfs(
         &work,
         &guest.busybox,
@@ -326,6 +333,7 @@ fn prepare_and_boot(
         &initrd,
         &work,
         Duration::from_secs(args.timeout),
+        expected,
     )?;
     // --mutants reuses a clean pass of the same inputs as its baseline.
     mutants::note_baseline(&work, &mods, &module, &no_persistent, outcome.failed == 0)?;
