@@ -21,7 +21,15 @@ pub fn static_build() -> Result<PathBuf> {
     run(
         Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
             .current_dir(workspace::root())
-            .args(["build", "--quiet", "--locked", "--release", "-p", "readiness", "--target-dir"])
+            .args([
+                "build",
+                "--quiet",
+                "--locked",
+                "--release",
+                "-p",
+                "readiness",
+                "--target-dir",
+            ])
             .arg(&target)
             .env("RUSTFLAGS", "-C target-feature=+crt-static"),
         "cargo build -p readiness (static)",
