@@ -131,9 +131,9 @@ cd "$work/a" || finish
 tar xzf "$tarball"
 debver=$(dpkg-parsechangelog -l "nvidia-peer-memory-$upstream/debian/changelog" -S Version)
 check "dpkg-buildpackage -us -uc" sh -c "cd nvidia-peer-memory-$upstream && dpkg-buildpackage -us -uc"
-deb=$work/a/nvidia-peer-memory_${debver}_all.deb
+deb=$work/a/nvidia-peer-memory_${debver}_$(dpkg --print-architecture).deb
 dkms_deb=$work/a/nvidia-peer-memory-dkms_${debver}_all.deb
-check "nvidia-peer-memory_${debver}_all.deb built" test -f "$deb"
+check "nvidia-peer-memory_${debver}_$(dpkg --print-architecture).deb built" test -f "$deb"
 check "nvidia-peer-memory-dkms_${debver}_all.deb built" test -f "$dkms_deb"
 [ -f "$deb" ] && [ -f "$dkms_deb" ] || finish
 
@@ -198,6 +198,18 @@ check "at least one kernel has headers (${kernels[*]:-none})" test "${#kernels[@
 exporters=$(grep -ls 'symbol:\(ib_register_peer_memory_client\|nvidia_p2p_get_pages\) ' /lib/modules/*/modules.symbols; ls -d /usr/src/ofa_kernel 2>/dev/null)
 check "no kernel here has MLNX_OFED or NVIDIA symbols yet${exporters:+ ($exporters)}" test -z "$exporters"
 check "dpkg -i of both debs succeeds" sh -c "dpkg -i '$deb' '$dkms_deb' >'$work/dpkg-i.txt' 2>&1"
+# gpudirect-rdma-check, compiled by dpkg-buildpackage with the distro's
+# rustc: installed with its manual page, and on this GPU-less host it
+# says so with its documented status (3: nothing to check).
+check "gpudirect-rdma-check installed in /usr/sbin with its manual page" sh -c \
+    "test -x /usr/sbin/gpudirect-rdma-check && test -f /usr/share/man/man8/gpudirect-rdma-check.8.gz"
+readiness_on_host() {
+    local rc=0
+    /usr/sbin/gpudirect-rdma-check >"$work/readiness.txt" 2>&1 || rc=$?
+    sed 's/^/  /' "$work/readiness.txt"
+    test "$rc" = 3 && grep -q 'no NVIDIA GPU' "$work/readiness.txt"
+}
+check "gpudirect-rdma-check on this host: exit 3, 'no NVIDIA GPU'" readiness_on_host
 sed 's/^/  | /' "$work/dpkg-i.txt"
 for p in "${packages[@]}"; do
     check "$p is installed and configured" sh -c "dpkg-query -W -f='\${Status}' $p | grep -qx 'install ok installed'"

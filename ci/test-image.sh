@@ -77,7 +77,7 @@ rm -rf "$debs" && mkdir -p "$debs"
 check "build-deb + dpkg-buildpackage -b" build_our_debs
 # debian12's Debian version (its version_suffix in packaging/distros.yaml).
 debver=$(dpkg-parsechangelog -l "$work/src/nvidia-peer-memory-$upstream/debian/changelog" -S Version 2>>"$work/log")
-our_debs=("$work/src/nvidia-peer-memory_${debver}_all.deb" "$work/src/nvidia-peer-memory-dkms_${debver}_all.deb")
+our_debs=("$work/src/nvidia-peer-memory_${debver}_$(dpkg --print-architecture).deb" "$work/src/nvidia-peer-memory-dkms_${debver}_all.deb")
 check "our debs built (${debver:-no version})" test -f "${our_debs[0]}" -a -f "${our_debs[1]}"
 lap "our debs"
 

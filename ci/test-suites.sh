@@ -131,7 +131,7 @@ for suite in "${suites[@]}"; do
     check "$suite: dpkg-buildpackage -us -uc" in_chroot sh -c \
         "cd /build/deb && tar xzf $tarball && cd nvidia-peer-memory-$upstream && dpkg-buildpackage -us -uc"
     debver=$(in_chroot dpkg-parsechangelog -l "/build/deb/nvidia-peer-memory-$upstream/debian/changelog" -S Version)
-    deb=/build/deb/nvidia-peer-memory_${debver}_all.deb
+    deb=/build/deb/nvidia-peer-memory_${debver}_$(in_chroot dpkg --print-architecture).deb
     dkms_deb=/build/deb/nvidia-peer-memory-dkms_${debver}_all.deb
     check "$suite: both debs built" test -f "$chroot_dir$deb" -a -f "$chroot_dir$dkms_deb"
     : >"$work/lintian-$suite.txt"

@@ -6,6 +6,9 @@
 //!   the DKMS tree);
 //! - `packaging/`: the boot service, its configuration and the helper the
 //!   service runs ([`SHARED_PACKAGING_FILES`]);
+//! - `readiness/`: gpudirect-rdma-check's sources and manual page
+//!   ([`READINESS_FILES`]; std only, so the service package compiles it
+//!   with rustc alone, docs/readiness.md);
 //! - `dkms.conf`, rendered from dkms/dkms.conf.tera.
 //!
 //! A route adds its family's rendered files (debian/) before the tree is
@@ -24,6 +27,29 @@ pub const HELPER_NAME: &str = "nv_peer_mem-service";
 /// Files of packaging/ that every route ships and every package installs.
 pub const SHARED_PACKAGING_FILES: [&str; 3] =
     ["nv_peer_mem.conf", "nv_peer_mem.service", HELPER_NAME];
+
+/// gpudirect-rdma-check as the packages build it: the crate's sources
+/// (not its tests) and its manual page. `readiness_files_are_listed` keeps
+/// the list in step with readiness/src/.
+pub const READINESS_FILES: [&str; 17] = [
+    "readiness/Cargo.toml",
+    "readiness/gpudirect-rdma-check.8",
+    "readiness/src/check.rs",
+    "readiness/src/config_space.rs",
+    "readiness/src/host.rs",
+    "readiness/src/iommu.rs",
+    "readiness/src/lib.rs",
+    "readiness/src/main.rs",
+    "readiness/src/memory.rs",
+    "readiness/src/nvidia.rs",
+    "readiness/src/pci.rs",
+    "readiness/src/rdma.rs",
+    "readiness/src/registration.rs",
+    "readiness/src/render.rs",
+    "readiness/src/report.rs",
+    "readiness/src/service.rs",
+    "readiness/src/topology.rs",
+];
 
 /// The DKMS configuration template, relative to the workspace root.
 pub const DKMS_CONF_TEMPLATE: &str = "dkms/dkms.conf.tera";
@@ -52,6 +78,11 @@ impl SourceTree {
             format!("{}\n", plan.workspace_version),
             false,
         )?;
+        for path in READINESS_FILES {
+            tarball
+                .add_path(path, &workspace::path(path))
+                .with_context(|| format!("{path} is missing; restore it from git"))?;
+        }
         for name in SHARED_PACKAGING_FILES {
             let path = format!("packaging/{name}");
             tarball
@@ -128,5 +159,28 @@ impl ModuleSources {
             bail!("git tracks no files under kmod/; the module sources are missing");
         }
         Ok(paths)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A source file added to readiness/src/ without being listed here
+    /// would be missing from every package build.
+    #[test]
+    fn readiness_files_are_listed() {
+        let mut on_disk: Vec<String> = std::fs::read_dir(workspace::path("readiness/src"))
+            .unwrap()
+            .map(|e| format!("readiness/src/{}", e.unwrap().file_name().to_string_lossy()))
+            .collect();
+        on_disk.extend([
+            "readiness/Cargo.toml".to_owned(),
+            "readiness/gpudirect-rdma-check.8".to_owned(),
+        ]);
+        on_disk.sort();
+        let mut listed: Vec<String> = READINESS_FILES.iter().map(|s| s.to_string()).collect();
+        listed.sort();
+        assert_eq!(listed, on_disk);
     }
 }
