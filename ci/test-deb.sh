@@ -170,7 +170,7 @@ done
 # (debhelper writes the prior-version 1.4.0~ as 1.4.0\~.)
 for conffile in /etc/init.d/nv_peer_mem /etc/init/nv_peer_mem.conf; do
     check "preinst and postinst remove 1.3's $conffile (rm_conffile)" sh -c \
-        "dpkg-deb -I '$deb' preinst | grep -qF 'dpkg-maintscript-helper rm_conffile $conffile 1.4.0' && dpkg-deb -I '$deb' postinst | grep -qF 'dpkg-maintscript-helper rm_conffile $conffile 1.4.0'"
+        "dpkg-deb -I '$deb' preinst | grep -qF 'dpkg-maintscript-helper rm_conffile $conffile 1.4.0\\~ nvidia-peer-memory' && dpkg-deb -I '$deb' postinst | grep -qF 'dpkg-maintscript-helper rm_conffile $conffile 1.4.0\\~ nvidia-peer-memory'"
 done
 
 echo "== lintian"

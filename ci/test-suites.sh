@@ -258,7 +258,7 @@ for suite in "${suites[@]}"; do
         "cd /build/deb2 && tar xzf $tarball && cd nvidia-peer-memory-$upstream && dpkg-buildpackage -b -us -uc"
     debver2=$(in_chroot dpkg-parsechangelog -l "/build/deb2/nvidia-peer-memory-$upstream/debian/changelog" -S Version)
     check "$suite: dpkg -i of $debver2 over $debver succeeds" in_chroot dpkg -i \
-        "/build/deb2/nvidia-peer-memory_${debver2}_all.deb" "/build/deb2/nvidia-peer-memory-dkms_${debver2}_all.deb"
+        "/build/deb2/nvidia-peer-memory_${debver2}_$(in_chroot dpkg --print-architecture).deb" "/build/deb2/nvidia-peer-memory-dkms_${debver2}_all.deb"
     sed 's/^/  recorded: /' "$chroot_dir/build/recorded.log"
     check "$suite: the upgrade stopped nothing and unloaded nothing" sh -c \
         "! grep -E ' (stop|restart|try-restart) .*nv_peer_mem|^(modprobe -r|rmmod) .*nv_peer_mem' '$chroot_dir/build/recorded.log'"
