@@ -104,6 +104,8 @@ for path in dkms.conf kmod/Makefile kmod/VERSION packaging/nv_peer_mem.service p
     check "tarball has nvidia_peer_memory-$version/$path" grep -qx "nvidia_peer_memory-$version/$path" "$work/tarball.txt"
 done
 check "tarball has no kmod/tests/" sh -c "! grep -q '/kmod/tests/' '$work/tarball.txt'"
+check "tarball has gpudirect-rdma-check's sources, not its tests" sh -c \
+    "grep -qx 'nvidia_peer_memory-$version/readiness/src/main.rs' '$work/tarball.txt' && ! grep -q '/readiness/tests/' '$work/tarball.txt'"
 rpm_ids=$(sed -n '/^distros:/,$ { /^  - id: /{ s/^  - id: //; h }; /^    family: rpm$/{ g; p } }' "$root/packaging/distros.yaml")
 check "packaging/distros.yaml lists the rpm distros ($(echo $rpm_ids))" test "$(echo "$rpm_ids" | wc -w)" -ge 7
 for id in $rpm_ids; do
@@ -263,7 +265,7 @@ for id in $rpm_ids; do
         rm -rf /var/cache/nv_peer_mem
         [ ! -e "$work/system-core-cache" ] || mv "$work/system-core-cache" /var/cache/nv_peer_mem
     fi
-    common=$top/RPMS/noarch/nvidia_peer_memory-common-$version-$release$dist.noarch.rpm
+    common=$top/RPMS/x86_64/nvidia_peer_memory-common-$version-$release$dist.x86_64.rpm
     dkms=$top/RPMS/noarch/nvidia_peer_memory-dkms-$version-$release$dist.noarch.rpm
     suse_kver_tag=$(echo "${suse_krel%-default}" | tr - _)
     case $route in
@@ -282,7 +284,8 @@ for id in $rpm_ids; do
     # -common: the service, its helper, the conf, the preset; replaces 1.3.
     rpm -qpl "$common" >"$work/$id-common.txt" 2>>"$work/log"
     for path in /etc/infiniband/nv_peer_mem.conf /usr/lib/systemd/system/nv_peer_mem.service \
-        /usr/libexec/nv_peer_mem/nv_peer_mem-service /usr/lib/systemd/system-preset/50-nv_peer_mem.preset; do
+        /usr/libexec/nv_peer_mem/nv_peer_mem-service /usr/lib/systemd/system-preset/50-nv_peer_mem.preset \
+        /usr/sbin/gpudirect-rdma-check; do
         check "$id: -common has $path" grep -qxF "$path" "$work/$id-common.txt"
     done
     check "$id: -common's preset enables nv_peer_mem.service" sh -c \

@@ -185,7 +185,7 @@ impl Route for Srpm {
             "Built: {name}\n\n\
              To install run on RPM based OS:\n\
              \x20   # rpmbuild --rebuild {name}\n\
-             \x20   # rpm -Uvh {module} nvidia_peer_memory-common-<ver>-<rel>.noarch.rpm\n\
+             \x20   # rpm -Uvh {module} nvidia_peer_memory-common-<ver>-<rel>.<arch>.rpm\n\
              (README.md \"RPM fleets\" has each family's commands)\n"
         )
     }
