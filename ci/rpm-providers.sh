@@ -31,6 +31,11 @@
 #     (Debian's Module.symvers, as the test's kmod was built against it);
 #     rpm's kabi.sh makes every vmlinux symbol a kernel(<symbol>) = <CRC>
 #     provide, as it does for RHEL's kernel-core.
+#   The C runtime gpudirect-rdma-check (in -common) links: glibc and
+#     libgcc providing the sonames and symbol versions rpm's elfdeps.sh
+#     gives their libraries (libc.so.6(GLIBC_2.x)(64bit), ...), for glibc
+#     2.34's versions (RHEL 9); the binary here is built on Debian 12
+#     (glibc 2.36), whose newest required version is 2.34.
 #   Everything else a module package names (kmod's /usr/sbin/depmod and
 #   weak-modules, bash's /bin/sh and /bin/bash, dkms, kernel-devel, the compiler, rust):
 #   empty packages of those names and files.
@@ -122,6 +127,16 @@ package kernel-default-devel - "${suse_krel%%-*}" 1 "" ""
 package suse-kernel-rpm-scriptlets - 0 1 "BuildArch: noarch" ""
 for name in gcc make coreutils grep; do package "$name" - 1 1 "" ""; done
 package rust - 1.85.0 1 "" ""
+glibc_provides="Provides: rtld(GNU_HASH)
+Provides: ld-linux-x86-64.so.2()(64bit), ld-linux-x86-64.so.2(GLIBC_2.2.5)(64bit), ld-linux-x86-64.so.2(GLIBC_2.3)(64bit)
+Provides: libc.so.6()(64bit)"
+for v in 2.2.5 2.2.6 2.3 2.3.2 2.3.3 2.3.4 2.4 2.5 2.6 2.7 2.8 2.9 2.10 2.11 2.12 2.13 2.14 2.15 2.16 2.17 2.18 \
+    2.22 2.23 2.24 2.25 2.26 2.27 2.28 2.29 2.30 2.32 2.33 2.34; do
+    glibc_provides="$glibc_provides
+Provides: libc.so.6(GLIBC_$v)(64bit)"
+done
+package glibc - 2.34 1 "$glibc_provides" ""
+package libgcc - 11.5.0 1 "Provides: libgcc_s.so.1()(64bit), libgcc_s.so.1(GCC_3.0)(64bit), libgcc_s.so.1(GCC_3.3)(64bit), libgcc_s.so.1(GCC_3.3.1)(64bit), libgcc_s.so.1(GCC_4.2.0)(64bit)" ""
 package rust-src - 1.85.0 1 "BuildArch: noarch" ""
 
 rpmbuild -bb --quiet --define "_topdir $work/top" --define "_sourcedir $work/src" \

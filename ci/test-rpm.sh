@@ -285,7 +285,7 @@ for id in $rpm_ids; do
     rpm -qpl "$common" >"$work/$id-common.txt" 2>>"$work/log"
     for path in /etc/infiniband/nv_peer_mem.conf /usr/lib/systemd/system/nv_peer_mem.service \
         /usr/libexec/nv_peer_mem/nv_peer_mem-service /usr/lib/systemd/system-preset/50-nv_peer_mem.preset \
-        /usr/sbin/gpudirect-rdma-check; do
+        /usr/sbin/gpudirect-rdma-check /usr/share/man/man8/gpudirect-rdma-check.8.gz; do
         check "$id: -common has $path" grep -qxF "$path" "$work/$id-common.txt"
     done
     check "$id: -common's preset enables nv_peer_mem.service" sh -c \
