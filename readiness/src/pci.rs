@@ -84,13 +84,11 @@ fn device(host: &Host, address: &str) -> Result<PciDevice, Unreadable> {
     })?;
     // Keep the root bus and the functions; skip anything else the kernel
     // puts between them (e.g. a VMD domain's own directories).
-    let chain: Vec<String> = relative
+    let components: Vec<String> = relative
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .enumerate()
-        .filter(|(i, c)| *i == 0 || is_address(c))
-        .map(|(_, c)| c)
         .collect();
+    let chain = place(&components);
     if chain.len() < 2 || chain.last().map(String::as_str) != Some(address) {
         return Err(Unreadable::new(
             &link,
@@ -114,16 +112,43 @@ fn device(host: &Host, address: &str) -> Result<PciDevice, Unreadable> {
     })
 }
 
-/// `dddd:bb:dd.f`
+/// `dddd:bb:dd.f`, the domain 4 hex digits or more (an Intel VMD domain
+/// is `10000` and up).
 pub fn is_address(name: &str) -> bool {
-    let b = name.as_bytes();
-    b.len() == 12
-        && b[4] == b':'
-        && b[7] == b':'
-        && b[10] == b'.'
-        && b.iter()
-            .enumerate()
-            .all(|(i, c)| matches!(i, 4 | 7 | 10) || c.is_ascii_hexdigit())
+    let mut parts = name.split(':');
+    let (Some(domain), Some(bus), Some(devfn), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|c| c.is_ascii_hexdigit());
+    let Some((dev, func)) = devfn.split_once('.') else {
+        return false;
+    };
+    domain.len() >= 4
+        && domain.bytes().all(|c| c.is_ascii_hexdigit())
+        && hex(bus, 2)
+        && hex(dev, 2)
+        && func.len() == 1
+        && func.bytes().all(|c| (b'0'..=b'7').contains(&c))
+}
+
+/// A device's place from its directory components under /sys/devices: the
+/// last root bus on the way (`pciDDDD:BB`; a VMD controller opens a bus of
+/// its own below another) and the functions below it, as NCCL reads the
+/// tree (it stops going up at the first component that is not a PCI
+/// address; docs/readiness.md, "Distance"). Other directories are skipped.
+pub fn place(components: &[String]) -> Vec<String> {
+    let root = components
+        .iter()
+        .rposition(|c| c.starts_with("pci") && !is_address(c))
+        .unwrap_or(0);
+    components[root..]
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| *i == 0 || is_address(c))
+        .map(|(_, c)| c.clone())
+        .collect()
 }
 
 /// sysfs `resource`: a line per resource, `0x<start> 0x<end> 0x<flags>`
@@ -150,9 +175,29 @@ mod tests {
     #[test]
     fn addresses_are_recognised() {
         assert!(is_address("0000:00:06.0"));
-        assert!(!is_address("10000:00:01.0"));
+        assert!(is_address("10000:01:00.0")); // a VMD domain
+        assert!(!is_address("0000:00:06.8"));
+        assert!(!is_address("0000:0:06.0"));
         assert!(!is_address("pci0000:00"));
         assert!(!is_address("virtio2"));
+        assert!(!is_address("0000:00:06.0:1"));
+    }
+
+    #[test]
+    fn a_vmd_domain_is_a_root_bus_of_its_own() {
+        let c = |p: &str| p.split('/').map(str::to_owned).collect::<Vec<_>>();
+        assert_eq!(
+            place(&c(
+                "pci0000:00/0000:00:0e.0/pci10000:00/10000:00:02.0/10000:01:00.0"
+            )),
+            c("pci10000:00/10000:00:02.0/10000:01:00.0")
+        );
+        assert_eq!(
+            place(&c(
+                "pci0000:00/0000:00:01.0/0000:01:00.0/virtfn0/0000:02:00.0"
+            )),
+            c("pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0")
+        );
     }
 
     /// The H100 host probed for this project (docs/readiness.md): BAR0
