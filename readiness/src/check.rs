@@ -10,11 +10,7 @@ use crate::rdma::{self, Nic};
 use crate::registration::{self, Path};
 use crate::report::{Fact, Gpu, Problem, Report, Status};
 use crate::topology::{self, Distance};
-use crate::{iommu, memory, service};
-
-/// NCCL's default limit for GPUDirect RDMA between a GPU and a NIC
-/// (docs/readiness.md, "Distance").
-pub const NCCL_DEFAULT_GDR_LEVEL: Distance = Distance::Pxb;
+use crate::{consumers, iommu, memory, service};
 
 pub fn check(host: &Host) -> Report {
     let mut facts = Vec::new();
@@ -105,7 +101,9 @@ pub fn check(host: &Host) -> Report {
         .iter()
         .map(|g| (g.address.clone(), nvidia::bound_to_nvidia(g)))
         .collect();
-    let path = registration_facts(host, driver, bound, &mut facts);
+    let (path, dmabuf) = registration_facts(host, driver, bound, &mut facts);
+    let nccl_sees = consumer_facts(host, path, dmabuf, &mut facts);
+    let level = consumers::nccl_level();
 
     let memory = memory::gpu_memory(host);
     let mut summaries = Vec::new();
@@ -128,7 +126,8 @@ pub fn check(host: &Host) -> Report {
             ),
         ));
         if let Some((nic, nic_dev, distance)) = closest {
-            distance_fact(gpu, nic, distance, &mut facts);
+            distance_fact(gpu, nic, distance, &level, &mut facts);
+            nccl_pair_fact(gpu, nic, distance, &level, nccl_sees, &mut facts);
             acs_facts(gpu, nic_dev, &devices, &mut facts);
         }
         bar1_fact(gpu, memory.get(&gpu.address).copied(), &mut facts);
@@ -169,7 +168,7 @@ fn registration_facts(
     driver: Option<nvidia::Driver>,
     bound: Vec<(String, bool)>,
     facts: &mut Vec<Fact>,
-) -> Path {
+) -> (Path, bool) {
     let f = match registration::read(host, driver, bound) {
         Ok(f) => f,
         Err(u) => {
@@ -181,7 +180,7 @@ fn registration_facts(
                 u.to_string(),
                 None,
             ));
-            return Path::None;
+            return (Path::None, false);
         }
     };
     if f.nv_peer_mem_loaded && f.nvidia_peermem_loaded {
@@ -238,7 +237,7 @@ fn registration_facts(
             Fact::problem("path", "node", Status::Fail, Problem::NoPath, "no path registers GPU memory for RDMA", Some(fix))
         }
     });
-    path
+    (path, blocker.is_none())
 }
 
 fn closest_nic<'a>(
@@ -269,12 +268,18 @@ fn is_downstream(devices: &[PciDevice], address: &str, index: usize) -> bool {
     }
 }
 
-fn distance_fact(gpu: &PciDevice, nic: &Nic, distance: Distance, facts: &mut Vec<Fact>) {
+fn distance_fact(
+    gpu: &PciDevice,
+    nic: &Nic,
+    distance: Distance,
+    level: &(usize, String),
+    facts: &mut Vec<Fact>,
+) {
     let message = format!(
         "closest RDMA device {} ({}) is {distance} from it",
         nic.name, nic.address
     );
-    if distance <= NCCL_DEFAULT_GDR_LEVEL {
+    if consumers::nccl_within(distance, level.0) {
         facts.push(Fact::ok("distance", &gpu.address, message));
     } else {
         facts.push(Fact::problem(
@@ -282,7 +287,11 @@ fn distance_fact(gpu: &PciDevice, nic: &Nic, distance: Distance, facts: &mut Vec
             &gpu.address,
             Status::Warn,
             Problem::Topology,
-            format!("{message}: NCCL uses GPUDirect RDMA only up to {} by default", NCCL_DEFAULT_GDR_LEVEL),
+            format!(
+                "{message}: NCCL uses GPUDirect RDMA only up to {} ({})",
+                consumers::level_name(level.0),
+                level.1
+            ),
             Some(format!(
                 "put the GPU and an RDMA adapter under one PCIe switch; or, if measured faster, NCCL_NET_GDR_LEVEL={distance}"
             )),
@@ -405,4 +414,96 @@ fn gib(bytes: u64) -> String {
     } else {
         format!("{} MiB", bytes >> 20)
     }
+}
+
+/// What NCCL and UCX see on this node (consumers.rs); returns whether
+/// NCCL finds GPUDirect RDMA support at all.
+fn consumer_facts(host: &Host, path: Path, dmabuf: bool, facts: &mut Vec<Fact>) -> bool {
+    let nccl = consumers::present(host, &consumers::NCCL_FILES);
+    let ucx = consumers::present(host, &consumers::UCX_FILES);
+    let peer_client = matches!(path, Path::NvPeerMem | Path::NvidiaPeermem);
+    let seen = |files: &[&str]| {
+        files
+            .iter()
+            .map(|f| format!("/sys/{f}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    facts.push(match (nccl.is_empty(), dmabuf) {
+        (false, _) => Fact::ok("nccl", "node", format!("NCCL finds GPUDirect RDMA support: {}", seen(&nccl))),
+        (true, true) => Fact::ok(
+            "nccl",
+            "node",
+            "NCCL finds GPUDirect RDMA support through DMA-BUF (no peer-memory file, none needed)",
+        ),
+        (true, false) if peer_client => Fact::problem(
+            "nccl",
+            "node",
+            Status::Warn,
+            Problem::Topology,
+            format!(
+                "{} serves, but none of the files NCCL tests exists ({}): NCCL runs without GPUDirect RDMA",
+                path.name(),
+                seen(&consumers::NCCL_FILES)
+            ),
+            Some("MLNX_OFED's PeerDirect core creates /sys/kernel/mm/memory_peers/nv_mem/version for the nv_mem client: use an MLNX_OFED build that does (its backport 0271), or nvidia_peermem".to_owned()),
+        ),
+        (true, false) => Fact::info("nccl", "node", "NCCL finds no GPUDirect RDMA support (no peer-memory file, no DMA-BUF)"),
+    });
+    facts.push(match (ucx.is_empty(), dmabuf) {
+        (false, _) => Fact::ok(
+            "ucx",
+            "node",
+            format!("UCX finds GPUDirect RDMA support: {}", seen(&ucx)),
+        ),
+        (true, true) => Fact::ok(
+            "ucx",
+            "node",
+            "UCX finds GPUDirect RDMA support through DMA-BUF",
+        ),
+        (true, false) => Fact::info(
+            "ucx",
+            "node",
+            format!(
+                "UCX finds no GPUDirect RDMA support (none of {}, no DMA-BUF)",
+                seen(&consumers::UCX_FILES)
+            ),
+        ),
+    });
+    !nccl.is_empty() || dmabuf
+}
+
+/// NCCL's decision for one GPU and its closest NIC: support on the node
+/// and the distance within its level.
+fn nccl_pair_fact(
+    gpu: &PciDevice,
+    nic: &Nic,
+    distance: Distance,
+    level: &(usize, String),
+    sees: bool,
+    facts: &mut Vec<Fact>,
+) {
+    let within = consumers::nccl_within(distance, level.0);
+    let name = consumers::level_name(level.0);
+    facts.push(if sees && within {
+        Fact::ok(
+            "nccl",
+            &gpu.address,
+            format!(
+                "NCCL uses GPUDirect RDMA with {} ({distance} within {name}, {})",
+                nic.name, level.1
+            ),
+        )
+    } else {
+        let why = if sees {
+            format!("{distance} is beyond {name} ({})", level.1)
+        } else {
+            "it finds no GPUDirect RDMA support on this node (see the nccl line)".to_owned()
+        };
+        Fact::info(
+            "nccl",
+            &gpu.address,
+            format!("NCCL does not use GPUDirect RDMA with {}: {why}", nic.name),
+        )
+    });
 }

@@ -5,6 +5,7 @@
 
 pub mod check;
 pub mod config_space;
+pub mod consumers;
 pub mod host;
 pub mod iommu;
 pub mod memory;

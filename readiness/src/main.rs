@@ -32,8 +32,12 @@ Exit status:
   7  something could not be read (e.g. not root)
 The first status in this order that applies is the one returned.
 
+NCCL's level for GPUDirect RDMA is NCCL_NET_GDR_LEVEL from the environment
+or /etc/nccl.conf, as NCCL reads it; PXB when unset.
+
 Environment: NV_PEER_MEM_SYSFS (/sys) and NV_PEER_MEM_PROC (/proc) read
-another tree; NV_PEER_MEM_NVIDIA_SMI names another nvidia-smi.
+another tree; NV_PEER_MEM_NVIDIA_SMI names another nvidia-smi,
+NV_PEER_MEM_NCCL_CONF another nccl.conf.
 ";
 
 enum Form {

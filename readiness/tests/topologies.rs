@@ -57,6 +57,23 @@ fn eight_gpus_each_beside_its_nic_is_ready_through_nv_peer_mem() {
         );
     }
     assert_line(&out, &["ok", "path", "nv_peer_mem (PeerDirect)"]);
+    assert_line(
+        &out,
+        &["ok", "nccl", "/sys/kernel/mm/memory_peers/nv_mem/version"],
+    );
+    assert_line(
+        &out,
+        &["ok", "ucx", "/sys/kernel/mm/memory_peers/nv_mem/version"],
+    );
+    assert_line(
+        &out,
+        &[
+            "ok",
+            "nccl",
+            "0000:c2:00.0",
+            "NCCL uses GPUDirect RDMA with mlx5_7 (PIX within PXB",
+        ],
+    );
     assert_line(&out, &["READY", "nv_peer_mem"]);
     assert!(
         !has_line(&out, &["FAIL"]) && !has_line(&out, &["WARN"]),
@@ -357,7 +374,7 @@ fn no_nvidia_driver_has_no_path() {
 #[test]
 fn both_peer_clients_loaded_is_a_conflict() {
     let t = eight_by_eight(0);
-    t.module("nvidia_peermem");
+    t.client("nvidia_peermem");
     let (status, out) = t.run(&[]);
     assert_eq!(status, 4, "{out}");
     assert_line(&out, &["FAIL", "clients", "both loaded"]);
@@ -448,7 +465,7 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 #[test]
 fn an_unloaded_nv_peer_mem_brings_the_helpers_diagnosis() {
     let t = eight_by_eight(0);
-    std::fs::remove_dir_all(t.sys().join("module/nv_peer_mem")).unwrap();
+    t.unload("nv_peer_mem");
     // a kernel without DMA-BUF import (before 5.12), so nothing else serves
     t.kallsyms(&[("ib_register_peer_memory_client", "ib_core")]);
     std::fs::write(t.root.join("nv_peer_mem.conf"), "ONBOOT=no\n").unwrap();
@@ -488,7 +505,7 @@ fn an_unloaded_nv_peer_mem_brings_the_helpers_diagnosis() {
 #[test]
 fn mofed_without_a_client_serves_through_dmabuf() {
     let t = eight_by_eight(0);
-    std::fs::remove_dir_all(t.sys().join("module/nv_peer_mem")).unwrap();
+    t.unload("nv_peer_mem");
     let (status, out) = t.run(&[]);
     assert_eq!(status, 0, "{out}");
     assert_line(
@@ -496,4 +513,92 @@ fn mofed_without_a_client_serves_through_dmabuf() {
         &["ok", "path", "DMA-BUF", "no peer memory client is loaded"],
     );
     assert_line(&out, &["status", "not installed"]);
+}
+
+/// nv_peer_mem serves above a core that did not create memory_peers: NCCL
+/// tests only memory_peers' files and nvidia_peermem's, so it runs without
+/// GPUDirect RDMA; UCX also tests /sys/module/nv_peer_mem/version.
+#[test]
+fn nccl_does_not_see_nv_peer_mem_without_memory_peers() {
+    let t = eight_by_eight(0);
+    std::fs::remove_dir_all(t.sys().join("kernel/mm/memory_peers")).unwrap();
+    // a kernel without DMA-BUF import, so the files decide
+    t.kallsyms(&[("ib_register_peer_memory_client", "ib_core")]);
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 6, "{out}");
+    assert_line(
+        &out,
+        &[
+            "WARN",
+            "nccl",
+            "nv_peer_mem serves, but none of the files NCCL tests exists",
+        ],
+    );
+    assert_line(&out, &["ok", "ucx", "/sys/module/nv_peer_mem/version"]);
+    assert_line(
+        &out,
+        &[
+            "nccl",
+            "0000:12:00.0",
+            "does not use GPUDirect RDMA with mlx5_0",
+            "finds no GPUDirect RDMA support",
+        ],
+    );
+}
+
+/// The two-socket host with NCCL_NET_GDR_LEVEL=SYS, from the environment
+/// and from /etc/nccl.conf: NCCL uses GPUDirect RDMA across the sockets,
+/// and the distance is no longer a warning.
+#[test]
+fn nccl_net_gdr_level_moves_the_cutoff() {
+    let t = Tree::new("two-socket-sys");
+    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
+    t.gpu("pci0000:00/0000:00:01.0/0000:01:00.0", 0x2330, 0, 128 * GIB);
+    t.bridge("pci0000:80/0000:80:01.0", 4, None, 1);
+    t.nic("pci0000:80/0000:80:01.0/0000:81:00.0", "mlx5_0", 1);
+    t.nvidia_open_580();
+    t.mofed_with("nv_peer_mem");
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 6, "{out}");
+    assert_line(
+        &out,
+        &[
+            "nccl",
+            "does not use GPUDirect RDMA with mlx5_0",
+            "SYS is beyond PXB (NCCL's default, PXB)",
+        ],
+    );
+    std::fs::write(
+        t.root.join("nccl.conf"),
+        "NCCL_DEBUG=WARN\nNCCL_NET_GDR_LEVEL=SYS\n",
+    )
+    .unwrap();
+    let (status, out) = t.run_with(&[], &[("NV_PEER_MEM_NCCL_CONF", t.root.join("nccl.conf"))]);
+    assert_eq!(status, 0, "{out}");
+    assert_line(
+        &out,
+        &[
+            "ok",
+            "nccl",
+            "NCCL uses GPUDirect RDMA with mlx5_0",
+            "SYS within SYS",
+            "nccl.conf",
+        ],
+    );
+    // the environment wins over the file; legacy numbers are read as NCCL reads them
+    let (status, out) = t.run_with(
+        &[],
+        &[
+            ("NV_PEER_MEM_NCCL_CONF", t.root.join("nccl.conf")),
+            ("NCCL_NET_GDR_LEVEL", "2".into()),
+        ],
+    );
+    assert_eq!(status, 6, "{out}");
+    assert_line(
+        &out,
+        &[
+            "nccl",
+            "SYS is beyond PXB (NCCL_NET_GDR_LEVEL=2 in the environment)",
+        ],
+    );
 }

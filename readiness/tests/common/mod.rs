@@ -157,6 +157,21 @@ impl Tree {
         fs::create_dir_all(self.sys().join("module").join(name)).unwrap();
     }
 
+    /// A peer memory client loaded above MLNX_OFED's core: its module's
+    /// `version` (MODULE_VERSION) and the core's
+    /// /sys/kernel/mm/memory_peers/nv_mem/version for the nv_mem client it
+    /// registers (MLNX_OFED 25.10 backport 0271).
+    pub fn client(&self, name: &str) {
+        self.write(&format!("sys/module/{name}/version"), "1.4.0\n");
+        self.write("sys/kernel/mm/memory_peers/nv_mem/version", "1.4.0\n");
+    }
+
+    /// The client unloaded: its module and the core's entry for it gone.
+    pub fn unload(&self, name: &str) {
+        fs::remove_dir_all(self.sys().join("module").join(name)).unwrap();
+        let _ = fs::remove_dir_all(self.sys().join("kernel/mm/memory_peers/nv_mem"));
+    }
+
     /// /proc/kallsyms as a non-root reader sees it (addresses zeroed).
     pub fn kallsyms(&self, symbols: &[(&str, &str)]) {
         let mut text = String::from("0000000000000000 T _stext\n");
@@ -184,7 +199,7 @@ impl Tree {
     pub fn mofed_with(&self, client: &str) {
         self.module("ib_core");
         self.module("ib_uverbs");
-        self.module(client);
+        self.client(client);
         self.kallsyms(&[
             ("ib_register_peer_memory_client", "ib_core"),
             ("ib_umem_dmabuf_get", "ib_uverbs"),
@@ -215,6 +230,8 @@ impl Tree {
             .env("NV_PEER_MEM_SYSFS", self.sys())
             .env("NV_PEER_MEM_PROC", self.root.join("proc"))
             .env("NV_PEER_MEM_SERVICE", "/nonexistent/nv_peer_mem-service")
+            .env("NV_PEER_MEM_NCCL_CONF", "/nonexistent/nccl.conf")
+            .env_remove("NCCL_NET_GDR_LEVEL")
             .env(
                 "NV_PEER_MEM_NVIDIA_SMI",
                 if smi.exists() {
