@@ -31,11 +31,12 @@ pub const SHARED_PACKAGING_FILES: [&str; 3] =
 /// gpudirect-rdma-check as the packages build it: the crate's sources
 /// (not its tests) and its manual page. `readiness_files_are_listed` keeps
 /// the list in step with readiness/src/.
-pub const READINESS_FILES: [&str; 17] = [
+pub const READINESS_FILES: [&str; 18] = [
     "readiness/Cargo.toml",
     "readiness/gpudirect-rdma-check.8",
     "readiness/src/check.rs",
     "readiness/src/config_space.rs",
+    "readiness/src/consumers.rs",
     "readiness/src/host.rs",
     "readiness/src/iommu.rs",
     "readiness/src/lib.rs",
