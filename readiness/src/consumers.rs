@@ -72,21 +72,21 @@ pub fn level_name(index: usize) -> &'static str {
 /// /etc/nccl.conf (for an administrator to set system-wide values)";
 /// `NV_PEER_MEM_NCCL_CONF` names another file), else the default, PXB.
 pub fn nccl_level() -> (usize, String) {
-    if let Ok(value) = std::env::var("NCCL_NET_GDR_LEVEL")
-        && let Some(i) = parse_level(&value)
-    {
+    // No let chains here: the packages build this crate with the
+    // distributions' rustc, 1.85 at the oldest (Cargo.toml).
+    let from_env = std::env::var("NCCL_NET_GDR_LEVEL").ok();
+    if let Some((value, i)) = from_env.and_then(|v| parse_level(&v).map(|i| (v, i))) {
         return (i, format!("NCCL_NET_GDR_LEVEL={value} in the environment"));
     }
     let conf =
         std::env::var("NV_PEER_MEM_NCCL_CONF").unwrap_or_else(|_| "/etc/nccl.conf".to_owned());
-    if let Ok(text) = Host::text(std::path::Path::new(&conf)) {
-        for line in text.lines() {
-            if let Some(value) = line.trim().strip_prefix("NCCL_NET_GDR_LEVEL=")
-                && let Some(i) = parse_level(value)
-            {
-                return (i, format!("NCCL_NET_GDR_LEVEL={} in {conf}", value.trim()));
-            }
-        }
+    let text = Host::text(std::path::Path::new(&conf)).unwrap_or_default();
+    let from_file = text.lines().find_map(|line| {
+        let value = line.trim().strip_prefix("NCCL_NET_GDR_LEVEL=")?;
+        parse_level(value).map(|i| (value.trim().to_owned(), i))
+    });
+    if let Some((value, i)) = from_file {
+        return (i, format!("NCCL_NET_GDR_LEVEL={value} in {conf}"));
     }
     (
         parse_level("PXB").expect("PXB"),
