@@ -15,40 +15,15 @@ use crate::{consumers, iommu, memory, service};
 pub fn check(host: &Host) -> Report {
     let mut facts = Vec::new();
     let (devices, unreadable) = pci::devices(host);
-    for u in unreadable {
-        facts.push(Fact::problem(
-            "read",
-            u.path.display().to_string(),
-            Status::Unknown,
-            Problem::Unreadable,
-            u.to_string(),
-            None,
-        ));
-    }
+    facts.extend(unreadable.iter().map(read_fact));
     let gpus: Vec<&PciDevice> = devices.iter().filter(|d| d.is_nvidia_gpu()).collect();
     let (nics, unreadable) = rdma::nics(host, &devices);
-    for u in unreadable {
-        facts.push(Fact::problem(
-            "read",
-            u.path.display().to_string(),
-            Status::Unknown,
-            Problem::Unreadable,
-            u.to_string(),
-            None,
-        ));
-    }
+    facts.extend(unreadable.iter().map(read_fact));
 
     let driver = match nvidia::driver(host) {
         Ok(d) => d,
         Err(u) => {
-            facts.push(Fact::problem(
-                "driver",
-                "node",
-                Status::Unknown,
-                Problem::Unreadable,
-                u.to_string(),
-                None,
-            ));
+            facts.push(Fact::unreadable("driver", "node", &u));
             None
         }
     };
@@ -172,14 +147,7 @@ fn registration_facts(
     let f = match registration::read(host, driver, bound) {
         Ok(f) => f,
         Err(u) => {
-            facts.push(Fact::problem(
-                "path",
-                "node",
-                Status::Unknown,
-                Problem::Unreadable,
-                u.to_string(),
-                None,
-            ));
+            facts.push(Fact::unreadable("path", "node", &u));
             return (Path::None, false);
         }
     };
@@ -307,14 +275,7 @@ fn acs_facts(gpu: &PciDevice, nic: &PciDevice, devices: &[PciDevice], facts: &mu
         let state = match Host::bytes(&dev.dir.join("config")) {
             Ok(bytes) => ConfigSpace::new(&bytes).acs(),
             Err(u) => {
-                facts.push(Fact::problem(
-                    "acs",
-                    &bridge,
-                    Status::Unknown,
-                    Problem::Unreadable,
-                    u.to_string(),
-                    None,
-                ));
+                facts.push(Fact::unreadable("acs", &bridge, &u));
                 continue;
             }
         };
@@ -378,7 +339,7 @@ fn iommu_fact(dev: &PciDevice, facts: &mut Vec<Fact>) {
             Some("boot with iommu=pt (x86) or iommu.passthrough=1: an identity domain for host devices".to_owned()),
         )),
         Ok(iommu::Mode::Other(kind)) => facts.push(Fact::info("iommu", &dev.address, format!("IOMMU domain type {kind}"))),
-        Err(u) => facts.push(Fact::problem("iommu", &dev.address, Status::Unknown, Problem::Unreadable, u.to_string(), None)),
+        Err(u) => facts.push(Fact::unreadable("iommu", &dev.address, &u)),
     }
 }
 
@@ -506,4 +467,9 @@ fn nccl_pair_fact(
             format!("NCCL does not use GPUDirect RDMA with {}: {why}", nic.name),
         )
     });
+}
+
+/// A file the walk could not read, as its own fact.
+fn read_fact(u: &crate::host::Unreadable) -> Fact {
+    Fact::unreadable("read", u.path.display().to_string(), u)
 }

@@ -118,6 +118,22 @@ impl Fact {
         }
     }
 
+    /// What could not be read for @check: an unknown, never a verdict.
+    pub fn unreadable(
+        check: &'static str,
+        subject: impl Into<String>,
+        what: &crate::host::Unreadable,
+    ) -> Self {
+        Fact::problem(
+            check,
+            subject,
+            Status::Unknown,
+            Problem::Unreadable,
+            what.to_string(),
+            None,
+        )
+    }
+
     pub fn problem(
         check: &'static str,
         subject: impl Into<String>,

@@ -67,12 +67,7 @@ pub fn distance(
             _ => Distance::Node,
         };
     }
-    let common = a
-        .chain
-        .iter()
-        .zip(&b.chain)
-        .take_while(|(x, y)| x == y)
-        .count();
+    let common = common_depth(a, b);
     if common <= 1 {
         // They meet only at the root bus: the path crosses the host bridge.
         return Distance::Phb;
@@ -104,6 +99,16 @@ pub fn distance(
     }
 }
 
+/// How many directories of their places @a and @b share, from the root
+/// bus down (1: they meet only at the root bus).
+fn common_depth(a: &PciDevice, b: &PciDevice) -> usize {
+    a.chain
+        .iter()
+        .zip(&b.chain)
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
 /// The bridges between @a and @b (where they meet and below), the ones
 /// whose ACS settings decide whether peer-to-peer traffic goes straight
 /// across; None when they meet only in the root complex, where no bridge
@@ -112,12 +117,7 @@ pub fn bridges_between(a: &PciDevice, b: &PciDevice) -> Vec<String> {
     if a.root() != b.root() {
         return Vec::new();
     }
-    let common = a
-        .chain
-        .iter()
-        .zip(&b.chain)
-        .take_while(|(x, y)| x == y)
-        .count();
+    let common = common_depth(a, b);
     let mut out = Vec::new();
     if common >= 2 {
         out.push(a.chain[common - 1].clone());
