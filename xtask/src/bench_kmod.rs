@@ -227,7 +227,7 @@ fn same_flags_kernel(kmod: &Path, kver: &str) -> Result<Option<String>> {
 
 /// Runs a command under GNU time (for the peak RSS, if it is installed),
 /// timing it; fails with its output if it fails.
-fn timed(cmd: Command, what: &str) -> Result<Step> {
+pub(crate) fn timed(cmd: Command, what: &str) -> Result<Step> {
     let gnu_time = Path::new("/usr/bin/time");
     let rss_file = std::env::temp_dir().join(format!("nvpm-bench-rss-{}", std::process::id()));
     let mut wrapped = if gnu_time.exists() {

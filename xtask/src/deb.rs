@@ -12,7 +12,7 @@
 
 use crate::bench_writer::{BenchArgs, bench_writer};
 use crate::distro::{Distro, Family};
-use crate::pipeline::{self, Plan, Release, Request, Route, SourceTree};
+use crate::pipeline::{self, Plan, Release, Request, Route, SingleArtifact, SourceTree};
 use crate::render::{self, RenderedFile};
 use crate::workspace;
 use anyhow::{Context, Result, bail};
@@ -88,7 +88,9 @@ impl Route for Deb {
         }
         Ok(())
     }
+}
 
+impl SingleArtifact for Deb {
     fn assemble(_plan: &Plan, tree_tar_gz: Vec<u8>, (): ()) -> Result<Vec<u8>> {
         Ok(tree_tar_gz)
     }

@@ -13,6 +13,7 @@ mod dkms_package;
 mod error;
 mod fixtures;
 mod pipeline;
+mod prebuilt;
 mod release;
 mod render;
 mod srpm;
@@ -55,6 +56,11 @@ enum Command {
     /// without dpkg-buildpackage or rpmbuild (see `build-dkms --help`).
     #[command(long_about = dkms_package::BUILD_LONG_ABOUT)]
     BuildDkms(dkms_package::BuildDkmsArgs),
+    /// Build nv_peer_mem.ko for each --kernel on this build host and write
+    /// prebuilt module packages, one per kernel, plus a metapackage per
+    /// kernel flavour (see `build-modules --help`).
+    #[command(long_about = prebuilt::BUILD_LONG_ABOUT)]
+    BuildModules(prebuilt::BuildModulesArgs),
     /// Boot Debian's kernels in QEMU and prove nv_peer_mem.ko there against
     /// PeerDirect and NVIDIA P2P test doubles (kmod/tests/vm).
     TestVm(vm::TestVmArgs),
@@ -84,6 +90,7 @@ fn main() -> ExitCode {
         Command::BuildDeb(args) => exit_status(deb::build_deb_command(&args)),
         Command::BenchDeb(args) => exit_status(deb::bench_deb_command(&args)),
         Command::BuildDkms(args) => exit_status(dkms_package::build_dkms_command(&args)),
+        Command::BuildModules(args) => exit_status(prebuilt::build_modules_command(&args)),
         Command::TestVm(args) => exit_status(vm::test_vm_command(&args)),
         Command::VmStandins(args) => exit_status(vm::vm_standins_command(&args)),
         Command::BootImage(args) => exit_status(vm::boot_image_command(&args)),

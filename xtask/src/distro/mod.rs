@@ -11,11 +11,14 @@
 
 mod data_errors;
 mod host;
+mod names;
 pub mod rpm;
 
 use anyhow::{Context, Result, bail};
 use data_errors::{data_error, id_lines};
 pub use host::host_distro_id;
+pub use names::is_debian_package_name;
+use names::{is_backport_suffix, is_distro_id, is_dotted_number};
 pub use rpm::{Compression, ModuleRoute, RpmPackaging};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -107,6 +110,10 @@ pub struct Distro {
     /// newest Debian release. See packaging/distros.yaml.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub version_suffix: String,
+    /// Packages installing one kernel's image (`{release}`: its release),
+    /// any of which a build-modules package depends on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_image_packages: Vec<String>,
     // --- rpm family ---
     /// The distribution's `%dist` macro (`.el9`, `.el10`; empty where the
     /// build hosts define none, as on SLES): the suffix rpmbuild there puts
@@ -358,41 +365,6 @@ impl Packaging {
     pub fn family(&self, family: Family) -> impl Iterator<Item = &Distro> {
         self.distros.iter().filter(move |d| d.family == family)
     }
-}
-
-fn is_distro_id(id: &str) -> bool {
-    !id.is_empty()
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-}
-
-fn is_dotted_number(text: &str) -> bool {
-    !text.is_empty()
-        && text
-            .split('.')
-            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// A Debian revision suffix that sorts below the bare revision (Policy
-/// 5.6.12: `~` sorts before anything, even the end of the version) and uses
-/// only characters a revision may contain.
-fn is_backport_suffix(suffix: &str) -> bool {
-    suffix.len() >= 2
-        && suffix.starts_with('~')
-        && suffix
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"+.~".contains(&b))
-}
-
-/// Debian Policy 5.6.1: lowercase letters, digits, `+ - .`, at least two
-/// characters, starting with an alphanumeric.
-fn is_debian_package_name(name: &str) -> bool {
-    name.len() >= 2
-        && name.as_bytes()[0].is_ascii_alphanumeric()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+-.".contains(&b))
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use super::deb_control::control_fields;
 use super::tree_files;
 use crate::deb::{Deb, SOURCE_PACKAGE, debian_files, debian_upstream_version, debian_version};
 use crate::distro::{Distro, Family};
-use crate::pipeline::{Plan, Route, SourceTree, dkms_conf};
+use crate::pipeline::{Plan, Route, SingleArtifact, SourceTree, dkms_conf};
 use crate::workspace;
 use anyhow::{Context, Result, ensure};
 use flate2::{Compression, GzBuilder};
@@ -184,7 +184,9 @@ impl Route for DkmsDeb {
             docs,
         })
     }
+}
 
+impl SingleArtifact for DkmsDeb {
     fn assemble(plan: &Plan, tree_tar_gz: Vec<u8>, parts: DebParts) -> Result<Vec<u8>> {
         let tree = tree_files::read(&tree_tar_gz)?;
         let mut files = parts.docs;

@@ -13,16 +13,16 @@
 //! docs/packaging.md says why this writes the packages itself rather than
 //! calling cargo-deb or cargo-generate-rpm.
 
-mod deb_archive;
-mod deb_control;
+pub(crate) mod deb_archive;
+pub(crate) mod deb_control;
 mod deb_route;
 mod rpm_route;
 mod spec_subpackage;
-mod tree_files;
+pub(crate) mod tree_files;
 
 use crate::distro::{Family, Packaging};
 use crate::error::{BadInput, print_report};
-use crate::pipeline::{self, Release, Request, Route};
+use crate::pipeline::{self, Release, Request, SingleArtifact};
 use anyhow::Result;
 use deb_route::DkmsDeb;
 use rpm_route::DkmsRpm;

@@ -11,7 +11,7 @@
 use super::spec_subpackage::{self, Subpackage};
 use super::tree_files;
 use crate::distro::{Distro, Family, ModuleRoute};
-use crate::pipeline::{Plan, Route, SourceTree};
+use crate::pipeline::{Plan, Route, SingleArtifact, SourceTree};
 use crate::render::DKMS_NAME;
 use crate::srpm::Srpm;
 use crate::srpm::spec;
@@ -98,7 +98,9 @@ impl Route for DkmsRpm {
             changelog: spec::changelog(&spec_text)?,
         })
     }
+}
 
+impl SingleArtifact for DkmsRpm {
     fn assemble(plan: &Plan, tree_tar_gz: Vec<u8>, parts: RpmParts) -> Result<Vec<u8>> {
         let package = parts.package;
         let tree = tree_files::read(&tree_tar_gz)?;

@@ -16,7 +16,7 @@ mod source_tree;
 
 pub use crate::release::Release;
 pub use plan::{Plan, Request};
-pub use route::Route;
+pub use route::{Route, SingleArtifact};
 pub use source_tree::{DKMS_CONF_TEMPLATE, HELPER_NAME, SourceTree, dkms_conf};
 
 use crate::distro::Packaging;
@@ -55,19 +55,27 @@ impl Prepared {
 }
 
 /// Runs the pipeline for route @R.
-pub fn build<R: Route>(request: &Request) -> Result<Built> {
+pub fn build<R: SingleArtifact>(request: &Request) -> Result<Built> {
     prepare::<R>(request)?.write()
 }
 
 /// Runs the pipeline for route @R up to the write.
-pub fn prepare<R: Route>(request: &Request) -> Result<Prepared> {
+pub fn prepare<R: SingleArtifact>(request: &Request) -> Result<Prepared> {
+    let (plan, tree, rendered) = source_tree::<R>(request)?;
+    let bytes = R::assemble(&plan, tree.to_tar_gz()?, rendered)?;
+    let path = plan.out.join(R::artifact_name(&plan));
+    Ok(Prepared { plan, path, bytes })
+}
+
+/// The pipeline's steps every route shares: the checked plan and the
+/// source tree with the route's rendered files; nothing is written. A
+/// failure is bad input (exit 2).
+pub fn source_tree<R: Route>(request: &Request) -> Result<(Plan, SourceTree, R::Rendered)> {
     let lister = ModuleSources::spawn().map_err(BadInput::wrap)?;
     let plan = plan::<R>(request).map_err(BadInput::wrap)?;
     let module_sources = lister.wait().map_err(BadInput::wrap)?;
     let (tree, rendered) = render::<R>(&plan, &module_sources).map_err(BadInput::wrap)?;
-    let bytes = R::assemble(&plan, tree.to_tar_gz()?, rendered)?;
-    let path = plan.out.join(R::artifact_name(&plan));
-    Ok(Prepared { plan, path, bytes })
+    Ok((plan, tree, rendered))
 }
 
 /// Checks every input of @request for route @R; nothing is written.
@@ -114,7 +122,7 @@ fn render<R: Route>(plan: &Plan, module_sources: &[String]) -> Result<(SourceTre
 }
 
 /// A route's subcommand: build, then print the route's report.
-pub fn build_command<R: Route>(request: &Request) -> Result<()> {
+pub fn build_command<R: SingleArtifact>(request: &Request) -> Result<()> {
     let built = build::<R>(request)?;
     print_report(&R::report(&built.plan, &built.path))
 }

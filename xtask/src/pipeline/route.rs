@@ -1,8 +1,9 @@
-//! What a packaging route (build-deb, build-srpm, and the coming build-dkms)
+//! What a packaging route (build-deb, build-srpm, build-dkms, build-modules)
 //! tells the pipeline: its family, its names, how it renders its family's
-//! templates and how it wraps the source tree into its artifact. Everything
-//! else (choosing the distro, checking the inputs, the shared files, the
-//! atomic write, exit statuses) is the pipeline's, once for every route.
+//! templates and, for a route with one artifact, how it wraps the source
+//! tree into it. Everything else (choosing the distro, checking the inputs,
+//! the shared files, the atomic write, exit statuses) is the pipeline's,
+//! once for every route.
 
 use super::plan::Plan;
 use super::source_tree::SourceTree;
@@ -43,7 +44,12 @@ pub trait Route {
         context: &tera::Context,
         tree: &mut SourceTree,
     ) -> Result<Self::Rendered>;
+}
 
+/// A route whose artifact is one file made from the source tree (a source
+/// package, a DKMS package). build-modules is a route without it: it builds
+/// the tree's module for many kernels and writes a package per kernel.
+pub trait SingleArtifact: Route {
     /// The artifact's bytes, from the source tree's `.tar.gz` and what
     /// `render` gave.
     fn assemble(plan: &Plan, tree_tar_gz: Vec<u8>, rendered: Self::Rendered) -> Result<Vec<u8>>;

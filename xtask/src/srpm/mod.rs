@@ -14,7 +14,7 @@ pub mod writer;
 
 use crate::bench_writer::{BenchArgs, bench_writer};
 use crate::distro::{Distro, Family, ModuleRoute};
-use crate::pipeline::{self, Plan, Release, Request, Route, SourceTree};
+use crate::pipeline::{self, Plan, Release, Request, Route, SingleArtifact, SourceTree};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use writer::{SourceFile, SourcePackage};
@@ -149,7 +149,9 @@ impl Route for Srpm {
             .collect(),
         })
     }
+}
 
+impl SingleArtifact for Srpm {
     /// The spec's Source0 is the source tree.
     fn assemble(plan: &Plan, tree_tar_gz: Vec<u8>, mut package: SourcePackage) -> Result<Vec<u8>> {
         package.sources.insert(
