@@ -28,6 +28,9 @@ pkgs=(
   # a real rpm resolver (libsolv) and repository metadata, for the rpm
   # packages' relations (ci/test-rpm.sh, ci/rpm-providers.sh)
   dnf createrepo-c
+  # the fleet route's repositories (ci/test-fleet.sh): apt-ftparchive, gpg,
+  # and openssl for a throwaway module signing key
+  apt-utils gnupg openssl
   # arm64: cross compiler for the module and the VM test modules
   gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu
   # boot tests; patch plants the mutation check's defects

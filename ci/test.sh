@@ -14,6 +14,9 @@
 #   6. ci/test-deb.sh             build-deb, dpkg-buildpackage, lintian, DKMS
 #   7. ci/test-dkms.sh            build-dkms's deb and rpm: lint, the comparison
 #                                 with the distro-built -dkms packages, DKMS
+#   7b. ci/test-fleet.sh          build-modules and build-repo: prebuilt
+#                                 module packages per kernel, signed apt and
+#                                 dnf repositories, apt's resolver on a node
 #   8. ci/test-suites.sh          the module and the debs in trixie and sid
 #                                 chroots (their own headers, gcc, rustc)
 #   9. cargo xtask test-vm        the module in booted kernels (QEMU), against
@@ -85,6 +88,7 @@ suite "service helper" bash ci/test-service.sh
 suite "rpm route" bash ci/test-rpm.sh
 suite "deb route" bash ci/test-deb.sh
 suite "dkms packages" bash ci/test-dkms.sh
+suite "fleet route" bash ci/test-fleet.sh
 # Measured on the 2-core CI machine (2026-11-23): cold, no cached chroot,
 # 864 s (mmdebstrap: trixie 302 s, sid 357 s); warm 340 s (chroot unpack
 # 30-55 s, four module builds ~60 s and the deb route 60-80 s per suite).

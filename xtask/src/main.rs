@@ -16,6 +16,7 @@ mod pipeline;
 mod prebuilt;
 mod release;
 mod render;
+mod repository;
 mod srpm;
 #[cfg(test)]
 mod tar_gz_entries;
@@ -61,6 +62,10 @@ enum Command {
     /// kernel flavour (see `build-modules --help`).
     #[command(long_about = prebuilt::BUILD_LONG_ABOUT)]
     BuildModules(prebuilt::BuildModulesArgs),
+    /// Put .deb or .rpm packages into a signed apt or dnf/zypper
+    /// repository, keeping what it already has (see `build-repo --help`).
+    #[command(long_about = repository::BUILD_LONG_ABOUT)]
+    BuildRepo(repository::BuildRepoArgs),
     /// Boot Debian's kernels in QEMU and prove nv_peer_mem.ko there against
     /// PeerDirect and NVIDIA P2P test doubles (kmod/tests/vm).
     TestVm(vm::TestVmArgs),
@@ -91,6 +96,7 @@ fn main() -> ExitCode {
         Command::BenchDeb(args) => exit_status(deb::bench_deb_command(&args)),
         Command::BuildDkms(args) => exit_status(dkms_package::build_dkms_command(&args)),
         Command::BuildModules(args) => exit_status(prebuilt::build_modules_command(&args)),
+        Command::BuildRepo(args) => exit_status(repository::build_repo_command(&args)),
         Command::TestVm(args) => exit_status(vm::test_vm_command(&args)),
         Command::VmStandins(args) => exit_status(vm::vm_standins_command(&args)),
         Command::BootImage(args) => exit_status(vm::boot_image_command(&args)),

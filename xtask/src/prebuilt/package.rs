@@ -189,9 +189,6 @@ mod tests {
             meta_package("cloud-amd64"),
             "nvidia-peer-memory-modules-cloud-amd64"
         );
-        assert_eq!(
-            meta_version("6.1.192-2", "1.4.0-1~deb12"),
-            "6.1.192-2+1.4.0-1~deb12"
-        );
+        assert_eq!(meta_version("6.1.192-2", "1.4.0", 1), "6.1.192-2+1.4.0.1");
     }
 }

@@ -1,0 +1,348 @@
+#!/usr/bin/env bash
+# The fleet route (issue 21, docs/fleet.md), for real, on this build host:
+#   build-modules builds nv_peer_mem for bookworm's and bookworm-backports'
+#   kernels against MLNX_OFED's PeerDirect core and the NVIDIA P2P double
+#   (cargo xtask vm-standins: MLNX_OFED's own peer_mem.c from the fixture,
+#   so ib_register_peer_memory_client has its real CRC); the packages:
+#   contents, dependencies, the recorded symbol versions against the
+#   providers' Module.symvers, vermagic, lintian (no errors), byte-identical
+#   rebuilds, a module signed with a throwaway key (modinfo -F signer);
+#   every bad input exits 2 and writes nothing;
+#   build-repo makes signed apt and dnf repositories (throwaway gpg key):
+#   apt-get update (signed-by) and dnf makecache (repo_gpgcheck) accept
+#   them, an unsigned, a tampered or a foreign-key repository is refused;
+#   the same packages give a byte-identical repository; bad input leaves the
+#   repository as it was; publishing a second kernel keeps the first;
+#   apt's resolver on a node (a private apt configuration and dpkg status,
+#   nothing installed on this host): the modules metapackage installs the
+#   running kernel's module; a kernel update is held back until the
+#   repository has its module, then `apt upgrade` brings kernel and module
+#   together; -dkms and the modules replace each other both ways.
+# What stands in, and how faithfully: the kernels, MLNX_OFED's DKMS package
+# and the nvidia-peer-memory service package are index entries (stub .debs
+# with the real names, versions and dependencies, no files): apt's resolver
+# reads nothing else. The booted no-compiler node is ci/test-image.sh's.
+# Needs the fixtures (MLNX_OFED's source for the PeerDirect core); without
+# them the whole suite says "skipped" and why.
+# Last line: "N passed, M failed"; exit 1 when anything failed.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+work=${NVPM_TEST_DIR:-/var/tmp/nv-peer-mem-test-fleet}
+
+. "$here/checks.sh"
+
+require_root_and_tools test-fleet.sh cargo dpkg-deb lintian apt-ftparchive apt-get createrepo_c dnf gpg openssl rpm modinfo
+
+fixtures=${NVPM_FIXTURES:-$root/../shared/fixtures}
+if [ ! -f "$fixtures/mlnx-ofa_kernel-25.10.1.7.1.1.tar.gz" ]; then
+    echo "SKIP: the fleet route: no MLNX_OFED fixture at $fixtures (set NVPM_FIXTURES); nothing was tested"
+    echo "0 passed, 0 failed (skipped)"
+    exit 0
+fi
+
+. "$here/kernels.sh" || exit 2
+k1=$KVER_BOOKWORM k2=$KVER_BACKPORTS
+rm -rf "$work"
+mkdir -p "$work"
+: >"$work/log"
+xtask=$root/target/release/xtask
+check "xtask builds" cargo build --release --locked -q -p xtask
+
+# --- the prerequisites of the build host, per kernel ---------------------
+# MLNX_OFED's layout: <root>/<uname -m>/<release> (prerequisites.rs).
+for k in "$k1" "$k2"; do
+    check "stand-ins for $k (MLNX_OFED's PeerDirect core, the NVIDIA double)" "$xtask" vm-standins --kernel "$k" --out "$work/standins/$k"
+    mkdir -p "$work/ofa/x86_64"
+    ln -sfn "$work/standins/$k/ofa_kernel" "$work/ofa/x86_64/$k"
+done
+nvsrc=$work/standins/$k1/nvidia
+# The MLNX_OFED package the modules depend on (=): the DKMS shape, one
+# version for every kernel, as MLNX_OFED's mlnx-ofed-kernel-dkms.
+ofed_pkg=mlnx-ofed-kernel-dkms=25.10.OFED.25.10.1.7.1.1-1
+common=(--ofed-root "$work/ofa" --nvidia-src "$nvsrc" --ofed-package "$ofed_pkg")
+version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' "$root/Cargo.toml")
+dv=$version-1~deb12
+meta_of() { apt-cache show linux-image-amd64 | awk -v img="linux-image-$1 " '/^Version:/{v=$2} /^Depends:/ && index($0, img) {print v; exit}'; }
+m1=$(meta_of "$k1") m2=$(meta_of "$k2")
+
+# --- build-modules -------------------------------------------------------
+mkdir -p "$work/v1" "$work/v2" "$work/again"
+check "build-modules for $k1" "$xtask" build-modules --kernel "$k1" --out "$work/v1" "${common[@]}"
+check "build-modules for $k2" "$xtask" build-modules --kernel "$k2" --out "$work/v2" "${common[@]}"
+p1=$work/v1/nvidia-peer-memory-modules-${k1}_${dv}_amd64.deb
+p2=$work/v2/nvidia-peer-memory-modules-${k2}_${dv}_amd64.deb
+meta1=$work/v1/nvidia-peer-memory-modules-amd64_$m1+$version.1_amd64.deb
+meta2=$work/v2/nvidia-peer-memory-modules-amd64_$m2+$version.1_amd64.deb
+check "per-kernel packages and metapackages are named as documented" ls "$p1" "$p2" "$meta1" "$meta2"
+check "the module is in /lib/modules/$k1/updates/" sh -c "dpkg-deb -c '$p1' | grep -q ' ./lib/modules/$k1/updates/nv_peer_mem.ko\$'"
+check "it depends on that kernel's image, the MLNX_OFED package (=) and the service package (=)" sh -c "
+    dpkg-deb -f '$p1' Depends | grep -qxF 'linux-image-$k1 | linux-image-$k1-unsigned, mlnx-ofed-kernel-dkms (= 25.10.OFED.25.10.1.7.1.1-1), nvidia-peer-memory (= $dv)'"
+check "it conflicts with -dkms and provides nvidia-peer-memory-modules" sh -c "
+    [ \"\$(dpkg-deb -f '$p1' Conflicts)\" = nvidia-peer-memory-dkms ] && [ \"\$(dpkg-deb -f '$p1' Provides)\" = nvidia-peer-memory-modules ]"
+check "the metapackage follows linux-image-amd64 $m1 (=) and its module (=)" sh -c "
+    dpkg-deb -f '$meta1' Depends | grep -qxF 'nvidia-peer-memory-modules-$k1 (= $dv), linux-image-amd64 (= $m1)'"
+check "depmod runs in the module package's postinst and postrm" sh -c "
+    dpkg-deb --ctrl-tarfile '$p1' | tar xO ./postinst | grep -q 'depmod -a $k1' &&
+    dpkg-deb --ctrl-tarfile '$p1' | tar xO ./postrm | grep -q 'depmod -a $k1'"
+mkdir -p "$work/x1"
+dpkg-deb -x "$p1" "$work/x1"
+ko1=$work/x1/lib/modules/$k1/updates/nv_peer_mem.ko
+check "the packaged module's vermagic is $k1" sh -c "modinfo -F vermagic '$ko1' | grep -q '^$k1 '"
+# Every recorded CRC is the one its provider exports, and the PeerDirect
+# core's is there (the module could not load with another).
+crcs_match() {
+    local recorded=$work/x1/usr/share/doc/nvidia-peer-memory-modules-$k1/symbol-versions
+    grep -q $'\tib_register_peer_memory_client\tib_core\t' "$recorded" || return 1
+    grep -q $'\tnvidia_p2p_get_pages\t' "$recorded" || return 1
+    local crc sym rest want
+    while IFS=$'\t' read -r crc sym rest; do
+        case $crc in '#'*) continue;; esac
+        want=$(awk -v s="$sym" '$2 == s {print $1}' "$work/standins/$k1/ofa_kernel/Module.symvers" "$nvsrc/Module.symvers")
+        [ "$((want))" = "$((crc))" ] || { echo "$sym: recorded $crc, provider exports $want"; return 1; }
+    done <"$recorded"
+}
+check "the recorded symbol versions are the providers' CRCs" crcs_match
+lintian_quiet() {
+    local out
+    out=$(lintian "$@" 2>&1 | grep -v 'running with root')
+    echo "$out"
+    [ -z "$out" ]
+}
+check "lintian: no errors or warnings on the module packages" lintian_quiet "$p1" "$meta1" "$p2" "$meta2"
+check "build-modules again gives byte-identical packages" sh -c "
+    '$xtask' build-modules --kernel '$k1' --out '$work/again' ${common[*]} &&
+    cmp '$p1' '$work/again/$(basename "$p1")' && cmp '$meta1' '$work/again/$(basename "$meta1")'"
+
+# Module signing (Secure Boot): a throwaway key and certificate, as the
+# kernel's certs/Makefile makes its own (x509.genkey: CN, DER certificate).
+openssl req -new -nodes -utf8 -sha256 -days 1 -batch -x509 -subj "/CN=nv_peer_mem test signing key/" \
+    -outform DER -out "$work/signing.der" -keyout "$work/signing.pem" >>"$work/log" 2>&1
+mkdir -p "$work/signed" "$work/xs"
+check "build-modules --modsign-key/--modsign-cert signs the module" sh -c "
+    '$xtask' build-modules --kernel '$k1' --out '$work/signed' --no-metapackage ${common[*]} \
+        --modsign-key '$work/signing.pem' --modsign-cert '$work/signing.der' &&
+    dpkg-deb -x '$work/signed/$(basename "$p1")' '$work/xs' &&
+    [ \"\$(modinfo -F signer '$work/xs/lib/modules/$k1/updates/nv_peer_mem.ko')\" = 'nv_peer_mem test signing key' ]"
+
+# Bad input: exit 2, a message naming the fix, nothing in --out.
+mkdir -p "$work/bad" "$work/ofa-without-core/x86_64/$k1/include/rdma"
+cp "$work/standins/$k1/ofa_kernel/include/rdma/peer_mem.h" "$work/ofa-without-core/x86_64/$k1/include/rdma/"
+grep -v ib_register_peer_memory_client "$work/standins/$k1/ofa_kernel/Module.symvers" >"$work/ofa-without-core/x86_64/$k1/Module.symvers"
+refused() {  # refused WHAT-THE-MESSAGE-SAYS ARGS...: exit 2, the message, nothing written
+    local says=$1; shift
+    "$xtask" build-modules --out "$work/bad" "$@" >"$work/bad.out" 2>&1
+    local rc=$?
+    cat "$work/bad.out"
+    [ "$rc" = 2 ] && grep -q -- "$says" "$work/bad.out" && [ -z "$(ls -A "$work/bad")" ]
+}
+check "a kernel without headers: exit 2 naming linux-headers-<release>" refused "apt install linux-headers-6.1.0-999-amd64" --kernel 6.1.0-999-amd64 "${common[@]}"
+check "a release that cannot name a package: exit 2" refused "not a kernel release" --kernel "../$k1" "${common[@]}"
+check "a kernel without MLNX_OFED's build: exit 2 naming the package" refused "mlnx-ofed-kernel-modules built for $k1" --kernel "$k1" --ofed-root "$work/nowhere" --nvidia-src "$nvsrc" --ofed-package "$ofed_pkg"
+check "an MLNX_OFED build without the PeerDirect core: exit 2 (never an unloadable module)" refused "does not export ib_register_peer_memory_client" --kernel "$k1" --ofed-root "$work/ofa-without-core" --nvidia-src "$nvsrc" --ofed-package "$ofed_pkg"
+check "no NVIDIA source: exit 2 naming --nvidia-src" refused "nv-p2p.h" --kernel "$k1" --ofed-root "$work/ofa" --nvidia-src "$work/nowhere" --ofed-package "$ofed_pkg"
+check "a missing signing key: exit 2" refused "no such file" --kernel "$k1" "${common[@]}" --modsign-key "$work/nowhere.pem" --modsign-cert "$work/signing.der"
+check "a malformed --ofed-package: exit 2" refused "NAME=VERSION" --kernel "$k1" --ofed-root "$work/ofa" --nvidia-src "$nvsrc" --ofed-package mlnx-ofed-kernel-dkms
+check "one bad kernel among good ones: exit 2, nothing built or written" refused "linux-headers-6.1.0-999-amd64" --kernel "$k1" --kernel 6.1.0-999-amd64 "${common[@]}"
+
+# --- build-repo ----------------------------------------------------------
+# Throwaway gpg keys: the repository's, and a foreign one.
+export GNUPGHOME=$work/gnupg
+mkdir -m 700 "$GNUPGHOME"
+gpg --batch --quiet --passphrase '' --quick-generate-key "nv_peer_mem test repository <repo@invalid>" ed25519 sign never >>"$work/log" 2>&1
+gpg --batch --quiet --passphrase '' --quick-generate-key "someone else <else@invalid>" ed25519 sign never >>"$work/log" 2>&1
+key=$(gpg --list-secret-keys --with-colons "repo@invalid" | awk -F: '/^fpr/{print $10; exit}')
+other=$(gpg --list-secret-keys --with-colons "else@invalid" | awk -F: '/^fpr/{print $10; exit}')
+gpg --export "$key" >"$work/repo-key.gpg"
+gpg --export "$other" >"$work/other-key.gpg"
+gpg --export --armor "$key" >"$work/repo-key.asc"
+
+# Stand-ins for what a node's other repositories carry (names, versions and
+# dependencies as Debian's and MLNX_OFED's packages have them; no files).
+stub() {  # stub NAME VERSION ARCH [DEPENDS]
+    local d=$work/stubs/$1
+    mkdir -p "$d/DEBIAN"
+    {
+        printf 'Package: %s\nVersion: %s\nArchitecture: %s\nMaintainer: nv_peer_mem tests <tests@invalid>\n' "$1" "$2" "$3"
+        [ -z "${4:-}" ] || printf 'Depends: %s\n' "$4"
+        printf 'Section: kernel\nPriority: optional\nDescription: test stand-in for %s\n Index entry only (ci/test-fleet.sh).\n' "$1"
+    } >"$d/DEBIAN/control"
+    dpkg-deb --root-owner-group --build "$d" "$work/stubs/${1}_${2#*:}_$3.deb" >/dev/null
+}
+mkdir -p "$work/stubs"
+stub "linux-image-$k1" "$m1" amd64
+stub "linux-image-$k2" "$m2" amd64
+stub mlnx-ofed-kernel-dkms 25.10.OFED.25.10.1.7.1.1-1 all
+stub nvidia-peer-memory "$dv" amd64
+for d in dkms make gcc rustc-web rust-web-src; do stub "$d" 99 all; done
+stub_meta() {  # the kernel metapackage of one version, built apart (same name)
+    local d=$work/stubs-meta/$1
+    mkdir -p "$d/DEBIAN"
+    printf 'Package: linux-image-amd64\nVersion: %s\nArchitecture: amd64\nMaintainer: nv_peer_mem tests <tests@invalid>\nDepends: linux-image-%s (= %s)\nSection: kernel\nPriority: optional\nDescription: test stand-in for linux-image-amd64\n Index entry only (ci/test-fleet.sh).\n' "$1" "$2" "$1" >"$d/DEBIAN/control"
+    dpkg-deb --root-owner-group --build "$d" "$work/stubs/linux-image-amd64_${1}_amd64.deb" >/dev/null
+}
+stub_meta "$m1" "$k1"
+mkdir -p "$work/dkms" "$work/rpms"
+check "build-dkms's deb for the switch tests" "$xtask" build-dkms --format deb --out "$work/dkms"
+check "build-dkms's rpm to publish" "$xtask" build-dkms --format rpm --out "$work/rpms"
+dkms_deb=$(ls "$work/dkms"/nvidia-peer-memory-dkms_*.deb)
+
+repo=$work/repo
+tree_sum() { (cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum) | sha256sum; }
+check "build-repo: a signed apt repository of the $k1 packages, -dkms and the stand-ins" \
+    "$xtask" build-repo --repo "$repo" --suite bookworm --sign-key "$key" "$p1" "$meta1" "$dkms_deb" "$work"/stubs/*.deb
+check "it has pool/, Packages, Release, InRelease and Release.gpg" ls "$repo/dists/bookworm/main/binary-amd64/Packages" \
+    "$repo/dists/bookworm/main/binary-amd64/Packages.gz" "$repo/dists/bookworm/Release" "$repo/dists/bookworm/InRelease" "$repo/dists/bookworm/Release.gpg"
+check "InRelease and Release.gpg verify with the repository key" sh -c "
+    gpgv --keyring '$work/repo-key.gpg' '$repo/dists/bookworm/InRelease' &&
+    gpgv --keyring '$work/repo-key.gpg' '$repo/dists/bookworm/Release.gpg' '$repo/dists/bookworm/Release'"
+
+# A node's apt, private to this test: its own sources, lists, cache and
+# dpkg status; nothing of this host's apt is read or changed.
+node_apt() {  # node_apt NAME STATUS-ENTRIES-FILE SOURCES-LINE
+    local n=$work/node-$1
+    mkdir -p "$n/state/lists/partial" "$n/cache/archives/partial" "$n/empty" "$n/log"
+    cp "$2" "$n/status"
+    echo "$3" >"$n/sources.list"
+    cat >"$n/apt.conf" <<CONF
+Dir::State "$n/state";
+Dir::State::status "$n/status";
+Dir::Cache "$n/cache";
+Dir::Etc::sourcelist "$n/sources.list";
+Dir::Etc::sourceparts "$n/empty";
+Dir::Etc::preferencesparts "$n/empty";
+Dir::Etc::trustedparts "$n/empty";
+Dir::Etc::trusted "$n/empty/none.gpg";
+Dir::Log "$n/log";
+APT::Architecture "amd64";
+APT::Architectures { "amd64"; };
+Debug::NoLocking "true";
+CONF
+    echo "$n/apt.conf"
+}
+status_entry() {  # status_entry NAME VERSION ARCH [DEPENDS]
+    printf 'Package: %s\nStatus: install ok installed\nPriority: optional\nSection: kernel\nMaintainer: tests <tests@invalid>\nArchitecture: %s\nVersion: %s\n' "$1" "$3" "$2"
+    [ -z "${4:-}" ] || printf 'Depends: %s\n' "$4"
+    printf 'Description: installed on the simulated node\n\n'
+}
+{
+    status_entry "linux-image-$k1" "$m1" amd64
+    status_entry linux-image-amd64 "$m1" amd64 "linux-image-$k1 (= $m1)"
+    status_entry mlnx-ofed-kernel-dkms 25.10.OFED.25.10.1.7.1.1-1 all
+    status_entry nvidia-peer-memory "$dv" amd64
+    for d in dkms make gcc rustc-web rust-web-src; do status_entry "$d" 99 all; done
+} >"$work/status-base"
+source_line="deb [signed-by=$work/repo-key.gpg] file://$repo bookworm main"
+apt_node() { local conf=$1; shift; APT_CONFIG=$conf apt-get -o Debug::NoLocking=true "$@"; }
+
+conf=$(node_apt fresh "$work/status-base" "$source_line")
+check "apt-get update accepts the signed repository (signed-by)" apt_node "$conf" update
+check "a node installs the modules metapackage: the $k1 module comes with it, no kernel change" sh -c "
+    APT_CONFIG='$conf' apt-get -s install nvidia-peer-memory-modules-amd64 | tee '$work/fresh.sim' &&
+    grep -q '^Inst nvidia-peer-memory-modules-$k1 ' '$work/fresh.sim' &&
+    grep -q '^Inst nvidia-peer-memory-modules-amd64 ' '$work/fresh.sim' &&
+    ! grep -q '^Inst linux-image' '$work/fresh.sim'"
+
+# Unsigned, foreign-key and tampered repositories are refused.
+check "build-repo without --sign-key writes an unsigned repository and warns" sh -c "
+    '$xtask' build-repo --repo '$work/unsigned' --suite bookworm '$p1' | grep -q 'not signed' && [ ! -e '$work/unsigned/dists/bookworm/InRelease' ]"
+conf=$(node_apt unsigned "$work/status-base" "deb [signed-by=$work/repo-key.gpg] file://$work/unsigned bookworm main")
+check "apt refuses the unsigned repository" sh -c "
+    ! APT_CONFIG='$conf' apt-get update >'$work/unsigned.out' 2>&1; cat '$work/unsigned.out'; grep -q 'is not signed' '$work/unsigned.out'"
+conf=$(node_apt foreign "$work/status-base" "deb [signed-by=$work/other-key.gpg] file://$repo bookworm main")
+check "apt refuses the repository with another key in signed-by (NO_PUBKEY)" sh -c "
+    ! APT_CONFIG='$conf' apt-get update >'$work/foreign.out' 2>&1; cat '$work/foreign.out'; grep -q NO_PUBKEY '$work/foreign.out'"
+cp -a "$repo" "$work/tampered"
+sed -i 's/^Label: nv_peer_mem$/Label: tampered/' "$work/tampered/dists/bookworm/InRelease"
+conf=$(node_apt tampered "$work/status-base" "deb [signed-by=$work/repo-key.gpg] file://$work/tampered bookworm main")
+check "apt refuses a tampered InRelease (BADSIG)" sh -c "
+    ! APT_CONFIG='$conf' apt-get update >'$work/tampered.out' 2>&1; cat '$work/tampered.out'; grep -q BADSIG '$work/tampered.out'"
+
+# Byte-identical: the same packages into a new repository.
+check "the same packages give a byte-identical repository (signatures apart)" sh -c "
+    '$xtask' build-repo --repo '$work/repo-again' --suite bookworm --sign-key '$key' '$p1' '$meta1' '$dkms_deb' '$work'/stubs/*.deb >/dev/null &&
+    diff -r -x InRelease -x Release.gpg '$repo' '$work/repo-again'"
+
+# Bad input leaves the repository exactly as it was.
+before=$(tree_sum "$repo")
+repo_refused() {  # repo_refused WHAT-THE-MESSAGE-SAYS ARGS...
+    local says=$1; shift
+    "$xtask" build-repo --repo "$repo" "$@" >"$work/bad.out" 2>&1
+    local rc=$?
+    cat "$work/bad.out"
+    [ "$rc" = 2 ] && grep -q -- "$says" "$work/bad.out" && [ "$(tree_sum "$repo")" = "$before" ] &&
+        [ -z "$(ls -A "$(dirname "$repo")" | grep '^\.repo\.staging')" ]
+}
+echo "not a package" >"$work/junk.deb"
+mkdir -p "$work/changed"
+dpkg-deb -R "$p1" "$work/changed/tree"
+echo "changed" >>"$work/changed/tree/usr/share/doc/nvidia-peer-memory-modules-$k1/symbol-versions"
+dpkg-deb --root-owner-group --build "$work/changed/tree" "$work/changed/$(basename "$p1")" >/dev/null
+check "build-repo refuses a file that is not a package (exit 2), repository unchanged" repo_refused "not a Debian package" --suite bookworm --sign-key "$key" "$p2" "$work/junk.deb"
+check "build-repo refuses republishing a file name with other contents" repo_refused "already published with other contents" --suite bookworm --sign-key "$key" "$work/changed/$(basename "$p1")"
+check "build-repo refuses an unknown signing key" repo_refused "no secret key" --suite bookworm --sign-key 0000000000000000DEADBEEF "$p2"
+check "build-repo refuses .deb and .rpm together" repo_refused "both .deb and .rpm" --suite bookworm "$p2" "$work"/rpms/*.rpm
+check "build-repo refuses an apt repository without --suite" repo_refused "--suite is needed" "$p2"
+
+# The kernel update: Debian publishes linux-image-amd64 for $k2; until this
+# repository has its module, the node keeps its kernel.
+stub_meta "$m2" "$k2"
+check "the kernel repository gets linux-image-amd64 $m2" "$xtask" build-repo --repo "$repo" --suite bookworm --sign-key "$key" "$work/stubs/linux-image-amd64_${m2}_amd64.deb"
+# A package as dpkg records it once installed: its own control fields.
+installed() {
+    dpkg-deb -f "$1" | sed '1a Status: install ok installed'
+    echo
+}
+{
+    cat "$work/status-base"
+    installed "$p1"
+    installed "$meta1"
+} >"$work/status-modules"
+conf=$(node_apt update "$work/status-modules" "$source_line")
+check "apt upgrade keeps the kernel back while the repository has no module for $k2" sh -c "
+    APT_CONFIG='$conf' apt-get update >/dev/null && APT_CONFIG='$conf' apt-get -s --with-new-pkgs upgrade | tee '$work/held.sim' &&
+    grep -q 'kept back' '$work/held.sim' && ! grep -q '^Inst linux-image' '$work/held.sim'"
+check "build-repo adds the $k2 packages; the $k1 ones stay" sh -c "
+    '$xtask' build-repo --repo '$repo' --suite bookworm --sign-key '$key' '$p2' '$meta2' &&
+    grep -q '^Package: nvidia-peer-memory-modules-$k1\$' '$repo/dists/bookworm/main/binary-amd64/Packages' &&
+    grep -q '^Package: nvidia-peer-memory-modules-$k2\$' '$repo/dists/bookworm/main/binary-amd64/Packages'"
+check "then apt upgrade brings the new kernel and its module together, keeping the old" sh -c "
+    APT_CONFIG='$conf' apt-get update >/dev/null && APT_CONFIG='$conf' apt-get -s --with-new-pkgs upgrade | tee '$work/upgrade.sim' &&
+    grep -q '^Inst linux-image-amd64 .*($m2 ' '$work/upgrade.sim' &&
+    grep -q '^Inst linux-image-$k2 ' '$work/upgrade.sim' &&
+    grep -q '^Inst nvidia-peer-memory-modules-$k2 ' '$work/upgrade.sim' &&
+    grep -q '^Inst nvidia-peer-memory-modules-amd64 .*($m2+$version.1 ' '$work/upgrade.sim' &&
+    ! grep -q '^Remv' '$work/upgrade.sim'"
+check "switching to -dkms removes the module packages" sh -c "
+    APT_CONFIG='$conf' apt-get -s install nvidia-peer-memory-dkms | tee '$work/to-dkms.sim' &&
+    grep -q '^Remv nvidia-peer-memory-modules-$k1 ' '$work/to-dkms.sim' && grep -q '^Inst nvidia-peer-memory-dkms ' '$work/to-dkms.sim'"
+{
+    cat "$work/status-base"
+    installed "$dkms_deb"
+} >"$work/status-dkms"
+conf=$(node_apt dkms "$work/status-dkms" "$source_line")
+check "switching from -dkms to the modules removes -dkms" sh -c "
+    APT_CONFIG='$conf' apt-get update >/dev/null && APT_CONFIG='$conf' apt-get -s install nvidia-peer-memory-modules-amd64 | tee '$work/from-dkms.sim' &&
+    grep -q '^Remv nvidia-peer-memory-dkms ' '$work/from-dkms.sim' && grep -q '^Inst nvidia-peer-memory-modules-amd64 ' '$work/from-dkms.sim'"
+
+# --- the dnf/zypper repository ------------------------------------------
+check "build-repo: a signed dnf repository" sh -c "'$xtask' build-repo --repo '$work/rpmrepo' --sign-key '$key' '$work'/rpms/*.rpm"
+check "repodata/repomd.xml.asc verifies with the repository key" gpgv --keyring "$work/repo-key.gpg" "$work/rpmrepo/repodata/repomd.xml.asc" "$work/rpmrepo/repodata/repomd.xml"
+dnf_node() {  # dnf_node REPO-DIR: dnf makecache against that repository alone, gpg checks on
+    rm -rf "$work/dnfroot"
+    dnf -y --installroot="$work/dnfroot" --releasever=9 --setopt=reposdir=/nonexistent \
+        --repofrompath="nvpm,file://$1" --repo=nvpm --setopt=nvpm.gpgcheck=1 --setopt=nvpm.repo_gpgcheck=1 \
+        --setopt=nvpm.skip_if_unavailable=False --setopt="nvpm.gpgkey=file://$work/repo-key.asc" "${@:2}"
+}
+dnf_lists() { dnf_node "$work/rpmrepo" makecache && dnf_node "$work/rpmrepo" repoquery --available | grep '^nvidia_peer_memory-dkms-'; }
+check "dnf (repo_gpgcheck=1) reads the repository and lists the package" dnf_lists
+cp -a "$work/rpmrepo" "$work/rpmrepo-tampered"
+sed -i 's/<revision>/<revision>1/' "$work/rpmrepo-tampered/repodata/repomd.xml"
+dnf_refuses() { ! dnf_node "$work/rpmrepo-tampered" makecache >"$work/dnf-tampered.out" 2>&1; cat "$work/dnf-tampered.out"; grep -q 'Bad GPG signature' "$work/dnf-tampered.out"; }
+check "dnf refuses a tampered repomd.xml" dnf_refuses
+check "the same rpms give a byte-identical dnf repository (signature apart)" sh -c "
+    '$xtask' build-repo --repo '$work/rpmrepo-again' --sign-key '$key' '$work'/rpms/*.rpm >/dev/null &&
+    diff -r -x repomd.xml.asc '$work/rpmrepo' '$work/rpmrepo-again'"
+
+finish

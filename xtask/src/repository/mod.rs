@@ -1,0 +1,255 @@
+//! `cargo xtask build-repo`: turns packages into a signed apt or dnf/zypper
+//! repository, or adds them to one, with the distributions' own tools
+//! (apt-ftparchive, createrepo_c, gpg). Packages already published stay
+//! (nodes still on the previous kernel need theirs); publishing a file name
+//! again with other contents is refused. Every input is checked before the
+//! repository is staged, and the staged repository replaces the old one in
+//! one step (stage.rs), so a failure leaves the old one as it was.
+//! docs/fleet.md says how a site serves it and how nodes trust it.
+
+mod apt;
+mod gpg;
+mod rpm;
+mod stage;
+
+use crate::error::{BadInput, print_report};
+use crate::workspace;
+use anyhow::{Context, Result, bail, ensure};
+use stage::Stage;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `build-repo --help`'s description.
+pub const BUILD_LONG_ABOUT: &str = "Put packages into a repository that nodes install \
+from: .deb files into an apt repository (pool/<suite>/<component>/..., dists/<suite>/ \
+with Packages, Release, InRelease and Release.gpg, by apt-ftparchive), .rpm files into a \
+dnf/zypper repository (packages/, repodata/ with repomd.xml.asc, by createrepo_c). \
+--repo is created when missing; packages already in it stay, so nodes still on an older \
+kernel keep their module package. With --sign-key the metadata is signed with that gpg \
+key (GNUPGHOME or ~/.gnupg); without it the repository is unsigned and apt and dnf \
+refuse it unless told to trust it, which this project never does.\n\n\
+Same packages, same SOURCE_DATE_EPOCH (default: the last commit's time): \
+byte-identical repository, signatures apart.\n\n\
+Exit status: 0 on success; 2 on bad input (no packages, a file that is not a package, \
+.deb and .rpm mixed, a file name already published with other contents, an unknown \
+signing key, a --repo that is not a repository), with a message naming the fix, and the \
+repository left exactly as it was; 1 on other failures (a tool failed), likewise \
+leaving it as it was.";
+
+/// Options of `cargo xtask build-repo`.
+#[derive(Debug, clap::Args)]
+pub struct BuildRepoArgs {
+    /// The repository directory (created when missing).
+    #[arg(long, value_name = "DIR")]
+    pub repo: PathBuf,
+    /// apt only: the suite (distribution) the packages are for, as in the
+    /// nodes' sources.list: bookworm, trixie, noble.
+    #[arg(long, value_name = "NAME")]
+    pub suite: Option<String>,
+    /// apt only: the component.
+    #[arg(long, value_name = "NAME", default_value = "main")]
+    pub component: String,
+    /// Sign the metadata with this gpg key (fingerprint, key id or user id).
+    #[arg(long, value_name = "KEY")]
+    pub sign_key: Option<String>,
+    /// The packages: .deb (apt) or .rpm (dnf/zypper) files, not both.
+    #[arg(value_name = "PACKAGE", required = true)]
+    pub packages: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Apt,
+    Rpm,
+}
+
+/// `cargo xtask build-repo`.
+pub fn build_repo_command(args: &BuildRepoArgs) -> Result<()> {
+    let (format, additions) = check(args).map_err(BadInput::wrap)?;
+    let epoch = match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(value) => value.parse().map_err(|_| {
+            BadInput::error(format!(
+                "SOURCE_DATE_EPOCH={value:?} is not a number of seconds"
+            ))
+        })?,
+        Err(_) => workspace::source_date_epoch()?,
+    };
+    let stage = Stage::new(&args.repo)?;
+    let mut added = Vec::new();
+    for (source, destination) in &additions {
+        let path = stage.dir.join(destination);
+        if path.exists() {
+            continue;
+        }
+        std::fs::create_dir_all(path.parent().expect("pool paths have a parent"))?;
+        std::fs::copy(source, &path)
+            .with_context(|| format!("copying {} into the repository", source.display()))?;
+        added.push(destination.clone());
+    }
+    let key = args.sign_key.as_deref();
+    match format {
+        Format::Apt => apt::index(
+            &stage.dir,
+            args.suite.as_deref().unwrap_or_default(),
+            &args.component,
+            key,
+            epoch,
+        )?,
+        Format::Rpm => rpm::index(&stage.dir, key, epoch)?,
+    }
+    stage.publish()?;
+    print_report(&report(args, format, &added, additions.len()))
+}
+
+/// Checks everything before the repository is touched: the packages and
+/// where each goes, the format, the suite, the key and --repo.
+fn check(args: &BuildRepoArgs) -> Result<(Format, Vec<(PathBuf, String)>)> {
+    let mut format = None;
+    for path in &args.packages {
+        let this = match path.extension().and_then(|e| e.to_str()) {
+            Some("deb") => Format::Apt,
+            Some("rpm") => Format::Rpm,
+            _ => bail!(
+                "{}: not a .deb or .rpm file; pass the packages to publish",
+                path.display()
+            ),
+        };
+        ensure!(path.is_file(), "{}: no such file", path.display());
+        ensure!(
+            format.is_none_or(|f| f == this),
+            "both .deb and .rpm packages given; an apt and a dnf repository are built by separate runs with separate --repo directories"
+        );
+        format = Some(this);
+    }
+    let format = format.context("no packages given; pass the .deb or .rpm files to publish")?;
+    let mut additions: Vec<(PathBuf, String)> = Vec::new();
+    match format {
+        Format::Apt => {
+            let suite = args.suite.as_deref().context(
+                "--suite is needed for an apt repository (the distribution name in the nodes' sources.list, e.g. --suite bookworm)",
+            )?;
+            for (what, name) in [("--suite", suite), ("--component", args.component.as_str())] {
+                ensure!(
+                    !name.is_empty()
+                        && name
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+                        && !name.starts_with('.'),
+                    "{what} {name:?}: use letters, digits and - _ . (e.g. bookworm, main)"
+                );
+            }
+            for path in &args.packages {
+                let deb = apt::read(path)?;
+                additions.push((path.clone(), apt::pool_path(suite, &args.component, &deb)));
+            }
+        }
+        Format::Rpm => {
+            ensure!(
+                args.suite.is_none(),
+                "--suite is for apt repositories; a dnf/zypper repository is one directory per distribution release (pass a --repo per release)"
+            );
+            for path in &args.packages {
+                additions.push((path.clone(), rpm::pool_path(&rpm::file_name(path)?)));
+            }
+        }
+    }
+    for (i, (path, destination)) in additions.iter().enumerate() {
+        if let Some((other, _)) = additions[..i].iter().find(|(_, d)| d == destination) {
+            ensure!(
+                same_bytes(path, other)?,
+                "{} and {} are both {destination} with different contents; publish one",
+                path.display(),
+                other.display()
+            );
+        }
+        let published = args.repo.join(destination);
+        if published.exists() {
+            ensure!(
+                same_bytes(path, &published)?,
+                "{destination} is already published with other contents; nodes may have installed it, so it is never replaced: build the package again with a new --release",
+            );
+        }
+    }
+    if args.repo.exists() {
+        ensure!(
+            args.repo.is_dir(),
+            "--repo {} is not a directory",
+            args.repo.display()
+        );
+        let empty = std::fs::read_dir(&args.repo)?.next().is_none();
+        let marker = match format {
+            Format::Apt => "dists",
+            Format::Rpm => "repodata",
+        };
+        ensure!(
+            empty || args.repo.join(marker).is_dir(),
+            "--repo {} is neither empty nor a{} repository (no {marker}/); pass a new directory or one build-repo made",
+            args.repo.display(),
+            if format == Format::Apt {
+                "n apt"
+            } else {
+                " dnf"
+            }
+        );
+    }
+    if let Some(key) = &args.sign_key {
+        gpg::check_key(key)?;
+    }
+    Ok((format, additions))
+}
+
+fn same_bytes(a: &Path, b: &Path) -> Result<bool> {
+    Ok(std::fs::read(a)? == std::fs::read(b)?)
+}
+
+/// Writes @bytes to @path through a new inode (a temporary file renamed
+/// over it): the staged repository shares inodes with the served one.
+pub fn replace_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    crate::tarball::write_atomically(path, bytes)
+}
+
+/// Runs a tool, returning its stdout; fails with its stderr.
+fn tool(cmd: &mut Command) -> Result<String> {
+    let out = cmd
+        .output()
+        .with_context(|| format!("running {:?}", cmd.get_program()))?;
+    ensure!(
+        out.status.success(),
+        "{:?} failed: {}",
+        cmd,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// What was done and how nodes use the repository.
+fn report(args: &BuildRepoArgs, format: Format, added: &[String], given: usize) -> String {
+    let repo = args.repo.display();
+    let mut text = String::new();
+    for path in added {
+        text.push_str(&format!("Published: {repo}/{path}\n"));
+    }
+    if added.len() < given {
+        text.push_str(&format!(
+            "{} package(s) were already published with the same contents.\n",
+            given - added.len()
+        ));
+    }
+    let signed = args.sign_key.is_some();
+    if !signed {
+        text.push_str("\nWARNING: the repository is not signed (no --sign-key); apt and dnf refuse it. Rebuild it with --sign-key.\n");
+    }
+    match format {
+        Format::Apt => text.push_str(&format!(
+            "\nOn each node (the key from `gpg --export {key} > nv-peer-mem.gpg`):\n    /etc/apt/sources.list.d/nv-peer-mem.list:\n    deb [signed-by=/etc/apt/keyrings/nv-peer-mem.gpg] <URL of {repo}> {suite} {component}\n    apt-get update && apt-get install nvidia-peer-memory nvidia-peer-memory-modules-<flavour>\n",
+            key = args.sign_key.as_deref().unwrap_or("<KEY>"),
+            suite = args.suite.as_deref().unwrap_or_default(),
+            component = args.component
+        )),
+        Format::Rpm => text.push_str(&format!(
+            "\nOn each node, /etc/yum.repos.d/nv-peer-mem.repo (zypper: /etc/zypp/repos.d/):\n    [nv-peer-mem]\n    name=nv_peer_mem\n    baseurl=<URL of {repo}>\n    gpgcheck=1\n    repo_gpgcheck=1\n    gpgkey=<URL of the key from `gpg --export --armor {key}`>\n",
+            key = args.sign_key.as_deref().unwrap_or("<KEY>"),
+        )),
+    }
+    text
+}
