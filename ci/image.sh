@@ -8,6 +8,15 @@
 #                                  in the kernels cache; print their paths
 #   ci/image.sh tarball KVER       ensure the cached system tarball with
 #                                  kernel KVER installed; print its path
+#   ci/image.sh signed-kernel-debs KVER   Debian's signed image of KVER and
+#                                  the linux-image-<flavour> metapackage
+#                                  version that installs it (the fleet
+#                                  node's kernels); print their paths
+#   ci/image.sh node-tarball KVER  a compute node as fleets run them
+#                                  (ci/test-fleet-image.sh): the same base
+#                                  system without DKMS, compiler, Rust or
+#                                  kernel headers, with KVER's signed image
+#                                  and its metapackage
 #
 # Kernel debs: /var/cache/nv-peer-mem-ci/kernels (where `cargo xtask
 # test-vm` keeps linux-image-<kver>-unsigned): linux-image-<kver>-unsigned,
@@ -37,6 +46,9 @@ packages=(
     systemd-sysv udev kmod initramfs-tools zstd mawk procps
     dkms make gcc libc6-dev rustc-web rust-web-src
 )
+
+# A node that installs prebuilt modules: the same base, no toolchain.
+node_packages=(systemd-sysv udev kmod initramfs-tools zstd mawk procps)
 
 die() { echo "image.sh: $*" >&2; exit 2; }
 
@@ -74,25 +86,62 @@ kernel_debs() {
     done
 }
 
+# The signed image of KVER at the host's linux-headers-KVER version and the
+# flavour metapackage version whose Depends names it (apt-cache show), one
+# path a line.
+signed_kernel_debs() {
+    local kver=$1 version meta flavour
+    version=$(dpkg-query -W -f='${Version}' "linux-headers-$kver" 2>/dev/null) ||
+        die "linux-headers-$kver is not installed on this host; run: sudo bash ci/setup-host.sh"
+    flavour=${kver##*-}
+    meta=$(apt-cache show "linux-image-$flavour" | awk -v img="linux-image-$kver (= $version)" '/^Version:/{v=$2} /^Depends:/ && index($0, img) {print v; exit}')
+    [ -n "$meta" ] || die "apt-cache knows no linux-image-$flavour that depends on linux-image-$kver (= $version); run: sudo apt-get update"
+    mkdir -p "$kernels"
+    local pkg ver deb
+    for pkg in "linux-image-$kver=$version" "linux-image-$flavour=$meta"; do
+        ver=${pkg#*=}
+        deb=$(find_deb "${pkg%%=*}" "$ver")
+        if [ -z "$deb" ]; then
+            echo "==> downloading $pkg into $kernels (once)" >&2
+            (cd "$kernels" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >&2) ||
+                die "apt-get download $pkg failed"
+            deb=$(find_deb "${pkg%%=*}" "$ver")
+            [ -n "$deb" ] || die "apt-get download left no ${pkg%%=*} $ver deb in $kernels"
+        fi
+        echo "$deb"
+    done
+}
+
 find_deb() {  # find_deb PKG VERSION: the cached deb of PKG at VERSION, if any
     local f
     for f in "$kernels/$1"_*.deb; do
         [ -f "$f" ] || continue
         [ "$(dpkg-deb -f "$f" Package)" = "$1" ] && [ "$(dpkg-deb -f "$f" Version)" = "$2" ] && { echo "$f"; return; }
     done
+    return 0  # none: an empty answer, not a failure under set -e
 }
 
+# tarball KVER [node]: the test image, or with `node` the fleet node.
 tarball() {
-    local kver=$1
+    local kver=$1 profile=${2:-}
     command -v mmdebstrap >/dev/null || die "mmdebstrap is missing; run: sudo bash ci/setup-host.sh"
-    local -a debs
-    mapfile -t debs < <(kernel_debs "$kver")
-    [ ${#debs[@]} -ge 3 ] || exit 2
+    local -a debs pkgs
+    if [ "$profile" = node ]; then
+        mapfile -t debs < <(signed_kernel_debs "$kver")
+        [ ${#debs[@]} = 2 ] || exit 2
+        pkgs=("${node_packages[@]}")
+    else
+        mapfile -t debs < <(kernel_debs "$kver")
+        [ ${#debs[@]} -ge 3 ] || exit 2
+        pkgs=("${packages[@]}")
+    fi
+    # Each profile's tarballs are named apart, so one never evicts the other.
+    local prefix=bookworm${profile:+-$profile}
     local key
-    key=$( { sources; printf '%s\n' "${packages[@]}"; for d in "${debs[@]}"; do basename "$d"; done; } | sha256sum | cut -c1-12)
+    key=$( { sources; printf '%s\n' "${pkgs[@]}"; for d in "${debs[@]}"; do basename "$d"; done; } | sha256sum | cut -c1-12)
     mkdir -p "$cache"
     local found="" f
-    for f in $(ls -1 "$cache"/bookworm-*-"$key".tar 2>/dev/null | sort -r); do
+    for f in $(ls -1 "$cache"/"$prefix"-2*-"$key".tar 2>/dev/null | sort -r); do
         if [ -n "$(find "$f" -maxdepth 0 -mtime -"$max_age_days")" ]; then found=$f; break; fi
     done
     if [ -n "$found" ]; then
@@ -100,7 +149,7 @@ tarball() {
         echo "$found"; return
     fi
     local out
-    out=$cache/bookworm-$(date -u +%Y%m%d)-$key.tar
+    out=$cache/$prefix-$(date -u +%Y%m%d)-$key.tar
     echo "==> image: creating $(basename "$out") with mmdebstrap (several minutes; log in $out.log)" >&2
     local start=$SECONDS
     local -a src=() aptopts=('APT::Install-Recommends "false"')
@@ -110,7 +159,7 @@ tarball() {
     if apt-config dump Acquire::Check-Valid-Until | grep -qi '"false"'; then
         aptopts+=('Acquire::Check-Valid-Until "false"')
     fi
-    local -a include=("--include=$(IFS=,; echo "${packages[*]}")")
+    local -a include=("--include=$(IFS=,; echo "${pkgs[*]}")")
     for f in "${debs[@]}"; do include+=("--include=$f"); done
     # --skip=cleanup/apt/lists keeps the package lists: the test's apt-get
     # install of our debs resolves dependencies without an update.
@@ -124,7 +173,7 @@ tarball() {
     fi
     mv "$out.tmp" "$out"
     echo "==> image: created in $((SECONDS - start)) s ($(du -h "$out" | cut -f1))" >&2
-    for f in "$cache"/bookworm-*.tar; do
+    for f in "$cache"/"$prefix"-2*.tar; do
         [ "$f" = "$out" ] || rm -f "$f" "$f.log"
     done
     echo "$out"
@@ -135,5 +184,7 @@ cmd=${1:-}; shift || true
 case "$cmd" in
     kernel-debs) [ $# = 1 ] || die "usage: ci/image.sh kernel-debs KVER"; kernel_debs "$1" ;;
     tarball) [ $# = 1 ] || die "usage: ci/image.sh tarball KVER"; tarball "$1" ;;
-    *) die "usage: ci/image.sh kernel-debs KVER | tarball KVER" ;;
+    signed-kernel-debs) [ $# = 1 ] || die "usage: ci/image.sh signed-kernel-debs KVER"; signed_kernel_debs "$1" ;;
+    node-tarball) [ $# = 1 ] || die "usage: ci/image.sh node-tarball KVER"; tarball "$1" node ;;
+    *) die "usage: ci/image.sh kernel-debs KVER | tarball KVER | signed-kernel-debs KVER | node-tarball KVER" ;;
 esac

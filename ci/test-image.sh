@@ -397,9 +397,15 @@ check "apt-get install the DKMS stand-ins: mlnx-ofed-kernel and nvidia-current r
 # As unattended-upgrades installs a kernel: apt, C locale, no questions;
 # the image's and the headers' postinst hooks run dkms autoinstall, which
 # must build both stand-ins and then nv_peer_mem for the new kernel.
+# Timed (to $work/kernel-update-seconds): ci/test-fleet-image.sh prints it
+# beside the prebuilt route's time for the same step.
 kernel_upgrade() {
+    rm -f "$work/kernel-update-seconds"
+    local t0=$SECONDS
     in_image env LC_ALL=C DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-        $(for d in "${k2debs[@]}"; do echo "/tmp/debs/$(basename "$d")"; done)
+        $(for d in "${k2debs[@]}"; do echo "/tmp/debs/$(basename "$d")"; done) || return 1
+    echo $((SECONDS - t0)) >"$work/kernel-update-seconds"
+    echo "kernel update to a loadable nv_peer_mem (DKMS route): $((SECONDS - t0)) s"
 }
 check "LC_ALL=C apt-get install linux-image and linux-headers $k2 (the kernel's hooks run DKMS)" kernel_upgrade
 # installed_for KVER MODULE...: dkms says each is installed for KVER.

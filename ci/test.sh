@@ -28,6 +28,10 @@
 #  12. ci/test-image.sh           our debs installed with apt in a booted
 #                                 Debian 12 system (DKMS, systemd, the status
 #                                 diagnoses, a second kernel, purge)
+#  13. ci/test-fleet-image.sh     a booted node with no toolchain installs
+#                                 the prebuilt module from the signed
+#                                 repository and keeps it across a kernel
+#                                 update (timed beside 12's DKMS update)
 # Module builds of the test suites are strict (NVPM_STRICT=1: warnings are
 # errors); the packaged builds (DKMS, rpmbuild) are not.
 # Every suite runs even if an earlier one failed; the last line sums them
@@ -101,6 +105,7 @@ suite "booted kernels (arm64)" env NVPM_STRICT=1 cargo xtask test-vm --arch arm6
 # 6.1; the same NVPM_STRICT as above, so the builds above are reused.
 suite "mutation check" env NVPM_STRICT=1 cargo xtask test-vm --mutants --kernel 6.1
 suite "booted image" bash ci/test-image.sh
+suite "booted fleet node" bash ci/test-fleet-image.sh
 
 echo
 if [ ${#broken[@]} != 0 ]; then

@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# The fleet route on a booted node (issue 21 item 4): a Debian 12 compute
+# node with no gcc, no rustc, no kernel headers and no DKMS (ci/image.sh
+# node-tarball: Debian's signed bookworm kernel and linux-image-amd64)
+# installs GPUDirect RDMA from a signed repository that build-modules and
+# build-repo made on this host, and keeps it across a kernel update:
+#   fleet            booted on the bookworm kernel: apt refuses an unsigned
+#                    and a tampered copy of the repository, then installs
+#                    nvidia-peer-memory and nvidia-peer-memory-modules-amd64
+#                    from the signed one (file:// on the node's disk,
+#                    signed-by); the service loads the prebuilt module
+#                    over the MLNX_OFED and NVIDIA stand-ins; no toolchain
+#                    came with it
+#   (the update)     the same node state, made again in the image with apt
+#                    (natively, so the step is timed as test-image.sh times
+#                    DKMS's): the site publishes the backports kernel's
+#                    module and Debian's linux-image-amd64 moves to that
+#                    kernel; `apt-get upgrade --with-new-pkgs` brings kernel
+#                    and module together; the seconds from its start to a
+#                    module modprobe can load are printed beside DKMS's
+#   fleet-newkernel  booted on the new kernel: the service loaded the
+#                    prebuilt module at boot
+# Stand-ins, and how faithful: MLNX_OFED is one mlnx-ofed-kernel-modules
+# package carrying both kernels' ib_core (MLNX_OFED's own peer_mem.c with
+# the test HCA driver, `cargo xtask vm-standins`) and their Module.symvers
+# where MLNX_OFED keeps them; NVIDIA is the P2P double as nvidia.ko; the
+# kernels and linux-image-amd64 are Debian's own packages, served from a
+# local mirror signed with the test key instead of Debian's.
+# Last line: "N passed, M failed"; exit 1 on any failure, 2 when the host
+# is not set up. Scratch: $NVPM_TEST_DIR (default /var/tmp/nv-peer-mem-test-fleet-image).
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+work=${NVPM_TEST_DIR:-/var/tmp/nv-peer-mem-test-fleet-image}
+tree=$work/root
+. "$here/checks.sh"
+
+require_root_and_tools test-fleet-image.sh cargo dpkg-buildpackage dpkg-deb mmdebstrap mke2fs debugfs qemu-system-x86_64 unshare gpg apt-ftparchive
+fixture=${NVPM_FIXTURES:-$root/../shared/fixtures}/mlnx-ofa_kernel-25.10.1.7.1.1.tar.gz
+if [ ! -f "$fixture" ]; then
+    echo "test-fleet-image: skipped: fixture $fixture not found (set NVPM_FIXTURES); nothing was tested"
+    echo "0 passed, 0 failed, 1 skipped"
+    exit 0
+fi
+. "$here/kernels.sh" || exit 2
+k1=$KVER_BOOKWORM k2=$KVER_BACKPORTS
+if grep -q " $(realpath -m "$tree")/" /proc/self/mounts; then
+    echo "test-fleet-image: something is mounted under $tree; unmount it first" >&2; exit 2
+fi
+rm -rf "$work" && mkdir -p "$work"
+: >"$work/log"
+start=$SECONDS
+xtask=$root/target/release/xtask
+version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' "$root/Cargo.toml")
+upstream=${version/-/\~}
+
+echo "== the node image, the kernels, the packages"
+check "xtask builds" cargo build --release --locked -q -p xtask
+tarball=$(bash "$here/image.sh" node-tarball "$k1" 2>>"$work/log")
+check "Debian 12 node tarball with $k1, no toolchain ($(basename "${tarball:-none}"))" test -f "$tarball"
+[ -f "$tarball" ] || finish
+mapfile -t kdebs2 < <(bash "$here/image.sh" signed-kernel-debs "$k2" 2>>"$work/log")
+check "Debian's signed $k2 and its linux-image-amd64 cached" test -f "${kdebs2[0]:-}" -a -f "${kdebs2[1]:-}"
+m1=$(tar -xOf "$tarball" ./var/lib/dpkg/status 2>/dev/null | awk '/^Package: linux-image-amd64$/{p=1} p && /^Version:/{print $2; exit}')
+m2=$(dpkg-deb -f "${kdebs2[1]:-/dev/null}" Version 2>/dev/null)
+
+# The service package, as test-image.sh builds it (dpkg-buildpackage -b).
+build_service_deb() {
+    rm -rf "$work/src" && mkdir -p "$work/src" &&
+        "$xtask" build-deb --out "$work/src" --distro debian12 &&
+        (cd "$work/src" && tar xzf "nvidia-peer-memory_${upstream}.orig.tar.gz" &&
+            cd "nvidia-peer-memory-$upstream" && dpkg-buildpackage -us -uc -b)
+}
+check "build-deb + dpkg-buildpackage -b (the nvidia-peer-memory service package)" build_service_deb
+debver=$(dpkg-parsechangelog -l "$work/src/nvidia-peer-memory-$upstream/debian/changelog" -S Version 2>>"$work/log")
+service_deb=$work/src/nvidia-peer-memory_${debver}_amd64.deb
+check "service package built (${debver:-no version})" test -f "$service_deb"
+
+for k in "$k1" "$k2"; do
+    check "vm-standins for $k" "$xtask" vm-standins --kernel "$k" --out "$work/standins/$k"
+    mkdir -p "$work/ofa/x86_64" && ln -sfn "$work/standins/$k/ofa_kernel" "$work/ofa/x86_64/$k"
+done
+ofed_version=25.10-test
+# standin_deb NAME DESCRIPTION: $work/debs/NAME staged as a deb whose
+# scripts run depmod for every kernel it has modules for that is installed.
+standin_deb() {
+    local name=$1 dir=$work/debs/$1 s k
+    mkdir -p "$dir/DEBIAN"
+    printf 'Package: %s\nVersion: %s\nArchitecture: amd64\nMaintainer: nv_peer_mem tests <tests@invalid>\nSection: kernel\nPriority: optional\nDescription: %s\n Built by ci/test-fleet-image.sh for its node image only.\n' \
+        "$name" "$ofed_version" "$2" >"$dir/DEBIAN/control"
+    for s in postinst postrm; do
+        {
+            printf '#!/bin/sh\nset -e\n'
+            for k in "$k1" "$k2"; do printf '[ ! -e /lib/modules/%s/modules.order ] || depmod -a %s\n' "$k" "$k"; done
+        } >"$dir/DEBIAN/$s"
+        chmod 0755 "$dir/DEBIAN/$s"
+    done
+    dpkg-deb --root-owner-group --build "$dir" "$work/debs/${name}_${ofed_version}_amd64.deb" >/dev/null
+}
+stage_standins() {
+    local k s d
+    for k in "$k1" "$k2"; do
+        s=$work/standins/$k
+        d=$work/debs/mlnx-ofed-kernel-modules
+        install -D -m 0644 "$s/ib_core.ko" "$d/lib/modules/$k/updates/ib_core.ko" &&
+            install -D -m 0644 "$s/ofa_kernel/Module.symvers" "$d/usr/src/ofa_kernel/x86_64/$k/Module.symvers" || return 1
+        d=$work/debs/nvpm-standin-nvidia
+        install -D -m 0644 "$s/nvidia.ko" "$d/lib/modules/$k/updates/nvidia.ko" || return 1
+    done
+    standin_deb mlnx-ofed-kernel-modules "stand-in for MLNX_OFED's kernel modules ($k1, $k2): MLNX_OFED's peer_mem.c with a test HCA driver as ib_core.ko" &&
+        standin_deb nvpm-standin-nvidia "stand-in for the NVIDIA driver's modules ($k1, $k2): the P2P double as nvidia.ko"
+}
+check "stand-in debs: mlnx-ofed-kernel-modules $ofed_version and the NVIDIA double, both kernels" stage_standins
+
+# The build host's side: module packages and the signed repositories.
+common=(--ofed-root "$work/ofa" --nvidia-src "$work/standins/$k1/nvidia" --ofed-package "mlnx-ofed-kernel-modules=$ofed_version")
+mkdir -p "$work/v1" "$work/v2"
+check "build-modules for $k1" "$xtask" build-modules --kernel "$k1" --out "$work/v1" "${common[@]}"
+check "build-modules for $k2" "$xtask" build-modules --kernel "$k2" --out "$work/v2" "${common[@]}"
+export GNUPGHOME=$work/gnupg
+mkdir -m 700 "$GNUPGHOME"
+gpg --batch --quiet --passphrase '' --quick-generate-key "nv_peer_mem test repository <repo@invalid>" ed25519 sign never >>"$work/log" 2>&1
+key=$(gpg --list-secret-keys --with-colons "repo@invalid" | awk -F: '/^fpr/{print $10; exit}')
+gpg --export "$key" >"$work/repo-key.gpg"
+publish() { "$xtask" build-repo --suite bookworm "$@" >>"$work/log" 2>&1; }
+make_repos() {
+    publish --repo "$work/repo-v1" --sign-key "$key" "$service_deb" "$work"/v1/*.deb &&
+        cp -a "$work/repo-v1" "$work/repo-v2" &&
+        publish --repo "$work/repo-v2" --sign-key "$key" "$work"/v2/*.deb &&
+        publish --repo "$work/repo-unsigned" "$service_deb" "$work"/v1/*.deb &&
+        cp -a "$work/repo-v1" "$work/repo-tampered" &&
+        sed -i 's/^Label: nv_peer_mem$/Label: tampered/' "$work/repo-tampered/dists/bookworm/InRelease" &&
+        publish --repo "$work/kernels" --sign-key "$key" "${kdebs2[@]}"
+}
+check "build-repo: the site's repository (v1: $k1; v2: and $k2), an unsigned and a tampered copy, the kernel mirror" make_repos
+
+echo "== the node"
+unpack() { rm -rf "$tree" && mkdir -p "$tree" && tar -C "$tree" -xf "$tarball"; }
+check "unpack the node tarball" unpack
+in_image() { bash "$here/chroot.sh" run "$tree" "$@"; }
+# set_sources SITE-REPO [kernels]: the node's only apt sources.
+set_sources() {
+    : >"$tree/etc/apt/sources.list"
+    echo "deb [signed-by=/etc/apt/keyrings/nv-peer-mem.gpg] file:///srv/$1 bookworm main" >"$tree/etc/apt/sources.list.d/nv-peer-mem.list"
+    if [ "${2:-}" = kernels ]; then
+        echo "deb [signed-by=/etc/apt/keyrings/nv-peer-mem.gpg] file:///srv/debian-kernels bookworm main" >"$tree/etc/apt/sources.list.d/debian-kernels.list"
+    else
+        rm -f "$tree/etc/apt/sources.list.d/debian-kernels.list"
+    fi
+}
+setup_node() {
+    install -D -m 0644 "$work/repo-key.gpg" "$tree/etc/apt/keyrings/nv-peer-mem.gpg" &&
+        mkdir -p "$tree/srv" "$tree/etc/nvpm-test" &&
+        cp -a "$work/repo-v1" "$tree/srv/nv-peer-mem" &&
+        cp -a "$work/repo-unsigned" "$tree/srv/nv-peer-mem-unsigned" &&
+        cp -a "$work/repo-tampered" "$tree/srv/nv-peer-mem-tampered" || return 1
+    set_sources nv-peer-mem
+    echo "deb [signed-by=/etc/apt/keyrings/nv-peer-mem.gpg] file:///srv/nv-peer-mem-unsigned bookworm main" >"$tree/etc/nvpm-test/unsigned.list"
+    echo "deb [signed-by=/etc/apt/keyrings/nv-peer-mem.gpg] file:///srv/nv-peer-mem-tampered bookworm main" >"$tree/etc/nvpm-test/tampered.list"
+    # The prerequisites, as the site's MLNX_OFED and NVIDIA repositories
+    # would have installed them.
+    mkdir -p "$tree/tmp/debs" && cp "$work"/debs/*.deb "$tree/tmp/debs/" &&
+        in_image dpkg -i "/tmp/debs/mlnx-ofed-kernel-modules_${ofed_version}_amd64.deb" "/tmp/debs/nvpm-standin-nvidia_${ofed_version}_amd64.deb" &&
+        rm -rf "$tree/tmp/debs"
+}
+check "node configured: the site's signed repository as its only apt source, the prerequisites installed" setup_node
+host_no_toolchain() {
+    local found="" t
+    for t in gcc cc rustc cargo dkms make; do [ -e "$tree/usr/bin/$t" ] && found="$found $t"; done
+    [ -e "$tree/lib/modules/$k1/build" ] && found="$found headers"
+    [ -z "$found" ] || { echo "the node has:$found"; return 1; }
+}
+check "the node image has no gcc, rustc, cargo, dkms, make or kernel headers" host_no_toolchain
+install_test_unit() {
+    install -D -m 0755 "$root/kmod/tests/vm/image/run" "$tree/usr/lib/nvpm-image-test/run" &&
+        install -D -m 0644 "$root/kmod/tests/vm/image/nvpm-image-test.service" "$tree/etc/systemd/system/nvpm-image-test.service" || return 1
+    mkdir -p "$tree/etc/systemd/system/multi-user.target.wants"
+    ln -sf /etc/systemd/system/nvpm-image-test.service "$tree/etc/systemd/system/multi-user.target.wants/"
+    ln -sf /dev/null "$tree/etc/systemd/system/serial-getty@ttyS0.service"
+    echo "/dev/vda / ext4 rw,errors=remount-ro 0 1" >"$tree/etc/fstab"
+    echo nvpm-fleet-node >"$tree/etc/hostname"
+}
+check "test unit installed" install_test_unit
+
+make_disk() {
+    local mb
+    mb=$(( $(du -sm "$tree" | cut -f1) * 5 / 4 + 512 ))
+    rm -f "$work/disk.img"
+    mke2fs -q -F -t ext4 -L nvpm-root -d "$tree" "$work/disk.img" "${mb}M"
+}
+# boot KVER PHASE CHECKS...: as ci/test-image.sh boots its image.
+boot() {
+    local k=$1 phase=$2; shift 2
+    local out=$work/boot-$phase.out
+    cp "$tree/boot/vmlinuz-$k" "$work/vmlinuz-$k" && cp "$tree/boot/initrd.img-$k" "$work/initrd.img-$k" ||
+        { fail "boot $k $phase: no kernel or initrd for $k in the image"; return; }
+    "$xtask" boot-image --label "$k $phase" --kernel "$work/vmlinuz-$k" --initrd "$work/initrd.img-$k" \
+        --disk "$work/disk.img" --append "nvpm_phase=$phase" --expect "$(IFS=,; echo "$*")" \
+        --log "$work/console-$phase.log" 2>&1 | tee "$out"
+    local p f
+    read -r p f < <(sed -n 's/^  boot-image .*: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$out")
+    if [ -z "${p:-}" ]; then
+        fail "boot $k $phase: no count from boot-image (see $out)"
+        return
+    fi
+    passed=$((passed + p)) failed=$((failed + f))
+}
+
+echo "== boot $k1: install from the signed repository"
+check "disk image (mke2fs -d)" make_disk
+boot "$k1" fleet no_toolchain apt_refuses_unsigned apt_refuses_tampered apt_update apt_install_fleet still_no_toolchain \
+    service_starts_prebuilt loaded_is_prebuilt providers_are_standins status_prebuilt
+
+echo "== the kernel update, in the image (timed natively)"
+apt_in_image() { in_image env LC_ALL=C DEBIAN_FRONTEND=noninteractive apt-get -q -y "$@"; }
+first_install() { apt_in_image update && apt_in_image install nvidia-peer-memory nvidia-peer-memory-modules-amd64; }
+check "apt-get install nvidia-peer-memory nvidia-peer-memory-modules-amd64 (the node's state after its first boot)" first_install
+# The site publishes $k2's module (repository v2); Debian's
+# linux-image-amd64 moves to $k2 (the kernel mirror).
+rm -rf "$tree/srv/nv-peer-mem" && cp -a "$work/repo-v2" "$tree/srv/nv-peer-mem" && cp -a "$work/kernels" "$tree/srv/debian-kernels"
+set_sources nv-peer-mem kernels
+kernel_update() {
+    apt_in_image update || return 1
+    local t0=$SECONDS
+    apt_in_image --with-new-pkgs upgrade || return 1
+    # Loadable: the kernel is there and modprobe resolves nv_peer_mem for it.
+    in_image modprobe -S "$k2" --show-depends nv_peer_mem | grep -q "/lib/modules/$k2/updates/nv_peer_mem.ko" || return 1
+    echo $((SECONDS - t0)) >"$work/kernel-update-seconds"
+}
+check "apt-get upgrade --with-new-pkgs: linux-image-amd64 $m2, $k2 and its module package together" kernel_update
+installed_now() {
+    local p
+    for p in "linux-image-$k2" "nvidia-peer-memory-modules-$k2" "nvidia-peer-memory-modules-$k1"; do
+        in_image dpkg-query -W -f='${Status}\n' "$p" | grep -q 'install ok installed' || { echo "$p is not installed"; return 1; }
+    done
+    [ "$(in_image dpkg-query -W -f='${Version}' linux-image-amd64)" = "$m2" ] &&
+        [ "$(in_image dpkg-query -W -f='${Version}' nvidia-peer-memory-modules-amd64)" = "$m2+$version.1" ]
+}
+check "both kernels' module packages installed; the metapackages at $m2" installed_now
+ours=$(cat "$work/kernel-update-seconds" 2>/dev/null || echo "?")
+dkms=$(cat "${NVPM_TEST_IMAGE_DIR:-/var/tmp/nv-peer-mem-test-image}/kernel-update-seconds" 2>/dev/null || echo "not measured in this run (ci/test-image.sh runs first in ci/test.sh)")
+echo "   kernel update to a loadable nv_peer_mem, natively in the image:"
+echo "     prebuilt route (apt-get upgrade of kernel + module package): $ours s"
+echo "     DKMS route (ci/test-image.sh, kernel install + DKMS builds):   $dkms s"
+check "no toolchain came with the update" host_no_toolchain
+
+echo "== boot $k2: the module loads at boot"
+check "disk image (mke2fs -d)" make_disk
+boot "$k2" fleet-newkernel service_loaded_module loaded_is_prebuilt providers_are_standins status_prebuilt no_toolchain
+
+echo "   (test-fleet-image: $((SECONDS - start)) s in all)"
+finish
