@@ -121,7 +121,7 @@ check "build-modules for $k2" "$xtask" build-modules --kernel "$k2" --out "$work
 export GNUPGHOME=$work/gnupg
 mkdir -m 700 "$GNUPGHOME"
 gpg --batch --quiet --passphrase '' --quick-generate-key "nv_peer_mem test repository <repo@invalid>" ed25519 sign never >>"$work/log" 2>&1
-key=$(gpg --list-secret-keys --with-colons "repo@invalid" | awk -F: '/^fpr/{print $10; exit}')
+key=$(gpg --list-secret-keys --with-colons "repo@invalid" 2>>"$work/log" | awk -F: '/^fpr/{print $10; exit}')
 gpg --export "$key" >"$work/repo-key.gpg"
 publish() { "$xtask" build-repo --suite bookworm "$@" >>"$work/log" 2>&1; }
 make_repos() {
@@ -238,11 +238,12 @@ installed_now() {
         [ "$(in_image dpkg-query -W -f='${Version}' nvidia-peer-memory-modules-amd64)" = "$m2+$version.1" ]
 }
 check "both kernels' module packages installed; the metapackages at $m2" installed_now
-ours=$(cat "$work/kernel-update-seconds" 2>/dev/null || echo "?")
-dkms=$(cat "${NVPM_TEST_IMAGE_DIR:-/var/tmp/nv-peer-mem-test-image}/kernel-update-seconds" 2>/dev/null || echo "not measured in this run (ci/test-image.sh runs first in ci/test.sh)")
+ours=$(cat "$work/kernel-update-seconds" 2>/dev/null) && ours="$ours s" || ours="not measured (the update failed)"
+dkms=$(cat "${NVPM_TEST_IMAGE_DIR:-/var/tmp/nv-peer-mem-test-image}/kernel-update-seconds" 2>/dev/null) && dkms="$dkms s" ||
+    dkms="not measured in this run (ci/test-image.sh, which ci/test.sh runs first, did not record it)"
 echo "   kernel update to a loadable nv_peer_mem, natively in the image:"
-echo "     prebuilt route (apt-get upgrade of kernel + module package): $ours s"
-echo "     DKMS route (ci/test-image.sh, kernel install + DKMS builds):   $dkms s"
+echo "     prebuilt route (apt-get upgrade of kernel + module package): $ours"
+echo "     DKMS route (ci/test-image.sh, kernel install + DKMS builds):   $dkms"
 check "no toolchain came with the update" host_no_toolchain
 
 echo "== boot $k2: the module loads at boot"

@@ -152,8 +152,8 @@ export GNUPGHOME=$work/gnupg
 mkdir -m 700 "$GNUPGHOME"
 gpg --batch --quiet --passphrase '' --quick-generate-key "nv_peer_mem test repository <repo@invalid>" ed25519 sign never >>"$work/log" 2>&1
 gpg --batch --quiet --passphrase '' --quick-generate-key "someone else <else@invalid>" ed25519 sign never >>"$work/log" 2>&1
-key=$(gpg --list-secret-keys --with-colons "repo@invalid" | awk -F: '/^fpr/{print $10; exit}')
-other=$(gpg --list-secret-keys --with-colons "else@invalid" | awk -F: '/^fpr/{print $10; exit}')
+key=$(gpg --list-secret-keys --with-colons "repo@invalid" 2>>"$work/log" | awk -F: '/^fpr/{print $10; exit}')
+other=$(gpg --list-secret-keys --with-colons "else@invalid" 2>>"$work/log" | awk -F: '/^fpr/{print $10; exit}')
 gpg --export "$key" >"$work/repo-key.gpg"
 gpg --export "$other" >"$work/other-key.gpg"
 gpg --export --armor "$key" >"$work/repo-key.asc"
