@@ -239,6 +239,25 @@ install_module; sed -i 's/^0x33333333\tnvidia_p2p_get_pages\t/0x44444444\tnvidia
 check "NVIDIA driver updated under it: names nvidia_p2p_get_pages" \
     status_says 3 'another version of nvidia_p2p_get_pages .*0x33333333.*0x44444444'
 
+# The same mismatch for a module a prebuilt package installed (dpkg's
+# database in the fake root says which): the fix is a new build from the
+# site's repository, not DKMS.
+prebuilt_package() {
+    local db=$fake/root/var/lib/dpkg p=nvidia-peer-memory-modules-$kver
+    mkdir -p "$fake/root/lib/modules/$kver/updates" "$db/info" "$db/updates" &&
+        mv "$fake/root/lib/modules/$kver/updates/dkms/nv_peer_mem.ko" "$fake/root/lib/modules/$kver/updates/" &&
+        rmdir "$fake/root/lib/modules/$kver/updates/dkms" && depmod -b "$fake/root" "$kver" || return 1
+    printf 'Package: %s\nStatus: install ok installed\nVersion: 1.4.0-1~deb12\nArchitecture: amd64\nMaintainer: tests <tests@invalid>\nDescription: test\n\n' "$p" >"$db/status"
+    printf '/lib/modules/%s/updates/nv_peer_mem.ko\n' "$kver" >"$db/info/$p.list"
+    : >"$db/available"
+}
+new_machine; install_module
+sed -i 's/^0x11111111/0x0badc0de/' "$fake/root/usr/src/ofa_kernel/default/Module.symvers"
+check "a prebuilt package's module (dpkg -S) in the fake root" prebuilt_package
+check "prebuilt package's module, MLNX_OFED updated: names the package, build-modules and apt, not DKMS" \
+    status_says 3 "module for kernel $kver: .*/updates/nv_peer_mem.ko \\(package nvidia-peer-memory-modules-$kver\\)" \
+    "another version of ib_register_peer_memory_client .*cargo xtask build-modules --kernel $kver --release .*apt-get install nvidia-peer-memory-modules-$kver"
+
 new_machine
 echo '[   12.345678] nv_peer_mem: disagrees about version of symbol ib_register_peer_memory_client' >"$fake/klog"
 check "kernel log 'disagrees about version': MLNX_OFED named, rebuild command" \
