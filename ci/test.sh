@@ -22,7 +22,9 @@
 #   9. cargo xtask test-vm        the module in booted kernels (QEMU), against
 #                                 MLNX_OFED's own PeerDirect core
 #  10. cargo xtask test-vm --arch arm64   the same in Debian's arm64 kernel
-#                                 (cross-built, qemu-system-aarch64, TCG)
+#                                 (cross-built, qemu-system-aarch64, TCG);
+#      ci/test-fleet-arm64.sh     build-modules' cross-built arm64 package,
+#                                 its module booted there
 #  11. cargo xtask test-vm --mutants  the same suite kills every deliberate
 #                                 defect of kmod/tests/vm/mutants
 #  12. ci/test-image.sh           our debs installed with apt in a booted
@@ -101,6 +103,8 @@ suite "newer suites" bash ci/test-suites.sh
 suite "booted kernels" env NVPM_STRICT=1 cargo xtask test-vm
 # arm64, bookworm's kernel only: warm ~100 s, cold ~330 s (docs/testing.md).
 suite "booted kernels (arm64)" env NVPM_STRICT=1 cargo xtask test-vm --arch arm64 --kernel 6.1
+# Needs the arm64 MLNX_OFED and NVIDIA builds test-vm made just before.
+suite "fleet route (arm64)" bash ci/test-fleet-arm64.sh
 # Each mutant of kmod/tests/vm/mutants must fail the booted-kernel suite on
 # 6.1; the same NVPM_STRICT as above, so the builds above are reused.
 suite "mutation check" env NVPM_STRICT=1 cargo xtask test-vm --mutants --kernel 6.1
