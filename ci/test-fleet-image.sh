@@ -19,7 +19,8 @@
 #                    and module together; the seconds from its start to a
 #                    module modprobe can load are printed beside DKMS's
 #   fleet-newkernel  booted on the new kernel: the service loaded the
-#                    prebuilt module at boot
+#                    prebuilt module at boot; gpudirect-rdma-check runs on
+#                    this node, which has no toolchain and no pciutils
 # Stand-ins, and how faithful: MLNX_OFED is one mlnx-ofed-kernel-modules
 # package carrying both kernels' ib_core (MLNX_OFED's own peer_mem.c with
 # the test HCA driver, `cargo xtask vm-standins`) and their Module.symvers
@@ -167,11 +168,11 @@ setup_node() {
 check "node configured: the site's signed repository as its only apt source, the prerequisites installed" setup_node
 host_no_toolchain() {
     local found="" t
-    for t in gcc cc rustc cargo dkms make; do [ -e "$tree/usr/bin/$t" ] && found="$found $t"; done
+    for t in gcc cc rustc cargo dkms make lspci setpci; do [ -e "$tree/usr/bin/$t" ] && found="$found $t"; done
     [ -e "$tree/lib/modules/$k1/build" ] && found="$found headers"
     [ -z "$found" ] || { echo "the node has:$found"; return 1; }
 }
-check "the node image has no gcc, rustc, cargo, dkms, make or kernel headers" host_no_toolchain
+check "the node image has no gcc, rustc, cargo, dkms, make, pciutils or kernel headers" host_no_toolchain
 install_test_unit() {
     install -D -m 0755 "$root/kmod/tests/vm/image/run" "$tree/usr/lib/nvpm-image-test/run" &&
         install -D -m 0644 "$root/kmod/tests/vm/image/nvpm-image-test.service" "$tree/etc/systemd/system/nvpm-image-test.service" || return 1
@@ -248,7 +249,7 @@ check "no toolchain came with the update" host_no_toolchain
 
 echo "== boot $k2: the module loads at boot"
 check "disk image (mke2fs -d)" make_disk
-boot "$k2" fleet-newkernel service_loaded_module loaded_is_prebuilt providers_are_standins status_prebuilt no_toolchain
+boot "$k2" fleet-newkernel service_loaded_module loaded_is_prebuilt providers_are_standins status_prebuilt no_toolchain readiness_booted
 
 echo "   (test-fleet-image: $((SECONDS - start)) s in all)"
 finish
