@@ -345,4 +345,49 @@ check "the same rpms give a byte-identical dnf repository (signature apart)" sh 
     '$xtask' build-repo --repo '$work/rpmrepo-again' --sign-key '$key' '$work'/rpms/*.rpm >/dev/null &&
     diff -r -x repomd.xml.asc '$work/rpmrepo' '$work/rpmrepo-again'"
 
+# --- the RHEL family: kmod packages for a list of kernels -----------------
+# rpmbuild with the real kernel module macros (the fixtures'
+# kernel-srpm-macros) in ci/rpm-family-env.sh's namespace, which lays out
+# two RHEL-style kernels from this host's headers, as ci/test-rpm.sh does.
+if [ -f "$fixtures/kernel-srpm-macros/macros.kmp" ]; then
+    read -r r1 r2 _ <<<"$("$here/rpm-family-env.sh" releases "$k1")"
+    rpm_opts=(--rpmbuild-option=--nodeps "--rpmbuild-option=--load=$fixtures/kernel-srpm-macros/macros.kmp"
+        "--rpmbuild-option=--define=__brp_kmod_set_exec_bit %{nil}" "--rpmbuild-option=--define=dist .el9"
+        "--rpmbuild-option=--define=ofa_kernel none")
+    in_rhel() { "$here/rpm-family-env.sh" kmod "$work/rhel-env" "$k1" -- "$@"; }
+    mkdir -p "$work/kmods" "$work/kmods-bad"
+    check "build-modules --distro rhel9 for $r1 and $r2 (rpmbuild --rebuild per kernel)" \
+        in_rhel "$xtask" build-modules --distro rhel9 --kernel "$r1" --kernel "$r2" --out "$work/kmods" "${rpm_opts[@]}"
+    kmods_apart() {
+        local r k tag f
+        for k in "$r1" "$r2"; do
+            tag=k$(echo "${k%.x86_64}" | tr - _)
+            f=$work/kmods/kmod-nvidia_peer_memory-$version-1.el9.$tag.x86_64.rpm
+            [ -f "$f" ] || { ls "$work/kmods"; return 1; }
+            rpm2cpio "$f" | cpio -t --quiet | grep -qx "./lib/modules/$k/extra/nvidia_peer_memory/nv_peer_mem.ko.xz" || return 1
+        done
+        ls "$work/kmods/nvidia_peer_memory-common-$version-1.el9.x86_64.rpm" "$work/kmods/nvidia_peer_memory-dkms-$version-1.el9.noarch.rpm" &&
+            [ "$(ls "$work/kmods" | wc -l)" = 4 ]
+    }
+    check "one kmod per kernel, the kernel in its release, each with that kernel's module; -common and -dkms once" kmods_apart
+    rpmlint_clean() { rpmlint -c "$root/rpm/rpmlint.toml" "$work"/kmods/kmod-*.rpm | tee /dev/stderr | grep -q ' 0 errors, 0 warnings,'; }
+    check "rpmlint: the kmod packages, 0 errors, 0 warnings" rpmlint_clean
+    check "build-repo: the kmods of both kernels in one signed dnf repository" sh -c "'$xtask' build-repo --repo '$work/rhelrepo' --sign-key '$key' '$work'/kmods/*.rpm"
+    kmods_listed() { dnf_node "$work/rhelrepo" repoquery --available --showduplicates kmod-nvidia_peer_memory | tee /dev/stderr | grep -c '^kmod-nvidia_peer_memory-0:' | grep -qx 2; }
+    check "dnf (repo_gpgcheck=1) lists both kernels' kmod packages" kmods_listed
+    rpm_refused() {  # rpm_refused WHAT-THE-MESSAGE-SAYS ARGS...
+        local says=$1; shift
+        in_rhel "$xtask" build-modules --out "$work/kmods-bad" "$@" >"$work/bad.out" 2>&1
+        local rc=$?
+        cat "$work/bad.out"
+        [ "$rc" = 2 ] && grep -q -- "$says" "$work/bad.out" && [ -z "$(ls -A "$work/kmods-bad")" ]
+    }
+    check "rhel9, a kernel without kernel-devel: exit 2 naming kernel-devel-<release>" rpm_refused "dnf install kernel-devel-5.14.0-1.el9.x86_64" \
+        --distro rhel9 --kernel "$r1" --kernel 5.14.0-1.el9.x86_64 "${rpm_opts[@]}"
+    check "sles15: exit 2, the KMP macros build for every kernel in one rpmbuild" rpm_refused "in one rpmbuild" --distro sles15 --kernel "$r1"
+    check "fedora: exit 2 naming build-dkms" rpm_refused "build-dkms --distro fedora" --distro fedora --kernel "$r1"
+else
+    echo "SKIP: the RHEL family's kmods per kernel: no kernel-srpm-macros in $fixtures"
+fi
+
 finish

@@ -55,6 +55,12 @@ pub fn base_context(
     context
 }
 
+/// @seconds since the epoch as RFC 2822 (`Sun, 09 Sep 2001 01:46:40
+/// +0000`): debian/changelog's dates, and an apt Release file's Date.
+pub fn rfc2822(seconds: u64) -> String {
+    CivilDate::from_epoch(seconds).rfc2822()
+}
+
 /// Renders (or copies) every file below `dir`, sorted by path.
 pub fn render_dir(dir: &Path, context: &tera::Context) -> Result<Vec<RenderedFile>> {
     if !dir.is_dir() {

@@ -73,7 +73,8 @@ pub fn pool_path(suite: &str, component: &str, deb: &Deb) -> String {
 }
 
 /// Writes the suite's Packages (per architecture) and Release into @repo,
-/// signed with @key when given. @epoch dates the Release (SOURCE_DATE_EPOCH).
+/// signed with @key when given. @epoch dates the Release (SOURCE_DATE_EPOCH,
+/// else the last commit's time).
 pub fn index(
     repo: &Path,
     suite: &str,
@@ -121,7 +122,10 @@ pub fn index(
     let release = tool(
         Command::new("apt-ftparchive")
             .current_dir(&dists)
-            .env("SOURCE_DATE_EPOCH", epoch.to_string())
+            // apt-ftparchive 2.6 dates a Release with the current time
+            // whatever SOURCE_DATE_EPOCH says; its Date option fixes it.
+            .arg("-o")
+            .arg(format!("APT::FTPArchive::Release::Date={}", crate::render::rfc2822(epoch)))
             .args(["-o", "APT::FTPArchive::Release::Origin=nv_peer_mem"])
             .args(["-o", "APT::FTPArchive::Release::Label=nv_peer_mem"])
             .arg("-o")

@@ -106,9 +106,9 @@ fn each_route_renders_its_own_module_package() {
         GOLDEN_EPOCH,
     )
     .unwrap();
-    assert!(
-        rhel.contains("\n%kernel_module_package -n %{name} -p %{SOURCE1} -f %{SOURCE2} default\n")
-    );
+    assert!(rhel.contains(
+        "\n%global kmod_rel %{release}%{?kmod_kernel_tag:.%{kmod_kernel_tag}}\n%kernel_module_package -n %{name} -r %{kmod_rel} -p %{SOURCE1} -f %{SOURCE2} default\n"
+    ));
     assert!(rhel.contains("BuildRequires:  rust-src >= "));
     let fedora = render(
         &packaging,

@@ -1,0 +1,238 @@
+//! build-modules for the RHEL family (the kmod route): the source rpm of
+//! build-srpm, rebuilt by the build host's rpmbuild once per `--kernel`
+//! with the kernel in the kmod package's release (the spec's
+//! `kmod_kernel_tag`), so the kmod packages of several kernels differ and
+//! share a repository. `-common` and `-dkms` come once, from the first
+//! build. SUSE's KMP macros build for every installed kernel-devel in one
+//! rpmbuild, and Fedora has no prebuilt module: both are refused with
+//! what to run instead (README.md, "RPM fleets").
+
+use super::BuildModulesArgs;
+use crate::bench_kmod::timed;
+use crate::distro::{Distro, ModuleRoute};
+use crate::error::{BadInput, print_report};
+use crate::pipeline::{self, Request};
+use crate::srpm::Srpm;
+use crate::tarball::write_atomically;
+use anyhow::{Context, Result, bail, ensure};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A kernel release as part of an rpm release: `-` is not allowed there,
+/// and the architecture suffix says nothing the package's arch does not.
+/// `5.14.0-427.13.1.el9_4.x86_64` -> `k5.14.0_427.13.1.el9_4`.
+pub fn kernel_tag(release: &str) -> Result<String> {
+    ensure!(
+        !release.is_empty()
+            && release.bytes().next().is_some_and(|b| b.is_ascii_digit())
+            && release
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b)),
+        "--kernel {release:?} is not a kernel release (uname -r, e.g. 5.14.0-427.13.1.el9_4.x86_64)"
+    );
+    let base = [".x86_64", ".aarch64"]
+        .iter()
+        .find_map(|arch| release.strip_suffix(arch))
+        .unwrap_or(release);
+    Ok(format!("k{}", base.replace('-', "_")))
+}
+
+/// `cargo xtask build-modules --distro <rpm distro>`.
+pub fn build(args: &BuildModulesArgs, distro: &Distro) -> Result<()> {
+    let (kernels, scratch) = check(args, distro).map_err(BadInput::wrap)?;
+    let prepared = pipeline::prepare::<Srpm>(&Request {
+        out: args.out.clone(),
+        distro: Some(distro.id.clone()),
+        release: args.release,
+    })?;
+    let srpm = scratch.0.join(
+        prepared
+            .path
+            .file_name()
+            .context("the source rpm has no file name")?,
+    );
+    std::fs::write(&srpm, &prepared.bytes)?;
+    let core_cache = super::core_cache(args);
+    let mut packages: Vec<PathBuf> = Vec::new();
+    let mut costs = String::new();
+    for (index, (kernel, tag)) in kernels.iter().enumerate() {
+        eprintln!(
+            "build-modules: [{}/{}] rpmbuild --rebuild for {kernel}...",
+            index + 1,
+            kernels.len()
+        );
+        let top = scratch.0.join(tag);
+        let mut rpmbuild = Command::new("rpmbuild");
+        rpmbuild
+            .arg("--rebuild")
+            .arg("--define")
+            .arg(format!("_topdir {}", top.display()))
+            .arg("--define")
+            .arg(format!("kernel_version {kernel}"))
+            .arg("--define")
+            .arg(format!("kmod_kernel_tag {tag}"))
+            .env("NVPM_RUST_CACHE", &core_cache);
+        if let (Some(key), Some(cert)) = (&args.modsign_key, &args.modsign_cert) {
+            rpmbuild
+                .args(["--with", "modsign", "--define"])
+                .arg(format!(
+                    "modsign_key {}",
+                    std::fs::canonicalize(key)?.display()
+                ))
+                .arg("--define")
+                .arg(format!(
+                    "modsign_cert {}",
+                    std::fs::canonicalize(cert)?.display()
+                ));
+        }
+        rpmbuild.args(&args.rpmbuild_options).arg(&srpm);
+        let step = timed(rpmbuild, &format!("rpmbuild --rebuild for {kernel}"))?;
+        let cost = format!(
+            "{kernel}: {:.1} s, peak RSS {}\n",
+            step.seconds,
+            step.peak_rss_kib
+                .map_or("unknown (install GNU time)".to_owned(), |k| format!(
+                    "{} MiB",
+                    k / 1024
+                ))
+        );
+        eprint!("build-modules: {cost}");
+        costs.push_str(&cost);
+        let built = rpms_below(&top.join("RPMS"))?;
+        let kmods: Vec<&PathBuf> = built
+            .iter()
+            .filter(|p| {
+                file_name(p).starts_with("kmod-") && file_name(p).contains(&format!(".{tag}"))
+            })
+            .collect();
+        ensure!(
+            kmods.len() == 1,
+            "rpmbuild for {kernel} made {} kmod packages with {tag} in their release, not one: {built:?}",
+            kmods.len()
+        );
+        packages.push(kmods[0].clone());
+        if index == 0 {
+            packages.extend(
+                built
+                    .iter()
+                    .filter(|p| !file_name(p).starts_with("kmod-"))
+                    .cloned(),
+            );
+        }
+    }
+    let mut report = String::new();
+    for package in &packages {
+        let path = args.out.join(file_name(package));
+        write_atomically(&path, &std::fs::read(package)?)?;
+        report.push_str(&format!("Built: {}\n", path.display()));
+    }
+    report.push_str(&format!(
+        "\nBuild cost per kernel (core cache {}):\n{costs}\nNext: put these in a signed dnf repository:\n    cargo xtask build-repo --repo <DIR> --sign-key <KEY> {}/*.rpm\n",
+        core_cache.display(),
+        args.out.display()
+    ));
+    print_report(&report)
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Every input of the rpm builds, checked before any runs.
+fn check(
+    args: &BuildModulesArgs,
+    distro: &Distro,
+) -> Result<(Vec<(String, String)>, super::Scratch)> {
+    let route = distro.rpm.as_ref().map(|r| r.route);
+    match route {
+        Some(ModuleRoute::Kmod) => {}
+        Some(ModuleRoute::Kmp) => bail!(
+            "--distro {}: SUSE's KMP macros build the module for every installed kernel-{}-devel in one rpmbuild; install those kernels' devel packages and run `cargo xtask build-srpm --distro {0}` and `rpmbuild --rebuild` once (README.md, \"RPM fleets\")",
+            distro.id,
+            distro
+                .rpm
+                .as_ref()
+                .and_then(|r| r.flavor.as_deref())
+                .unwrap_or("default")
+        ),
+        _ => bail!(
+            "--distro {}: this distribution gets no prebuilt module package (its kernel moves too fast); use the DKMS package: cargo xtask build-dkms --distro {0}",
+            distro.id
+        ),
+    }
+    ensure!(
+        args.ofed_package.is_none() && args.nvidia_src.is_none() && !args.no_metapackage,
+        "--ofed-package, --nvidia-src and --no-metapackage are for Debian and Ubuntu; the rpm build finds MLNX_OFED and the NVIDIA driver as its spec says (--rpmbuild-option=--define='ofa_kernel <dir>', 'nvidia_symvers <file>')"
+    );
+    ensure!(
+        which("rpmbuild"),
+        "rpmbuild is not installed; install rpm-build (dnf install rpm-build) on this build host"
+    );
+    let mut kernels: Vec<(String, String)> = Vec::new();
+    for kernel in &args.kernels {
+        ensure!(
+            !kernels.iter().any(|(k, _)| k == kernel),
+            "--kernel {kernel} is given twice"
+        );
+        let tag = kernel_tag(kernel)?;
+        let devel = args.kernel_devel_root.join(kernel);
+        ensure!(
+            devel.join("Makefile").is_file(),
+            "--kernel {kernel}: no kernel build tree at {}; install it on this build host (dnf install kernel-devel-{kernel})",
+            devel.display()
+        );
+        kernels.push((kernel.clone(), tag));
+    }
+    for (option, file) in [
+        ("--modsign-key", &args.modsign_key),
+        ("--modsign-cert", &args.modsign_cert),
+    ] {
+        if let Some(file) = file {
+            ensure!(file.is_file(), "{option} {}: no such file", file.display());
+        }
+    }
+    Ok((kernels, super::Scratch::new()?))
+}
+
+fn which(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
+}
+
+/// The .rpm files below @dir, sorted.
+fn rpms_below(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            out.extend(rpms_below(&path)?);
+        } else if path.extension().is_some_and(|e| e == "rpm") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kernel_tag;
+
+    #[test]
+    fn kernel_tags_fit_an_rpm_release() {
+        assert_eq!(
+            kernel_tag("5.14.0-427.13.1.el9_4.x86_64").unwrap(),
+            "k5.14.0_427.13.1.el9_4"
+        );
+        assert_eq!(
+            kernel_tag("6.1.192-56.el.aarch64").unwrap(),
+            "k6.1.192_56.el"
+        );
+        assert_eq!(kernel_tag("6.12.0-55.el10").unwrap(), "k6.12.0_55.el10");
+        for bad in ["", "../5.14", "5.14 0", "x5.14"] {
+            assert!(kernel_tag(bad).is_err(), "{bad}");
+        }
+    }
+}
