@@ -11,6 +11,7 @@ mod deb;
 mod distro;
 mod dkms_package;
 mod error;
+mod files_below;
 mod fixtures;
 mod pipeline;
 mod prebuilt;

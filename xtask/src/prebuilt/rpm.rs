@@ -11,6 +11,7 @@ use super::BuildModulesArgs;
 use crate::bench_kmod::timed;
 use crate::distro::{Distro, ModuleRoute};
 use crate::error::{BadInput, print_report};
+use crate::files_below::files_below;
 use crate::pipeline::{self, Request};
 use crate::srpm::Srpm;
 use crate::tarball::write_atomically;
@@ -98,7 +99,7 @@ pub fn build(args: &BuildModulesArgs, distro: &Distro) -> Result<()> {
         );
         eprint!("build-modules: {cost}");
         costs.push_str(&cost);
-        let built = rpms_below(&top.join("RPMS"))?;
+        let built = files_below(&top.join("RPMS"), "rpm")?;
         let kmods: Vec<&PathBuf> = built
             .iter()
             .filter(|p| {
@@ -199,21 +200,6 @@ fn check(
 fn which(tool: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
-}
-
-/// The .rpm files below @dir, sorted.
-fn rpms_below(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let path = entry?.path();
-        if path.is_dir() {
-            out.extend(rpms_below(&path)?);
-        } else if path.extension().is_some_and(|e| e == "rpm") {
-            out.push(path);
-        }
-    }
-    out.sort();
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -8,11 +8,12 @@
 use super::gpg::{self, Signature};
 use super::{replace_file, tool};
 use crate::error::BadInput;
+use crate::files_below::files_below;
 use anyhow::{Context, Result, bail};
 use flate2::{Compression, GzBuilder};
 use std::collections::BTreeSet;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// A package to publish, read with dpkg-deb.
@@ -83,7 +84,7 @@ pub fn index(
     epoch: u64,
 ) -> Result<()> {
     let pool = format!("pool/{suite}/{component}");
-    let debs = debs_below(&repo.join(&pool))?;
+    let debs = files_below(&repo.join(&pool), "deb")?;
     let mut archs: BTreeSet<String> = BTreeSet::new();
     for deb in &debs {
         let arch = read(deb)?.arch;
@@ -155,24 +156,6 @@ pub fn index(
         )?;
     }
     Ok(())
-}
-
-/// The .deb files below @dir, sorted.
-fn debs_below(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    if !dir.exists() {
-        return Ok(out);
-    }
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
-            out.extend(debs_below(&path)?);
-        } else if path.extension().is_some_and(|e| e == "deb") {
-            out.push(path);
-        }
-    }
-    out.sort();
-    Ok(out)
 }
 
 /// apt-ftparchive lists packages in directory order; sorting the paragraphs
