@@ -377,14 +377,31 @@ if [ -f "$fixtures/kernel-srpm-macros/macros.kmp" ]; then
     check "dnf (repo_gpgcheck=1) lists both kernels' kmod packages" kmods_listed
     rpm_refused() {  # rpm_refused WHAT-THE-MESSAGE-SAYS ARGS...
         local says=$1; shift
-        in_rhel "$xtask" build-modules --out "$work/kmods-bad" "$@" >"$work/bad.out" 2>&1
+        "${rpm_env:-in_rhel}" "$xtask" build-modules --out "$work/kmods-bad" "$@" >"$work/bad.out" 2>&1
         local rc=$?
         cat "$work/bad.out"
         [ "$rc" = 2 ] && grep -q -- "$says" "$work/bad.out" && [ -z "$(ls -A "$work/kmods-bad")" ]
     }
     check "rhel9, a kernel without kernel-devel: exit 2 naming kernel-devel-<release>" rpm_refused "dnf install kernel-devel-5.14.0-1.el9.x86_64" \
         --distro rhel9 --kernel "$r1" --kernel 5.14.0-1.el9.x86_64 "${rpm_opts[@]}"
-    check "sles15: exit 2, the KMP macros build for every kernel in one rpmbuild" rpm_refused "in one rpmbuild" --distro sles15 --kernel "$r1"
+    # SLES: the KMP macros build for the one kernel /usr/src/linux-obj names
+    # (the fixture's macros.kernel-source with SLES 15's subpackage -n, as
+    # ci/test-rpm.sh makes it).
+    read -r _ _ rs <<<"$("$here/rpm-family-env.sh" releases "$k1")"
+    sed 's/-n %{-n\*}%{!-n:%name}-kmp -v/-n %{-n*}%{!-n:%name} -v/' "$fixtures/suse-kmp/macros.kernel-source" >"$work/macros.sles15"
+    in_sles() { "$here/rpm-family-env.sh" kmp "$work/sles-env" "$k1" -- "$@"; }
+    sles_opts=(--rpmbuild-option=--nodeps "--rpmbuild-option=--load=$work/macros.sles15"
+        "--rpmbuild-option=--define=dist %{nil}" "--rpmbuild-option=--define=ofa_kernel none")
+    mkdir -p "$work/kmps"
+    kmp_built() {
+        in_sles "$xtask" build-modules --distro sles15 --kernel "$rs" --out "$work/kmps" "${sles_opts[@]}" &&
+            ls "$work/kmps/nvidia_peer_memory-kmp-default-${version}_k$(echo "${rs%-default}" | tr - _)-1.x86_64.rpm" &&
+            [ "$(ls "$work/kmps" | wc -l)" = 3 ]
+    }
+    check "build-modules --distro sles15 --kernel $rs: the KMP, -common and -dkms" kmp_built
+    sles_refused() { local says=$1 rpm_env=in_sles; shift; rpm_refused "$says" --distro sles15 "${sles_opts[@]}" "$@"; }
+    check "sles15 with two kernels: exit 2, one service pack's kernel per build host" sles_refused "pass that kernel alone" --kernel "$rs" --kernel 6.4.0-1-default
+    check "sles15 with another kernel than linux-obj's: exit 2 naming kernel-default-devel" sles_refused "zypper install kernel-default-devel kernel-syms" --kernel 6.4.0-1-default
     check "fedora: exit 2 naming build-dkms" rpm_refused "build-dkms --distro fedora" --distro fedora --kernel "$r1"
 else
     echo "SKIP: the RHEL family's kmods per kernel: no kernel-srpm-macros in $fixtures"

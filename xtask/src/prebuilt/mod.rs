@@ -46,7 +46,8 @@ and the nvidia-peer-memory service package (dpkg-buildpackage of build-deb's sou
 a repository with `cargo xtask build-repo`.\n\n\
 RHEL family (--distro rhel9, or a RHEL-family host): build-srpm's source rpm is \
 rebuilt with this host's rpmbuild once per --kernel (kernel-devel in /usr/src/kernels), \
-each kmod-nvidia_peer_memory with the kernel in its release; -common and -dkms once.\n\n\
+each kmod-nvidia_peer_memory with the kernel in its release; -common and -dkms once. \
+SLES (--distro sles15): the one kernel /usr/src/linux-obj names (kernel-syms).\n\n\
 Exit status: 0 on success; 2 on bad input (a kernel without headers, MLNX_OFED's \
 symbols or a known flavour metapackage; a bad --kernel, --ofed-package or signing \
 option; unusable --out), with a message naming the fix, before anything is built; 1 on \
@@ -63,9 +64,9 @@ pub struct BuildModulesArgs {
     /// Directory the packages are written to (must exist and be writable).
     #[arg(long, value_name = "DIR", default_value = "/tmp")]
     pub out: PathBuf,
-    /// Target distribution: a deb id of packaging/distros.yaml (debian12,
-    /// ubuntu2404, ...). Default: this host's distribution when listed,
-    /// else debian12.
+    /// Target distribution: an id of packaging/distros.yaml (debian12,
+    /// ubuntu2404; rhel9, rocky9, sles15 for their kmod/KMP packages).
+    /// Default: this host's distribution when listed, else debian12.
     #[arg(long, value_name = "ID")]
     pub distro: Option<String>,
     /// Package release (the N in <version>-N). Default: `release` in
@@ -105,6 +106,9 @@ pub struct BuildModulesArgs {
     /// RHEL family: kernel build trees are <DIR>/<release> (kernel-devel).
     #[arg(long, value_name = "DIR", default_value = "/usr/src/kernels")]
     pub kernel_devel_root: PathBuf,
+    /// SLES: the KMP macros' kernel build trees, <DIR>/<cpu>/<flavor>.
+    #[arg(long, value_name = "DIR", default_value = "/usr/src/linux-obj")]
+    pub suse_obj_root: PathBuf,
     /// RHEL family: one more option for each rpmbuild --rebuild (repeatable),
     /// e.g. --rpmbuild-option=--define='ofa_kernel /usr/src/ofa_kernel/default'.
     #[arg(

@@ -3,9 +3,11 @@
 //! with the kernel in the kmod package's release (the spec's
 //! `kmod_kernel_tag`), so the kmod packages of several kernels differ and
 //! share a repository. `-common` and `-dkms` come once, from the first
-//! build. SUSE's KMP macros build for every installed kernel-devel in one
-//! rpmbuild, and Fedora has no prebuilt module: both are refused with
-//! what to run instead (README.md, "RPM fleets").
+//! build. SUSE's KMP macros build against the one kernel each flavour's
+//! /usr/src/linux-obj/<cpu>/<flavor> points to (kernel-syms: the service
+//! pack's kernel), and the KMP's name carries that kernel: one --kernel,
+//! which must be that one, per build host; a list spans service packs, so
+//! build hosts. Fedora has no prebuilt module: refused naming build-dkms.
 
 use super::BuildModulesArgs;
 use crate::bench_kmod::timed;
@@ -41,6 +43,10 @@ pub fn kernel_tag(release: &str) -> Result<String> {
 /// `cargo xtask build-modules --distro <rpm distro>`.
 pub fn build(args: &BuildModulesArgs, distro: &Distro) -> Result<()> {
     let (kernels, scratch) = check(args, distro).map_err(BadInput::wrap)?;
+    let kmp = distro
+        .rpm
+        .as_ref()
+        .is_some_and(|r| r.route == ModuleRoute::Kmp);
     let prepared = pipeline::prepare::<Srpm>(&Request {
         out: args.out.clone(),
         distro: Some(distro.id.clone()),
@@ -68,11 +74,14 @@ pub fn build(args: &BuildModulesArgs, distro: &Distro) -> Result<()> {
             .arg("--rebuild")
             .arg("--define")
             .arg(format!("_topdir {}", top.display()))
-            .arg("--define")
-            .arg(format!("kernel_version {kernel}"))
-            .arg("--define")
-            .arg(format!("kmod_kernel_tag {tag}"))
             .env("NVPM_RUST_CACHE", &core_cache);
+        if !kmp {
+            rpmbuild
+                .arg("--define")
+                .arg(format!("kernel_version {kernel}"))
+                .arg("--define")
+                .arg(format!("kmod_kernel_tag {tag}"));
+        }
         if let (Some(key), Some(cert)) = (&args.modsign_key, &args.modsign_cert) {
             rpmbuild
                 .args(["--with", "modsign", "--define"])
@@ -100,25 +109,28 @@ pub fn build(args: &BuildModulesArgs, distro: &Distro) -> Result<()> {
         eprint!("build-modules: {cost}");
         costs.push_str(&cost);
         let built = files_below(&top.join("RPMS"), "rpm")?;
-        let kmods: Vec<&PathBuf> = built
+        // The module package: kmod-<name>-<ver>-<rel>.<tag>, or SUSE's
+        // <name>-kmp-<flavor>-<ver>_k<kernel>-<rel>.
+        let is_module = |p: &PathBuf| {
+            let name = file_name(p);
+            if kmp {
+                name.contains("-kmp-")
+            } else {
+                name.starts_with("kmod-")
+            }
+        };
+        let modules: Vec<&PathBuf> = built
             .iter()
-            .filter(|p| {
-                file_name(p).starts_with("kmod-") && file_name(p).contains(&format!(".{tag}"))
-            })
+            .filter(|p| is_module(p) && (kmp || file_name(p).contains(&format!(".{tag}"))))
             .collect();
         ensure!(
-            kmods.len() == 1,
-            "rpmbuild for {kernel} made {} kmod packages with {tag} in their release, not one: {built:?}",
-            kmods.len()
+            modules.len() == 1,
+            "rpmbuild for {kernel} made {} module packages for it, not one: {built:?}",
+            modules.len()
         );
-        packages.push(kmods[0].clone());
+        packages.push(modules[0].clone());
         if index == 0 {
-            packages.extend(
-                built
-                    .iter()
-                    .filter(|p| !file_name(p).starts_with("kmod-"))
-                    .cloned(),
-            );
+            packages.extend(built.iter().filter(|p| !is_module(p)).cloned());
         }
     }
     let mut report = String::new();
@@ -149,15 +161,27 @@ fn check(
     let route = distro.rpm.as_ref().map(|r| r.route);
     match route {
         Some(ModuleRoute::Kmod) => {}
-        Some(ModuleRoute::Kmp) => bail!(
-            "--distro {}: SUSE's KMP macros build the module for every installed kernel-{}-devel in one rpmbuild; install those kernels' devel packages and run `cargo xtask build-srpm --distro {0}` and `rpmbuild --rebuild` once (README.md, \"RPM fleets\")",
-            distro.id,
-            distro
+        Some(ModuleRoute::Kmp) => {
+            let flavor = distro
                 .rpm
                 .as_ref()
                 .and_then(|r| r.flavor.as_deref())
-                .unwrap_or("default")
-        ),
+                .unwrap_or("default");
+            ensure!(
+                args.kernels.len() == 1,
+                "--distro {}: SUSE's KMP macros build for the one kernel of /usr/src/linux-obj (kernel-syms, the service pack's kernel) in one rpmbuild, and the KMP then serves that service pack's kernels; pass that kernel alone, and build for other service packs on their own build hosts",
+                distro.id
+            );
+            let obj = args.suse_obj_root.join(std::env::consts::ARCH).join(flavor);
+            let release = make_kernelrelease(&obj);
+            ensure!(
+                release.as_deref() == Some(args.kernels[0].as_str()),
+                "--kernel {}: this build host's KMP macros build for {} ({}); install that kernel's devel package and kernel-syms (zypper install kernel-{flavor}-devel kernel-syms), or run on a build host of its service pack",
+                args.kernels[0],
+                release.as_deref().unwrap_or("no kernel"),
+                obj.display()
+            );
+        }
         _ => bail!(
             "--distro {}: this distribution gets no prebuilt module package (its kernel moves too fast); use the DKMS package: cargo xtask build-dkms --distro {0}",
             distro.id
@@ -171,6 +195,7 @@ fn check(
         which("rpmbuild"),
         "rpmbuild is not installed; install rpm-build (dnf install rpm-build) on this build host"
     );
+    let kmp = route == Some(ModuleRoute::Kmp);
     let mut kernels: Vec<(String, String)> = Vec::new();
     for kernel in &args.kernels {
         ensure!(
@@ -178,12 +203,14 @@ fn check(
             "--kernel {kernel} is given twice"
         );
         let tag = kernel_tag(kernel)?;
-        let devel = args.kernel_devel_root.join(kernel);
-        ensure!(
-            devel.join("Makefile").is_file(),
-            "--kernel {kernel}: no kernel build tree at {}; install it on this build host (dnf install kernel-devel-{kernel})",
-            devel.display()
-        );
+        if !kmp {
+            let devel = args.kernel_devel_root.join(kernel);
+            ensure!(
+                devel.join("Makefile").is_file(),
+                "--kernel {kernel}: no kernel build tree at {}; install it on this build host (dnf install kernel-devel-{kernel})",
+                devel.display()
+            );
+        }
         kernels.push((kernel.clone(), tag));
     }
     for (option, file) in [
@@ -195,6 +222,18 @@ fn check(
         }
     }
     Ok((kernels, super::Scratch::new()?))
+}
+
+/// `make kernelrelease` of a kernel build tree, if it is one.
+fn make_kernelrelease(dir: &Path) -> Option<String> {
+    let out = Command::new("make")
+        .args(["-s", "-C"])
+        .arg(dir)
+        .arg("kernelrelease")
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !text.is_empty()).then_some(text)
 }
 
 fn which(tool: &str) -> bool {
