@@ -10,7 +10,7 @@ use crate::rdma::{self, Nic};
 use crate::registration::{self, Path};
 use crate::report::{Fact, Gpu, Problem, Report, Status};
 use crate::topology::{self, Distance};
-use crate::{consumers, iommu, memory, service};
+use crate::{consumers, iommu, memory, peer_clients, service};
 
 pub fn check(host: &Host) -> Report {
     let mut facts = Vec::new();
@@ -126,12 +126,38 @@ pub fn check(host: &Host) -> Report {
     ) {
         iommu_fact(dev, &mut facts);
     }
+    let (peer_clients, unreadable) = peer_clients::read(host);
+    facts.extend(peer_clients.iter().map(counters_fact));
+    // Informational: a counter that cannot be read changes no verdict.
+    facts.extend(
+        unreadable
+            .iter()
+            .map(|u| Fact::info("counters", u.path.display().to_string(), u.to_string())),
+    );
     Report {
         path,
         facts,
         gpus: summaries,
         nics,
+        peer_clients,
     }
+}
+
+/// What MLNX_OFED's core counts for one peer memory client.
+fn counters_fact(c: &peer_clients::PeerClient) -> Fact {
+    let count = |n: Option<u64>| n.map_or("?".to_owned(), |n| n.to_string());
+    Fact::info(
+        "counters",
+        &c.name,
+        format!(
+            "peer memory client {} (version {}): {} registrations live, {} bytes pinned, {} free callbacks (MLNX_OFED's counters)",
+            c.name,
+            c.version.as_deref().unwrap_or("?"),
+            count(c.live_registrations()),
+            count(c.pinned_bytes()),
+            count(c.free_callbacks()),
+        ),
+    )
 }
 
 fn numa(d: &PciDevice) -> String {

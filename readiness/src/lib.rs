@@ -11,6 +11,7 @@ pub mod iommu;
 pub mod memory;
 pub mod nvidia;
 pub mod pci;
+pub mod peer_clients;
 pub mod rdma;
 pub mod registration;
 pub mod render;

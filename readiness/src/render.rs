@@ -113,8 +113,89 @@ pub fn json(r: &Report) -> String {
             json_string(&n.address)
         );
     }
+    out.push_str("],\"peer_memory_clients\":[");
+    for (i, c) in r.peer_clients.iter().enumerate() {
+        let _ = write!(
+            out,
+            "{}{{\"name\":{},\"version\":{}",
+            if i > 0 { "," } else { "" },
+            json_string(&c.name),
+            opt_string(c.version.as_deref()),
+        );
+        for ((file, _), value) in crate::peer_clients::COUNTERS.iter().zip(c.counters) {
+            let _ = write!(
+                out,
+                ",{}:{}",
+                json_string(file),
+                value.map_or("null".to_owned(), |v| v.to_string())
+            );
+        }
+        out.push('}');
+    }
     out.push_str("]}\n");
     out
+}
+
+/// MLNX_OFED's per-client counters (peer_clients.rs), named by
+/// Prometheus' rules: base units, `_total` on counters, an `_info` metric
+/// for the version; live registrations and pinned bytes as gauges.
+fn peer_client_metrics(
+    r: &Report,
+    typed: &mut impl FnMut(&str, &str, &str, Vec<(String, String)>),
+) {
+    let per_client = |value: &dyn Fn(&crate::peer_clients::PeerClient) -> Option<u64>| {
+        r.peer_clients
+            .iter()
+            .filter_map(|c| {
+                Some((
+                    format!("{{client=\"{}\"}}", label(&c.name)),
+                    value(c)?.to_string(),
+                ))
+            })
+            .collect::<Vec<_>>()
+    };
+    typed(
+        "gpudirect_rdma_peer_memory_client_info",
+        "gauge",
+        "1 for each peer memory client MLNX_OFED's core lists in /sys/kernel/mm/memory_peers, with its version.",
+        r.peer_clients
+            .iter()
+            .map(|c| {
+                (
+                    format!(
+                        "{{client=\"{}\",version=\"{}\"}}",
+                        label(&c.name),
+                        label(c.version.as_deref().unwrap_or(""))
+                    ),
+                    "1".to_owned(),
+                )
+            })
+            .collect(),
+    );
+    typed(
+        "gpudirect_rdma_peer_memory_live_registrations",
+        "gauge",
+        "Memory regions registered through the client and not deregistered (num_alloc_mrs - num_dealloc_mrs).",
+        per_client(&|c| c.live_registrations()),
+    );
+    typed(
+        "gpudirect_rdma_peer_memory_pinned_bytes",
+        "gauge",
+        "GPU memory registered through the client and not deregistered (num_reg_bytes - num_dereg_bytes).",
+        per_client(&|c| c.pinned_bytes()),
+    );
+    for (i, (file, what)) in crate::peer_clients::COUNTERS.iter().enumerate() {
+        let name = format!(
+            "gpudirect_rdma_peer_memory_{}_total",
+            file.trim_start_matches("num_")
+        );
+        typed(
+            &name,
+            "counter",
+            &format!("MLNX_OFED's {file}: {what}, since the client registered."),
+            per_client(&|c| c.counters[i]),
+        );
+    }
 }
 
 /// A label value in the text exposition format: backslash, quote and
@@ -127,12 +208,15 @@ fn label(s: &str) -> String {
 
 pub fn prometheus(r: &Report) -> String {
     let mut out = String::new();
-    let mut metric = |name: &str, help: &str, samples: Vec<(String, String)>| {
+    let mut typed = |name: &str, kind: &str, help: &str, samples: Vec<(String, String)>| {
         let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} gauge");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
         for (labels, value) in samples {
             let _ = writeln!(out, "{name}{labels} {value}");
         }
+    };
+    let mut metric = |name: &str, help: &str, samples: Vec<(String, String)>| {
+        typed(name, "gauge", help, samples)
     };
     metric(
         "gpudirect_rdma_ready",
@@ -221,5 +305,6 @@ pub fn prometheus(r: &Report) -> String {
             })
             .collect(),
     );
+    peer_client_metrics(r, &mut typed);
     out
 }

@@ -169,6 +169,8 @@ pub struct Report {
     pub facts: Vec<Fact>,
     pub gpus: Vec<Gpu>,
     pub nics: Vec<crate::rdma::Nic>,
+    /// MLNX_OFED's per-client counters (empty without its core's sysfs).
+    pub peer_clients: Vec<crate::peer_clients::PeerClient>,
 }
 
 impl Report {
@@ -201,6 +203,7 @@ mod tests {
             facts: vec![Fact::ok("path", "node", "x")],
             gpus: vec![],
             nics: vec![],
+            peer_clients: vec![],
         };
         assert_eq!(r.exit_status(), READY);
         r.facts.push(Fact::problem(

@@ -38,6 +38,8 @@ fn node() -> Tree {
     );
     t.nvidia_open_580();
     t.mofed_with("nv_peer_mem");
+    // Three registrations of 2 MiB (32 pages of 64 KiB), one released.
+    t.counters("nv_mem", ["3", "1", "96", "32", "6291456", "2097152", "0"]);
     t.nvidia_smi("00000000:03:00.0, 40960\n");
     t
 }

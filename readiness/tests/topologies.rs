@@ -602,3 +602,59 @@ fn nccl_net_gdr_level_moves_the_cutoff() {
         ],
     );
 }
+
+/// MLNX_OFED's per-client counters: live registrations, pinned bytes and
+/// free callbacks in the human line, every counter in JSON and Prometheus;
+/// a leak shows as live registrations after the work is done.
+#[test]
+fn peer_memory_counters_are_reported_per_client() {
+    let t = eight_by_eight(0);
+    // 10 registrations of 1 MiB, 7 released: 3 live, 3 MiB pinned.
+    t.counters(
+        "nv_mem",
+        ["10", "7", "160", "112", "10485760", "7340032", "2"],
+    );
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 0, "{out}");
+    assert_line(
+        &out,
+        &[
+            "counters",
+            "nv_mem",
+            "version 1.4.0",
+            "3 registrations live",
+            "3145728 bytes pinned",
+            "2 free callbacks",
+        ],
+    );
+    let (_, prom) = t.run(&["--prometheus"]);
+    for line in [
+        "gpudirect_rdma_peer_memory_client_info{client=\"nv_mem\",version=\"1.4.0\"} 1",
+        "gpudirect_rdma_peer_memory_live_registrations{client=\"nv_mem\"} 3",
+        "gpudirect_rdma_peer_memory_pinned_bytes{client=\"nv_mem\"} 3145728",
+        "gpudirect_rdma_peer_memory_alloc_mrs_total{client=\"nv_mem\"} 10",
+        "gpudirect_rdma_peer_memory_free_callbacks_total{client=\"nv_mem\"} 2",
+        "# TYPE gpudirect_rdma_peer_memory_reg_bytes_total counter",
+    ] {
+        assert!(prom.lines().any(|l| l == line), "no `{line}` in:\n{prom}");
+    }
+    let (_, json) = t.run(&["--json"]);
+    assert!(
+        json.contains("\"peer_memory_clients\":[{\"name\":\"nv_mem\",\"version\":\"1.4.0\",\"num_alloc_mrs\":10,\"num_dealloc_mrs\":7,"),
+        "{json}"
+    );
+}
+
+/// A counter file that is not a number is named, and changes no verdict.
+#[test]
+fn a_malformed_counter_is_named_and_changes_nothing() {
+    let t = eight_by_eight(0);
+    t.counters(
+        "nv_mem",
+        ["10", "x7", "160", "112", "10485760", "7340032", "2"],
+    );
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 0, "{out}");
+    assert_line(&out, &["counters", "num_dealloc_mrs", "is not a count"]);
+    assert_line(&out, &["counters", "nv_mem", "? registrations live"]);
+}

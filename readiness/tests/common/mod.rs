@@ -166,6 +166,27 @@ impl Tree {
         self.write("sys/kernel/mm/memory_peers/nv_mem/version", "1.4.0\n");
     }
 
+    /// MLNX_OFED's counters for @client (backport 0271's files, in its
+    /// order: num_alloc_mrs, num_dealloc_mrs, num_reg_pages,
+    /// num_dereg_pages, num_reg_bytes, num_dereg_bytes, num_free_callbacks).
+    pub fn counters(&self, client: &str, values: [&str; 7]) {
+        let files = [
+            "num_alloc_mrs",
+            "num_dealloc_mrs",
+            "num_reg_pages",
+            "num_dereg_pages",
+            "num_reg_bytes",
+            "num_dereg_bytes",
+            "num_free_callbacks",
+        ];
+        for (file, value) in files.iter().zip(values) {
+            self.write(
+                &format!("sys/kernel/mm/memory_peers/{client}/{file}"),
+                format!("{value}\n"),
+            );
+        }
+    }
+
     /// The client unloaded: its module and the core's entry for it gone.
     pub fn unload(&self, name: &str) {
         fs::remove_dir_all(self.sys().join("module").join(name)).unwrap();
