@@ -308,7 +308,8 @@ install_test_unit() {
     install -D -m 0644 "$debs/update/nvpm-standin-mofed-${k1}_1-test_amd64.deb" "$t/debs/nvpm-standin-mofed-${k1}_1-test_amd64.deb" || return 1
     for k in "$k1" "$k2"; do
         install -D -m 0644 "$work/standins/$k/nvpm_scenarios.ko" "$t/$k/nvpm_scenarios.ko" &&
-        install -D -m 0644 "$work/standins/$k/nv_peer_mem_no_persistent.ko" "$t/$k/nv_peer_mem_no_persistent.ko" || return 1
+        install -D -m 0644 "$work/standins/$k/nv_peer_mem_no_persistent.ko" "$t/$k/nv_peer_mem_no_persistent.ko" &&
+        install -D -m 0644 "$work/standins/$k/mofed_config.h" "$t/$k/mofed_config.h" || return 1
     done
     mkdir -p "$tree/etc/systemd/system/multi-user.target.wants"
     ln -sf /etc/systemd/system/nvpm-image-test.service "$tree/etc/systemd/system/multi-user.target.wants/"

@@ -63,7 +63,7 @@ new_machine() {
 run_helper() {
     env PATH="$fake/bin:/usr/sbin:/sbin:/usr/bin:/bin" NV_PEER_MEM_SYSFS="$fake/sys" NV_PEER_MEM_CONF="$fake/conf" \
         NV_PEER_MEM_PROC="$fake/proc" NV_PEER_MEM_ROOT="$fake/root" NV_PEER_MEM_KVER="$kver" \
-        NV_PEER_MEM_KLOG="$fake/klog" sh "$helper" "$@"
+        NV_PEER_MEM_KLOG="$fake/klog" NV_PEER_MEM_DPKG_ADMINDIR="$fake/root/var/lib/dpkg" sh "$helper" "$@"
 }
 loaded() { [ -d "$fake/sys/module/$1" ]; }
 load() { mkdir -p "$fake/sys/module/$1"; }
@@ -158,7 +158,7 @@ without_kmod() {
     done
     env PATH="$bin" NV_PEER_MEM_SYSFS="$fake/sys" NV_PEER_MEM_CONF="$fake/conf" \
         NV_PEER_MEM_PROC="$fake/proc" NV_PEER_MEM_ROOT="$fake/root" NV_PEER_MEM_KVER="$kver" \
-        NV_PEER_MEM_KLOG="$fake/klog" sh "$helper" "$@" >"$fake/nokmod.out" 2>&1
+        NV_PEER_MEM_KLOG="$fake/klog" NV_PEER_MEM_DPKG_ADMINDIR="$fake/root/var/lib/dpkg" sh "$helper" "$@" >"$fake/nokmod.out" 2>&1
     echo "exit $?" >>"$fake/nokmod.out"
     cat "$fake/nokmod.out"
 }

@@ -60,6 +60,26 @@ pub const MOFED_CORE_FILES: [&str; 3] = [
     "include/rdma/peer_mem.h",
 ];
 
+/// The text of @member (a path below the tarball's top directory) of the
+/// MLNX_OFED tarball @tarball.
+pub fn mofed_member(tarball: &Path, member: &str) -> Result<String> {
+    let file = fs::File::open(tarball).with_context(|| format!("opening {}", tarball.display()))?;
+    let mut archive = tar::Archive::new(GzDecoder::new(file));
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        let inner: PathBuf = entry.path()?.components().skip(1).collect();
+        if inner == Path::new(member) {
+            let mut text = String::new();
+            entry.read_to_string(&mut text)?;
+            return Ok(text);
+        }
+    }
+    bail!(
+        "{} has no {member}: is it MLNX_OFED 25.10's mlnx-ofa_kernel source tarball?",
+        tarball.display()
+    )
+}
+
 /// Unpacks `MOFED_CORE_FILES` from the MLNX_OFED tarball: `peer_mem.c` and
 /// `ib_peer_mem.h` into `core_dir`, `rdma/peer_mem.h` into
 /// `include_dir/rdma/`. Files already identical are left alone, so Kbuild

@@ -31,7 +31,7 @@ pub const SHARED_PACKAGING_FILES: [&str; 3] =
 /// gpudirect-rdma-check as the packages build it: the crate's sources
 /// (not its tests) and its manual page. `readiness_files_are_listed` keeps
 /// the list in step with readiness/src/.
-pub const READINESS_FILES: [&str; 18] = [
+pub const READINESS_FILES: [&str; 19] = [
     "readiness/Cargo.toml",
     "readiness/gpudirect-rdma-check.8",
     "readiness/src/check.rs",
@@ -44,6 +44,7 @@ pub const READINESS_FILES: [&str; 18] = [
     "readiness/src/memory.rs",
     "readiness/src/nvidia.rs",
     "readiness/src/pci.rs",
+    "readiness/src/peer_clients.rs",
     "readiness/src/rdma.rs",
     "readiness/src/registration.rs",
     "readiness/src/render.rs",

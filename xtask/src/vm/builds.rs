@@ -3,6 +3,7 @@
 //! (kmod/tests/vm), the scenario driver, and nv_peer_mem.ko itself with kmod/'s own Makefile.
 
 use super::command::run;
+use super::mofed_config;
 use super::sync::{sync_bytes, sync_file, sync_tree};
 use crate::{fixtures, workspace};
 use anyhow::{Result, bail};
@@ -90,7 +91,38 @@ pub fn build_doubles(
     // against; its peer_mem.c and ib_peer_mem.h go beside the HCA driver.
     let ofa_dir = work.join("ofa_kernel");
     let ofa_inc = ofa_dir.join("include");
-    fixtures::unpack_mofed_core(mofed, &src.join("peer_core"), &ofa_inc)?;
+    // The core as MLNX_OFED builds it: its sources from the fixture, its
+    // backport 0271 applied, its switches decided for this kernel
+    // (mofed_config.rs); nothing of ours in peer_mem.c.
+    let fixture_core = work.join("mofed-core");
+    fixtures::unpack_mofed_core(mofed, &fixture_core, &ofa_inc)?;
+    let patch_text = fixtures::mofed_member(mofed, mofed_config::BACKPORT)?;
+    let patch = work.join("mofed-core/0271.patch");
+    sync_bytes(&patch, patch_text.as_bytes())?;
+    let patched = work.join("mofed-core/peer_mem.patched.c");
+    mofed_config::apply(&fixture_core.join("peer_mem.c"), &patch, &patched)?;
+    sync_file(&patched, &src.join("peer_core/peer_mem.c"))?;
+    sync_file(
+        &fixture_core.join("ib_peer_mem.h"),
+        &src.join("peer_core/ib_peer_mem.h"),
+    )?;
+    let m4 = fixtures::mofed_member(mofed, mofed_config::RDMA_M4)?;
+    let defined = mofed_config::decide(kdir, work, &m4, &patch_text)?;
+    let config = mofed_config::config_h(&mofed_config::switches(&patch_text), &defined);
+    println!(
+        "==> [{kver}] MLNX_OFED's configure for backport 0271: {}",
+        config
+            .lines()
+            .skip(1)
+            .map(|l| l
+                .trim_start_matches("#define ")
+                .trim_end_matches(" 1")
+                .replace("/* #undef ", "!")
+                .replace(" */", ""))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    sync_bytes(&src.join("peer_core/mofed_config.h"), config.as_bytes())?;
     kbuild(
         kdir,
         &src.join("nv_p2p_double"),

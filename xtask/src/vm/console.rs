@@ -13,6 +13,7 @@ use std::time::Duration;
 /// prints a line (guest crashed, hung, init broke) counts as failed.
 pub const SCENARIOS: &[&str] = &[
     "load",
+    "memory_peers",
     "register",
     "acquire",
     "lifecycle",
@@ -20,6 +21,7 @@ pub const SCENARIOS: &[&str] = &[
     "dma_map_refusals",
     "page_table_version",
     "invalidate",
+    "peer_counters",
     "free_during_get",
     "nc",
     "inject",

@@ -54,6 +54,12 @@ pub fn make_initramfs(
         fs::copy(from, root.join("lib/nvpm").join(name))
             .with_context(|| format!("copying {}", from.display()))?;
     }
+    // MLNX_OFED's configure decisions for the core (scenarios.sh reads them).
+    fs::copy(
+        d.src_dir.join("peer_core/mofed_config.h"),
+        root.join("lib/nvpm/mofed_config.h"),
+    )
+    .context("copying the core's mofed_config.h")?;
     for (from, to) in extra {
         let to = root.join(to);
         fs::create_dir_all(to.parent().expect("a path in the image"))?;

@@ -16,6 +16,7 @@ mod command;
 mod console;
 mod initramfs;
 mod kernel_image;
+mod mofed_config;
 mod mutants;
 mod nvidia;
 mod oracle;

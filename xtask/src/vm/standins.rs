@@ -72,6 +72,11 @@ pub fn vm_standins_command(args: &VmStandinsArgs) -> Result<()> {
         &out.join("ofa_kernel"),
     )?;
     copy_provider(&mods.nv_dir, "nvidia/nv-p2p.h", &out.join("nvidia"))?;
+    // How MLNX_OFED's configure built the core, for the guest's scenarios.
+    sync_file(
+        &mods.src_dir.join("peer_core/mofed_config.h"),
+        &out.join("mofed_config.h"),
+    )?;
     println!("Built: the stand-ins for {kver} in {}", out.display());
     Ok(())
 }

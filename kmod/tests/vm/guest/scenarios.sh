@@ -61,6 +61,56 @@ settled_slab_kb() {
 	done
 	echo "$least"
 }
+# MLNX_OFED's per-client directory (issue 25, docs/readiness.md "Peer
+# memory counters"): what NCCL and UCX test for. The core creates it where
+# MLNX_OFED's configure defined HAVE_MM_KOBJ_EXPORTED for this kernel; the
+# host put its decisions in $M/mofed_config.h (xtask/src/vm/mofed_config.rs).
+peer_file() { cat "/sys/kernel/mm/memory_peers/$1/$2" 2>/dev/null; }
+mofed_sysfs() { grep -q '^#define HAVE_MM_KOBJ_EXPORTED 1' "$M/mofed_config.h" 2>/dev/null; }
+memory_peers_check() {
+	mv=$(cat /sys/module/nv_peer_mem/version 2>/dev/null)
+	if [ -z "$mv" ]; then
+		report memory_peers FAIL "/sys/module/nv_peer_mem/version is missing (UCX tests it)"
+	elif [ ! -f "$M/mofed_config.h" ]; then
+		report memory_peers FAIL "$M/mofed_config.h is missing: the host did not say how MLNX_OFED's core was configured"
+	elif mofed_sysfs; then
+		v=$(peer_file nv_mem version) vnc=$(peer_file nv_mem_nc version)
+		if [ "$v" = "$mv" ] && [ "$vnc" = "$mv" ]; then
+			report memory_peers PASS "memory_peers/nv_mem/version and nv_mem_nc/version say $mv, as /sys/module/nv_peer_mem/version: NCCL and UCX find the client"
+		else
+			report memory_peers FAIL "memory_peers/nv_mem/version '$v', nv_mem_nc/version '$vnc', /sys/module/nv_peer_mem/version '$mv'"
+		fi
+	elif [ -e /sys/kernel/mm/memory_peers ]; then
+		report memory_peers FAIL "/sys/kernel/mm/memory_peers exists, though MLNX_OFED's configure left HAVE_MM_KOBJ_EXPORTED undefined"
+	else
+		report memory_peers PASS "no /sys/kernel/mm/memory_peers: this kernel does not export mm_kobj, so MLNX_OFED's core (HAVE_MM_KOBJ_EXPORTED undefined) creates none and NCCL finds no nv_mem; /sys/module/nv_peer_mem/version ($mv) is there for UCX"
+	fi
+}
+# peer_counters_check F0 F1: 3 registrations of 64 KiB through nv_mem and
+# their release move MLNX_OFED's counters by exactly that; the invalidate
+# scenario's free callbacks (F0 before it, F1 after) are counted.
+peer_counters_check() {
+	if ! mofed_sysfs; then
+		report peer_counters PASS "no counters to read: MLNX_OFED's core has no sysfs on this kernel (see memory_peers)"
+		return
+	fi
+	a0=$(peer_file nv_mem num_alloc_mrs) d0=$(peer_file nv_mem num_dealloc_mrs)
+	rb0=$(peer_file nv_mem num_reg_bytes) db0=$(peer_file nv_mem num_dereg_bytes)
+	if ! ctl "hold 3"; then
+		report peer_counters FAIL "${RESULT#FAIL }"
+		return
+	fi
+	a1=$(peer_file nv_mem num_alloc_mrs) rb1=$(peer_file nv_mem num_reg_bytes)
+	ctl drop
+	d2=$(peer_file nv_mem num_dealloc_mrs) db2=$(peer_file nv_mem num_dereg_bytes)
+	got="alloc_mrs +$((a1 - a0)), reg_bytes +$((rb1 - rb0)), dealloc_mrs +$((d2 - d0)), dereg_bytes +$((db2 - db0)), free_callbacks $1 -> $2"
+	if [ $((a1 - a0)) = 3 ] && [ $((d2 - d0)) = 3 ] && [ $((rb1 - rb0)) = 196608 ] && [ $((db2 - db0)) = 196608 ] && [ "$2" -gt "$1" ]; then
+		report peer_counters PASS "3 registrations of 64 KiB and their release: $got"
+	else
+		report peer_counters FAIL "want alloc/dealloc +3, reg/dereg bytes +196608, more free callbacks; got $got"
+	fi
+}
+
 # invalid_param name value: loading with it must fail with EINVAL, say why
 # in the kernel log and leave no client registered
 invalid_param() {
@@ -119,13 +169,17 @@ else
 fi
 
 if loaded; then
+	memory_peers_check
 	scenario register "run register"
 	scenario acquire "run acquire"
 	scenario lifecycle "run lifecycle"
 	scenario several "run several"
 	scenario dma_map_refusals "run dma_map_refusals"
 	scenario page_table_version "run page_table_version"
+	f0=$(peer_file nv_mem num_free_callbacks)
 	scenario invalidate "run invalidate"
+	f1=$(peer_file nv_mem num_free_callbacks)
+	peer_counters_check "${f0:-0}" "${f1:-0}"
 	scenario free_during_get "run free_during_get"
 	scenario nc "run nc"
 	scenario inject "run inject"
