@@ -433,7 +433,9 @@ fn consumer_facts(host: &Host, path: Path, dmabuf: bool, facts: &mut Vec<Fact>) 
                 path.name(),
                 seen(&consumers::NCCL_FILES)
             ),
-            Some("MLNX_OFED's PeerDirect core creates /sys/kernel/mm/memory_peers/nv_mem/version for the nv_mem client: use an MLNX_OFED build that does (its backport 0271), or nvidia_peermem".to_owned()),
+            // docs/readiness.md, "Peer memory counters": MLNX_OFED's core
+            // has the files only where the kernel exports mm_kobj.
+            Some("MLNX_OFED's PeerDirect core creates /sys/kernel/mm/memory_peers/nv_mem/version for the nv_mem client only on kernels that export mm_kobj (its configure's HAVE_MM_KOBJ_EXPORTED; Debian's 6.12 does not): on this kernel load nvidia_peermem instead (NCCL tests /sys/module/nvidia_peermem/version), or register through DMA-BUF".to_owned()),
         ),
         (true, false) => Fact::info("nccl", "node", "NCCL finds no GPUDirect RDMA support (no peer-memory file, no DMA-BUF)"),
     });

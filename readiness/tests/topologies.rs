@@ -43,11 +43,38 @@ fn eight_by_eight(acs_ctl: u16) -> Tree {
     t
 }
 
+/// The files NCCL and UCX find when nv_peer_mem serves above MLNX_OFED's
+/// core with its sysfs (common.rs `client`).
+const NCCL_FILES: &str =
+    "NCCL finds GPUDirect RDMA support: /sys/kernel/mm/memory_peers/nv_mem/version";
+const UCX_FILES: &str = "UCX finds GPUDirect RDMA support: /sys/kernel/mm/memory_peers/nv_mem/version, /sys/module/nv_peer_mem/version";
+
+/// NCCL's and UCX's decisions, which every modelled topology states (issue
+/// 25 item 3; rules and sources in docs/diagnostics.md, "NCCL and UCX"):
+/// the node's nccl line, the GPU's pair line where it has a NIC, the ucx
+/// line.
+fn consumers_decide(out: &str, nccl: &str, pair: Option<(&str, &str)>, ucx: &str) {
+    assert_line(out, &["nccl", nccl]);
+    if let Some((gpu, says)) = pair {
+        assert_line(out, &["nccl", gpu, says]);
+    }
+    assert_line(out, &["ucx", ucx]);
+}
+
 #[test]
 fn eight_gpus_each_beside_its_nic_is_ready_through_nv_peer_mem() {
     let t = eight_by_eight(0);
     let (status, out) = t.run(&[]);
     assert_eq!(status, 0, "{out}");
+    consumers_decide(
+        &out,
+        NCCL_FILES,
+        Some((
+            "0000:12:00.0",
+            "NCCL uses GPUDirect RDMA with mlx5_0 (PIX within PXB",
+        )),
+        UCX_FILES,
+    );
     for i in 0..8u32 {
         let bus = if i < 4 { 0 } else { 0x80 };
         let gpu = format!("0000:{:02x}:00.0", 0x10 * (i % 4 + 1) + bus + 2);
@@ -86,6 +113,16 @@ fn acs_redirect_on_a_switch_port_is_named_with_its_fix() {
     let t = eight_by_eight(0x001d); // SrcValid ReqRedir CmpltRedir UpstreamFwd
     let (status, out) = t.run(&[]);
     assert_eq!(status, 5, "{out}");
+    // NCCL decides by path type, not ACS: it still uses GPUDirect RDMA.
+    consumers_decide(
+        &out,
+        NCCL_FILES,
+        Some((
+            "0000:12:00.0",
+            "NCCL uses GPUDirect RDMA with mlx5_0 (PIX within PXB",
+        )),
+        UCX_FILES,
+    );
     // the GPU-side downstream port of the first pair
     assert_line(
         &out,
@@ -111,6 +148,15 @@ fn a_nic_on_the_other_socket_is_sys_and_nccl_will_not_use_it() {
     t.mofed_with("nv_peer_mem");
     let (status, out) = t.run(&[]);
     assert_eq!(status, 6, "{out}");
+    consumers_decide(
+        &out,
+        NCCL_FILES,
+        Some((
+            "0000:01:00.0",
+            "NCCL does not use GPUDirect RDMA with mlx5_0: SYS is beyond PXB",
+        )),
+        UCX_FILES,
+    );
     assert_line(
         &out,
         &[
@@ -136,6 +182,15 @@ fn separate_root_ports_are_phb() {
     t.mofed_with("nv_peer_mem");
     let (status, out) = t.run(&[]);
     assert_eq!(status, 6, "{out}");
+    consumers_decide(
+        &out,
+        NCCL_FILES,
+        Some((
+            "0000:01:00.0",
+            "NCCL does not use GPUDirect RDMA with mlx5_0: PHB is beyond PXB",
+        )),
+        UCX_FILES,
+    );
     assert_line(&out, &["WARN", "distance", "is PHB"]);
     // both root ports are on the path and are checked for ACS
     assert_line(&out, &["ok", "acs", "0000:00:01.0"]);
@@ -152,6 +207,15 @@ fn a_translating_iommu_is_named_with_iommu_pt() {
     );
     let (status, out) = t.run(&[]);
     assert_eq!(status, 5, "{out}");
+    consumers_decide(
+        &out,
+        NCCL_FILES,
+        Some((
+            "0000:12:00.0",
+            "NCCL uses GPUDirect RDMA with mlx5_0 (PIX within PXB",
+        )),
+        UCX_FILES,
+    );
     assert_line(&out, &["WARN", "iommu", "0000:12:00.0", "DMA-FQ"]);
     assert_line(
         &out,
@@ -202,6 +266,17 @@ fn a_bar1_smaller_than_gpu_memory_is_a_warning() {
     t.nvidia_smi("00000000:03:00.0, 40960\n");
     let (status, out) = t.run(&[]);
     assert_eq!(status, 6, "{out}");
+    // Under one switch: PIX (NCCL counts the switch as one hop); BAR1
+    // does not enter NCCL's decision.
+    consumers_decide(
+        &out,
+        NCCL_FILES,
+        Some((
+            "0000:03:00.0",
+            "NCCL uses GPUDirect RDMA with mlx5_0 (PIX within PXB",
+        )),
+        UCX_FILES,
+    );
     assert_line(
         &out,
         &["WARN", "bar1", "0000:03:00.0", "BAR1 is 256 MiB", "40 GiB"],
@@ -236,6 +311,13 @@ fn the_probed_cloud_vm_has_dmabuf_but_no_nic() {
     t.nvidia_smi("00000000:00:06.0, 81559\n");
     let (status, out) = t.run(&[]);
     assert_eq!(status, 3, "{out}");
+    // No NIC, so no pair; both would register through DMA-BUF.
+    consumers_decide(
+        &out,
+        "NCCL finds GPUDirect RDMA support through DMA-BUF",
+        None,
+        "UCX finds GPUDirect RDMA support through DMA-BUF",
+    );
     assert_line(&out, &["FAIL", "nic", "no RDMA device"]);
     assert_line(
         &out,
@@ -278,6 +360,12 @@ fn inbox_rdma_with_dmabuf_is_ready_without_a_peer_client() {
     t.kallsyms(&[("ib_umem_dmabuf_get", "ib_uverbs")]);
     let (status, out) = t.run(&[]);
     assert_eq!(status, 0, "{out}");
+    consumers_decide(
+        &out,
+        "NCCL finds GPUDirect RDMA support through DMA-BUF",
+        None,
+        "UCX finds GPUDirect RDMA support through DMA-BUF",
+    );
     assert_line(
         &out,
         &["ok", "path", "DMA-BUF", "needs no peer memory client"],
@@ -335,6 +423,15 @@ fn a_gpu_the_open_module_does_not_drive_blocks_dmabuf() {
     t.bind(old, "nvidia");
     let (status, out) = t.run(&[]);
     assert_eq!(status, 0, "{out}");
+    consumers_decide(
+        &out,
+        "NCCL finds GPUDirect RDMA support through DMA-BUF",
+        Some((
+            "0000:05:00.0",
+            "NCCL uses GPUDirect RDMA with mlx5_0 (PIX within PXB",
+        )),
+        "UCX finds GPUDirect RDMA support through DMA-BUF",
+    );
 }
 
 #[test]
@@ -352,6 +449,15 @@ fn the_proprietary_driver_without_mofed_has_no_path() {
     t.kallsyms(&[("ib_umem_dmabuf_get", "ib_uverbs")]);
     let (status, out) = t.run(&[]);
     assert_eq!(status, 4, "{out}");
+    consumers_decide(
+        &out,
+        "NCCL finds no GPUDirect RDMA support (no peer-memory file, no DMA-BUF)",
+        Some((
+            "0000:01:00.0",
+            "NCCL does not use GPUDirect RDMA with mlx5_0: it finds no GPUDirect RDMA support",
+        )),
+        "UCX finds no GPUDirect RDMA support",
+    );
     assert_line(
         &out,
         &["dmabuf", "proprietary kernel module", "open kernel module"],
@@ -366,6 +472,8 @@ fn no_nvidia_driver_has_no_path() {
     let (status, out) = t.run(&[]);
     // nv_peer_mem is loaded above the core, but the driver is not
     assert_eq!(status, 4, "{out}");
+    // NCCL's test is the file alone (gdr.cc), which MLNX_OFED's core keeps.
+    consumers_decide(&out, NCCL_FILES, None, UCX_FILES);
     assert_line(&out, &["FAIL", "driver", "not loaded"]);
     assert_line(&out, &["fix: modprobe nvidia"]);
     assert_line(&out, &["FAIL", "path", "no path"]);
@@ -377,6 +485,12 @@ fn both_peer_clients_loaded_is_a_conflict() {
     t.client("nvidia_peermem");
     let (status, out) = t.run(&[]);
     assert_eq!(status, 4, "{out}");
+    consumers_decide(
+        &out,
+        "NCCL finds GPUDirect RDMA support: /sys/kernel/mm/memory_peers/nv_mem/version, /sys/module/nvidia_peermem/version",
+        None,
+        "UCX finds GPUDirect RDMA support: /sys/kernel/mm/memory_peers/nv_mem/version, /sys/module/nvidia_peermem/version, /sys/module/nv_peer_mem/version",
+    );
     assert_line(&out, &["FAIL", "clients", "both loaded"]);
 }
 
@@ -482,6 +596,15 @@ fn an_unloaded_nv_peer_mem_brings_the_helpers_diagnosis() {
     let (status, out) = t.run_with(&[], &env);
     assert_eq!(status, 4, "{out}");
     assert_line(&out, &["FAIL", "path", "no path"]);
+    consumers_decide(
+        &out,
+        "NCCL finds no GPUDirect RDMA support (no peer-memory file, no DMA-BUF)",
+        Some((
+            "0000:12:00.0",
+            "NCCL does not use GPUDirect RDMA with mlx5_0: it finds no GPUDirect RDMA support",
+        )),
+        "UCX finds no GPUDirect RDMA support",
+    );
     assert_line(
         &out,
         &["fix: load the peer memory client: systemctl start nv_peer_mem"],
@@ -508,6 +631,15 @@ fn mofed_without_a_client_serves_through_dmabuf() {
     t.unload("nv_peer_mem");
     let (status, out) = t.run(&[]);
     assert_eq!(status, 0, "{out}");
+    consumers_decide(
+        &out,
+        "NCCL finds GPUDirect RDMA support through DMA-BUF",
+        Some((
+            "0000:12:00.0",
+            "NCCL uses GPUDirect RDMA with mlx5_0 (PIX within PXB",
+        )),
+        "UCX finds GPUDirect RDMA support through DMA-BUF",
+    );
     assert_line(
         &out,
         &["ok", "path", "DMA-BUF", "no peer memory client is loaded"],
