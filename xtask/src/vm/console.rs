@@ -30,6 +30,7 @@ pub const SCENARIOS: &[&str] = &[
     "bench",
     "no_slab_growth",
     "rmmod_busy",
+    "memory_peers_unload",
     "late_callback",
     "unregister",
     "load_cycles",

@@ -221,6 +221,16 @@ if loaded; then
 		report rmmod_busy FAIL "${RESULT#FAIL }"
 	fi
 	loaded && rmmod nv_peer_mem
+	# What NCCL and UCX test for goes with the module.
+	left=
+	for f in /sys/module/nv_peer_mem /sys/kernel/mm/memory_peers/nv_mem /sys/kernel/mm/memory_peers/nv_mem_nc; do
+		[ -e $f ] && left="$left $f"
+	done
+	if [ -n "$left" ]; then
+		report memory_peers_unload FAIL "left after rmmod nv_peer_mem:$left"
+	else
+		report memory_peers_unload PASS "rmmod took /sys/module/nv_peer_mem and memory_peers/nv_mem, nv_mem_nc away"
+	fi
 
 	# --- a late free callback racing with rmmod ----------------------
 	# acquire's probe unpin fails (nvidia.ko 535: -ENOMEM before RM): "not
