@@ -197,12 +197,31 @@ cp peer_core/Module.symvers "$dest/Module.symvers"
 cp ofa/include/rdma/peer_mem.h "$dest/include/rdma/peer_mem.h"
 SH
     chmod 0755 "$src/post-build.sh"
+    # As MLNX_OFED's DKMS build runs its configure for each kernel: the
+    # core's mofed_config.h (vm-standins' decisions for $k1) gets the one
+    # switch that differs between the test's kernels redone for the kernel
+    # being built, by LB_CHECK_SYMBOL_EXPORT's rule (mm_kobj in that
+    # kernel's Module.symvers; docs/testing.md, "The core's backport and
+    # its switches": the compiled tests agree on both kernels).
+    cat >"$src/configure.sh" <<'SH'
+#!/bin/sh
+# configure.sh KERNEL_BUILD_DIR: HAVE_MM_KOBJ_EXPORTED for that kernel.
+set -e
+cfg=peer_core/mofed_config.h
+if grep -qE '[[:space:]]mm_kobj[[:space:]]' "$1/Module.symvers"; then
+	sed -i 's|^/\* #undef HAVE_MM_KOBJ_EXPORTED \*/$|#define HAVE_MM_KOBJ_EXPORTED 1|' $cfg
+else
+	sed -i 's|^#define HAVE_MM_KOBJ_EXPORTED 1$|/* #undef HAVE_MM_KOBJ_EXPORTED */|' $cfg
+fi
+grep -q 'HAVE_MM_KOBJ_EXPORTED' $cfg
+SH
+    chmod 0755 "$src/configure.sh"
     cat >"$src/dkms.conf" <<'CONF'
 # ci/test-image.sh: stand-in for MLNX_OFED's mlnx-ofed-kernel DKMS module.
 PACKAGE_NAME="mlnx-ofed-kernel"
 PACKAGE_VERSION="99.0"
 AUTOINSTALL="yes"
-MAKE[0]="make -C ${kernel_source_dir} M=${dkms_tree}/${PACKAGE_NAME}/${PACKAGE_VERSION}/build/peer_core NVPM_OFA_INC=${dkms_tree}/${PACKAGE_NAME}/${PACKAGE_VERSION}/build/ofa/include NVPM_CORE_NAME=ib_core modules"
+MAKE[0]="sh configure.sh ${kernel_source_dir} && make -C ${kernel_source_dir} M=${dkms_tree}/${PACKAGE_NAME}/${PACKAGE_VERSION}/build/peer_core NVPM_OFA_INC=${dkms_tree}/${PACKAGE_NAME}/${PACKAGE_VERSION}/build/ofa/include NVPM_CORE_NAME=ib_core modules"
 CLEAN="true"
 BUILT_MODULE_NAME[0]="ib_core"
 BUILT_MODULE_LOCATION[0]="peer_core/"
