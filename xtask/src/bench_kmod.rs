@@ -10,6 +10,7 @@
 //! temporary directory, so the checkout's own build is left alone.
 
 use crate::bench_kmod_report::{Figures, Step, core_compile_seconds, report};
+use crate::tool;
 use crate::workspace;
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
@@ -201,7 +202,7 @@ fn copy_kmod(work: &Path) -> Result<PathBuf> {
     for part in KMOD_PARTS {
         cp.arg(from.join(part));
     }
-    run(cp.arg(&to))?;
+    tool::stdout(cp.arg(&to))?;
     std::fs::write(to.join("VERSION"), format!("{}\n", workspace::version()))?;
     Ok(to)
 }
@@ -209,12 +210,14 @@ fn copy_kmod(work: &Path) -> Result<PathBuf> {
 /// Another installed kernel whose Rust flag set (kmod/scripts/rust-flags.sh)
 /// equals `kver`'s, so its build reuses `kver`'s cached core.
 fn same_flags_kernel(kmod: &Path, kver: &str) -> Result<Option<String>> {
-    let rustc = run(Command::new("sh").arg(kmod.join("scripts/find-rustc.sh")))?;
+    let rustc = tool::stdout(Command::new("sh").arg(kmod.join("scripts/find-rustc.sh")))?;
     let flags = |k: &str| -> Result<String> {
-        run(Command::new("sh")
-            .arg(kmod.join("scripts/rust-flags.sh"))
-            .arg(kdir(k).join(".config"))
-            .arg(rustc.trim()))
+        tool::stdout(
+            Command::new("sh")
+                .arg(kmod.join("scripts/rust-flags.sh"))
+                .arg(kdir(k).join(".config"))
+                .arg(rustc.trim()),
+        )
     };
     let want = flags(kver)?;
     for other in installed_kernels() {
@@ -273,12 +276,14 @@ pub(crate) fn timed(cmd: Command, what: &str) -> Result<Step> {
 /// text, data (size(1)) and the file size with debug info stripped.
 fn sizes(ko: &Path, work: &Path) -> Result<(u64, u64, u64)> {
     let stripped = work.join("stripped.ko");
-    run(Command::new("strip")
-        .arg("--strip-debug")
-        .arg("-o")
-        .arg(&stripped)
-        .arg(ko))?;
-    let (text, data, _bss) = parse_size(&run(Command::new("size").arg(&stripped))?)?;
+    tool::stdout(
+        Command::new("strip")
+            .arg("--strip-debug")
+            .arg("-o")
+            .arg(&stripped)
+            .arg(ko),
+    )?;
+    let (text, data, _bss) = parse_size(&tool::stdout(Command::new("size").arg(&stripped))?)?;
     let file = std::fs::metadata(&stripped)?.len();
     std::fs::remove_file(&stripped).ok();
     Ok((text, data, file))
@@ -302,7 +307,9 @@ fn installed_kernels() -> Vec<String> {
 }
 
 fn default_kver() -> Result<String> {
-    let running = run(Command::new("uname").arg("-r"))?.trim().to_string();
+    let running = tool::stdout(Command::new("uname").arg("-r"))?
+        .trim()
+        .to_string();
     if kdir(&running).join("Makefile").exists() {
         return Ok(running);
     }
@@ -333,14 +340,6 @@ fn parse_size(output: &str) -> Result<(u64, u64, u64)> {
         [text, data, bss] => Ok((text, data, bss)),
         _ => bail!("unexpected output of size(1): {line}"),
     }
-}
-
-fn run(cmd: &mut Command) -> Result<String> {
-    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
-    if !out.status.success() {
-        bail!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn tempdir() -> Result<PathBuf> {

@@ -24,6 +24,7 @@ mod tar_gz_entries;
 mod tarball;
 #[cfg(test)]
 mod tidy;
+mod tool;
 mod vm;
 mod workspace;
 

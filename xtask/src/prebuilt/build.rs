@@ -9,9 +9,13 @@ use super::kernel::{Arch, Kernel};
 use super::prerequisites::{NvidiaSource, OfedTree, provider};
 use crate::bench_kmod::timed;
 use crate::dkms_package::tree_files::TreeFile;
+use crate::tool;
 use anyhow::{Context, Result, bail, ensure};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// What to install when modinfo or modprobe cannot run.
+const KMOD: &str = "modinfo and modprobe come with kmod (apt install kmod)";
 
 /// A module built for one kernel, with what it cost.
 pub struct BuiltModule {
@@ -95,11 +99,12 @@ pub fn build(
         kernel.release,
         step.output
     );
-    let vermagic = tool_output(
+    let vermagic = tool::stdout(
         Command::new("modinfo")
             .args(["-F", "vermagic"])
             .arg(&ko_path),
-    )?;
+    )
+    .context(KMOD)?;
     ensure!(
         vermagic.split_whitespace().next() == Some(kernel.release.as_str()),
         "nv_peer_mem.ko built for {} has vermagic {:?}; the build tree at {} is another kernel's",
@@ -117,7 +122,7 @@ pub fn build(
     } else {
         format!("{}-linux-gnu-strip", kernel.arch.machine())
     };
-    tool_output(Command::new(&strip).arg("--strip-debug").arg(&ko_path))?;
+    tool::stdout(Command::new(&strip).arg("--strip-debug").arg(&ko_path))?;
     if let Some(sign) = modsign {
         let sign_file = kernel.build_dir.join("scripts/sign-file");
         ensure!(
@@ -125,14 +130,15 @@ pub fn build(
             "--modsign-key: {} is missing; install the kernel's build tools (Debian: linux-kbuild-<version>)",
             sign_file.display()
         );
-        tool_output(
+        tool::stdout(
             Command::new(&sign_file)
                 .arg(kernel.signature_hash())
                 .arg(&sign.key)
                 .arg(&sign.cert)
                 .arg(&ko_path),
         )?;
-        let signer = tool_output(Command::new("modinfo").args(["-F", "signer"]).arg(&ko_path))?;
+        let signer = tool::stdout(Command::new("modinfo").args(["-F", "signer"]).arg(&ko_path))
+            .context(KMOD)?;
         ensure!(
             !signer.trim().is_empty(),
             "sign-file ran but modinfo finds no signer in the module for {}",
@@ -154,7 +160,8 @@ pub fn build(
 /// its provider; refuses a module that imports the PeerDirect core with
 /// another CRC than MLNX_OFED's build exports (it would not load).
 fn imports(ko: &Path, ofed: &OfedTree, nvidia: &NvidiaSource) -> Result<Vec<String>> {
-    let versions = tool_output(Command::new("modprobe").arg("--dump-modversions").arg(ko))?;
+    let versions =
+        tool::stdout(Command::new("modprobe").arg("--dump-modversions").arg(ko)).context(KMOD)?;
     let ofed_symvers_path = ofed.dir.join("Module.symvers");
     let ofed_symvers = std::fs::read_to_string(&ofed_symvers_path)?;
     let nv_symvers = match &nvidia.symvers {
@@ -220,20 +227,6 @@ fn normalize_crc(crc: &str) -> String {
         Ok(value) => format!("0x{value:08x}"),
         Err(_) => crc.trim().to_owned(),
     }
-}
-
-fn tool_output(cmd: &mut Command) -> Result<String> {
-    let out = cmd
-        .output()
-        .with_context(|| format!("running {:?} (install kmod)", cmd.get_program()))?;
-    if !out.status.success() {
-        bail!(
-            "{:?} failed: {}",
-            cmd,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[cfg(test)]

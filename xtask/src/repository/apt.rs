@@ -6,9 +6,10 @@
 //! served repository.
 
 use super::gpg::{self, Signature};
-use super::{replace_file, tool};
+use super::replace_file;
 use crate::error::BadInput;
 use crate::files_below::files_below;
+use crate::tool::stdout as tool;
 use anyhow::{Context, Result, bail};
 use flate2::{Compression, GzBuilder};
 use std::collections::BTreeSet;

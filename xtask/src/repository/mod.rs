@@ -17,7 +17,6 @@ use crate::workspace;
 use anyhow::{Context, Result, bail, ensure};
 use stage::Stage;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// `build-repo --help`'s description.
 pub const BUILD_LONG_ABOUT: &str = "Put packages into a repository that nodes install \
@@ -206,20 +205,6 @@ fn same_bytes(a: &Path, b: &Path) -> Result<bool> {
 /// over it): the staged repository shares inodes with the served one.
 pub fn replace_file(path: &Path, bytes: &[u8]) -> Result<()> {
     crate::tarball::write_atomically(path, bytes)
-}
-
-/// Runs a tool, returning its stdout; fails with its stderr.
-fn tool(cmd: &mut Command) -> Result<String> {
-    let out = cmd
-        .output()
-        .with_context(|| format!("running {:?}", cmd.get_program()))?;
-    ensure!(
-        out.status.success(),
-        "{:?} failed: {}",
-        cmd,
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// What was done and how nodes use the repository.

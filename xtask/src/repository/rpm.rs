@@ -6,8 +6,8 @@
 //! packages give the same metadata.
 
 use super::gpg::{self, Signature};
-use super::tool;
 use crate::error::BadInput;
+use crate::tool::stdout as tool;
 use anyhow::{Context, Result, bail};
 use std::path::Path;
 use std::process::Command;

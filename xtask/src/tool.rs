@@ -1,0 +1,20 @@
+//! Running a tool of the build host for its output: stdout when it
+//! succeeds, else an error with the command and its stderr.
+
+use anyhow::{Context, Result, ensure};
+use std::process::Command;
+
+/// @cmd's stdout; fails with the command and its stderr when it cannot
+/// run or exits non-zero.
+pub fn stdout(cmd: &mut Command) -> Result<String> {
+    let out = cmd
+        .output()
+        .with_context(|| format!("running {:?}", cmd.get_program()))?;
+    ensure!(
+        out.status.success(),
+        "{:?} failed: {}",
+        cmd,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
