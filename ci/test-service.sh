@@ -60,8 +60,9 @@ new_machine() {
     # DKMS without a build of anything (the host's own DKMS state stays out).
     printf '#!/bin/sh\nexit 0\n' >"$fake/bin/dkms"; chmod +x "$fake/bin/dkms"
 }
+# $wrap (unset: nothing) runs before the helper, e.g. a timeout.
 run_helper() {
-    env PATH="$fake/bin:/usr/sbin:/sbin:/usr/bin:/bin" NV_PEER_MEM_SYSFS="$fake/sys" NV_PEER_MEM_CONF="$fake/conf" \
+    ${wrap:-} env PATH="$fake/bin:/usr/sbin:/sbin:/usr/bin:/bin" NV_PEER_MEM_SYSFS="$fake/sys" NV_PEER_MEM_CONF="$fake/conf" \
         NV_PEER_MEM_PROC="$fake/proc" NV_PEER_MEM_ROOT="$fake/root" NV_PEER_MEM_KVER="$kver" \
         NV_PEER_MEM_KLOG="$fake/klog" NV_PEER_MEM_DPKG_ADMINDIR="$fake/root/var/lib/dpkg" sh "$helper" "$@"
 }
@@ -196,6 +197,30 @@ deprecation_only_for_tegra() {
     ! grep -v 'Tegra' "$fake/deprecation" && ! grep -Ei 'deprecates|nv_peer_mem is built on|discrete GPUs? (is|are) deprecated' "$fake/deprecation"
 }
 check "inbox ib_core: no deprecation claimed beyond Tegra" deprecation_only_for_tegra
+
+# A module that finishes loading while /proc/kallsyms is read can hide
+# other modules' lines from that one read (docs/diagnostics.md, "Reading
+# /proc/kallsyms"): kallsyms here is a FIFO whose first read lacks the
+# symbol and whose second has it, as a read that raced a module load.
+kallsyms_race() {
+    new_machine; load ib_core; load nvidia; load nv_peer_mem
+    rm -f "$fake/proc/kallsyms" && mkfifo "$fake/proc/kallsyms" || return 1
+    # Each printf opens the FIFO anew and waits for a reader; the pause
+    # lets the first reader see its end of file before the second opens.
+    {
+        printf 'ffffffffc0a01000 T ib_register_client\t[ib_core]\n' >"$fake/proc/kallsyms"
+        sleep 1
+        printf 'ffffffffc0a01000 T ib_register_peer_memory_client\t[ib_core]\n' >"$fake/proc/kallsyms"
+    } 2>/dev/null &
+    local writer=$!
+    # A third read would wait for a writer forever: timeout ends it.
+    wrap="timeout 30" run_helper status >"$fake/status" 2>&1
+    local rc=$?
+    kill "$writer" 2>/dev/null; wait "$writer" 2>/dev/null
+    [ "$rc" = 0 ] || { echo "status exited $rc, want 0"; cat "$fake/status"; return 1; }
+    grep -q 'has the peer memory API' "$fake/status" || { cat "$fake/status"; return 1; }
+}
+check "kallsyms read while a module loads: a first read without the symbol is read again" kallsyms_race
 
 new_machine; load nvidia_peermem
 check "nvidia_peermem loaded: says so and how to choose" status_says 3 "nvidia_peermem .* is loaded.*modprobe -r nvidia_peermem.*systemctl disable nv_peer_mem"

@@ -99,6 +99,42 @@ pub fn serving(f: &Facts) -> Path {
     }
 }
 
+/// The kernel symbols the path decision reads from /proc/kallsyms.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct KernelSymbols {
+    peer_core: bool,
+    dmabuf: bool,
+}
+
+/// How often /proc/kallsyms is read before a symbol counts as absent.
+const KALLSYMS_READS: usize = 3;
+
+/// The symbols found in any of up to `KALLSYMS_READS` reads of kallsyms
+/// (`read` reads it once). One read can miss a module's lines while
+/// another module finishes loading (docs/diagnostics.md, "Reading
+/// /proc/kallsyms"); the race never invents a line, so what one read
+/// shows is there, and only what every read lacks is absent.
+fn kernel_symbols(
+    mut read: impl FnMut() -> Result<String, Unreadable>,
+) -> Result<KernelSymbols, Unreadable> {
+    let mut found = KernelSymbols::default();
+    for _ in 0..KALLSYMS_READS {
+        for line in read()?.lines() {
+            // `<address> <type> <name>[\t[<module>]]`; the names are there
+            // for every reader (only the addresses are hidden from non-root).
+            match line.split_whitespace().nth(2).unwrap_or("") {
+                "ib_register_peer_memory_client" => found.peer_core = true,
+                "ib_umem_dmabuf_get" => found.dmabuf = true,
+                _ => {}
+            }
+        }
+        if found.peer_core && found.dmabuf {
+            break;
+        }
+    }
+    Ok(found)
+}
+
 /// Reads the facts that come from the kernel (the driver and GPUs are
 /// read by their own modules and passed in).
 pub fn read(
@@ -107,19 +143,8 @@ pub fn read(
     gpus: Vec<(String, bool)>,
 ) -> Result<Facts, Unreadable> {
     let kallsyms = host.proc_path("kallsyms");
-    let text = Host::text(&kallsyms)?;
-    let mut peer_core = false;
-    let mut kernel_dmabuf = false;
-    for line in text.lines() {
-        // `<address> <type> <name>[\t[<module>]]`; the names are there for
-        // every reader (only the addresses are hidden from non-root).
-        let name = line.split_whitespace().nth(2).unwrap_or("");
-        match name {
-            "ib_register_peer_memory_client" => peer_core = true,
-            "ib_umem_dmabuf_get" => kernel_dmabuf = true,
-            _ => {}
-        }
-    }
+    let symbols = kernel_symbols(|| Host::text(&kallsyms))?;
+    let (peer_core, kernel_dmabuf) = (symbols.peer_core, symbols.dmabuf);
     let module = |name: &str| Host::exists(&host.sys_path(&format!("module/{name}")));
     Ok(Facts {
         nv_peer_mem_loaded: module("nv_peer_mem"),
@@ -137,6 +162,52 @@ pub fn read(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reads that return `texts` in turn, counting them.
+    fn reads<'a>(
+        texts: &'a [&'a str],
+        count: &'a mut usize,
+    ) -> impl FnMut() -> Result<String, Unreadable> + 'a {
+        move || {
+            let text = texts[(*count).min(texts.len() - 1)];
+            *count += 1;
+            Ok(text.to_owned())
+        }
+    }
+
+    #[test]
+    fn kallsyms_read_that_raced_a_module_load_is_read_again() {
+        let raced = "ffffffffc0a01000 T ib_register_client\t[ib_core]";
+        let whole = "ffffffffc0a01000 T ib_register_client\t[ib_core]\n\
+                     ffffffffc0a02000 T ib_register_peer_memory_client\t[ib_core]\n\
+                     ffffffffc0b01000 T ib_umem_dmabuf_get\t[ib_uverbs]";
+        let mut count = 0;
+        let found = kernel_symbols(reads(&[raced, whole], &mut count)).unwrap();
+        assert_eq!(
+            found,
+            KernelSymbols {
+                peer_core: true,
+                dmabuf: true
+            }
+        );
+        assert_eq!(count, 2, "stops reading once both symbols are seen");
+    }
+
+    #[test]
+    fn kallsyms_symbol_absent_only_when_every_read_lacks_it() {
+        let inbox = "ffffffffc0a01000 T ib_register_client\t[ib_core]\n\
+                     ffffffffc0b01000 T ib_umem_dmabuf_get\t[ib_uverbs]";
+        let mut count = 0;
+        let found = kernel_symbols(reads(&[inbox], &mut count)).unwrap();
+        assert_eq!(
+            found,
+            KernelSymbols {
+                peer_core: false,
+                dmabuf: true
+            }
+        );
+        assert_eq!(count, KALLSYMS_READS);
+    }
 
     fn open(version: &str) -> Option<Driver> {
         Some(Driver {
