@@ -10,6 +10,8 @@
 #      cargo xtask bench-kmod     build cost and size beside the C module
 #                                 (figures; fails only if a build fails)
 #   4. ci/test-service.sh         the service helper and its status diagnoses
+#   4b. ci/test-monitoring.sh     where fleets look: the NHC check under the
+#                                 real NHC, node_exporter and promtool
 #   5. ci/test-rpm.sh             build-srpm, rpmbuild --rebuild, rpmlint
 #   6. ci/test-deb.sh             build-deb, dpkg-buildpackage, lintian, DKMS
 #   7. ci/test-dkms.sh            build-dkms's deb and rpm: lint, the comparison
@@ -91,6 +93,7 @@ suite "cargo test" cargo test --workspace --locked
 suite "module builds" bash ci/test-kmod.sh
 suite "module build cost (figures)" cargo xtask bench-kmod
 suite "service helper" bash ci/test-service.sh
+suite "fleet monitoring" bash ci/test-monitoring.sh
 suite "rpm route" bash ci/test-rpm.sh
 suite "deb route" bash ci/test-deb.sh
 suite "dkms packages" bash ci/test-dkms.sh

@@ -136,6 +136,7 @@ pub fn check(host: &Host) -> Report {
     );
     Report {
         path,
+        dmabuf,
         facts,
         gpus: summaries,
         nics,

@@ -6,10 +6,13 @@
 pub mod check;
 pub mod config_space;
 pub mod consumers;
+pub mod health;
 pub mod host;
 pub mod iommu;
 pub mod memory;
+pub mod nfd;
 pub mod nvidia;
+pub mod output_file;
 pub mod pci;
 pub mod peer_clients;
 pub mod rdma;

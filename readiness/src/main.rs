@@ -1,31 +1,51 @@
 //! The command line: which form to print; the exit status is the report's
 //! (docs/readiness.md, "Exit statuses").
 
+use readiness::health::{self, Expected};
 use readiness::host::Host;
-use readiness::report::USAGE;
-use readiness::{check, render};
+use readiness::report::{Report, USAGE};
+use readiness::{check, nfd, output_file, render};
 use std::io::Write;
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 const HELP: &str = "\
 gpudirect-rdma-check: can this node do GPUDirect RDMA, by which path, and what stands in the way
 
-Usage: gpudirect-rdma-check [--json | --prometheus]
+Usage: gpudirect-rdma-check [--json | --prometheus | --health [--nccl]] [--expect PATH]
+       gpudirect-rdma-check [--textfile DIR] [--nfd DIR [--nfd-expiry SECONDS]] [--expect PATH]
 
 Reads sysfs, procfs and (when installed) nvidia-smi's memory sizes; changes
-nothing. Run it as root: ACS settings are in the part of PCI config space
-only root can read.
+nothing but the files it is told to write. Run it as root: ACS settings are
+in the part of PCI config space only root can read.
 
 Output:
   (default)     one line per fact; a problem's line is followed by its fix
   --json        the same facts as JSON (schema gpudirect-rdma-check/1)
-  --prometheus  Prometheus text format, for node_exporter's textfile
-                collector (gpudirect_rdma_* metrics)
+  --prometheus  Prometheus text format (gpudirect_rdma_* metrics)
+  --health      one line for a node health check (NHC, Slurm's drain
+                reason): ok, or the fact in the way and its fix; exit 0
+                or 1. NCCL's distance and BAR1 count only with --nccl
+  --expect PATH the path this site expects: peer (nv_peer_mem or
+                nvidia_peermem), dmabuf (DMA-BUF can serve) or any (the
+                default); another path is a no_path problem
+  --textfile DIR  write the Prometheus form to DIR/gpudirect_rdma.prom for
+                node_exporter's textfile collector (Debian's directory:
+                /var/lib/prometheus/node-exporter)
+  --nfd DIR     write Node Feature Discovery labels to DIR/gpudirect-rdma
+                (NFD's directory: /etc/kubernetes/node-feature-discovery/features.d)
+  --nfd-expiry SECONDS  the labels expire this long after the run unless
+                renewed (default 600)
+Files are replaced atomically (a dotfile in DIR, then renamed); with
+--textfile or --nfd nothing is printed and the exit status is 0 when every
+file was written, 1 when one could not be (docs/monitoring.md).
 
 Exit status:
   0  ready: a path registers GPU memory and nothing stands in the way
   2  bad command line
   3  nothing to check: no NVIDIA GPU or no RDMA device
-  4  no path registers GPU memory for RDMA (no peer client, no DMA-BUF)
+  4  no path registers GPU memory for RDMA (no peer client, no DMA-BUF),
+     or not the path --expect names
   5  peer-to-peer traffic is redirected (ACS) or translated (IOMMU)
   6  it works, but NCCL's defaults will not use it or it is capped
      (GPU-to-NIC distance beyond PXB, BAR1 smaller than GPU memory)
@@ -44,33 +64,115 @@ enum Form {
     Human,
     Json,
     Prometheus,
+    Health,
+}
+
+/// What the command line asks for.
+struct Args {
+    form: Form,
+    nccl: bool,
+    expect: Expected,
+    textfile: Option<PathBuf>,
+    nfd: Option<PathBuf>,
+    nfd_expiry: u64,
+}
+
+fn usage(message: &str) -> ! {
+    eprintln!("gpudirect-rdma-check: {message}; see gpudirect-rdma-check --help");
+    std::process::exit(USAGE);
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        form: Form::Human,
+        nccl: false,
+        expect: Expected::Any,
+        textfile: None,
+        nfd: None,
+        nfd_expiry: 600,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = |what: &str| {
+            args.next()
+                .unwrap_or_else(|| usage(&format!("{arg} needs {what}")))
+        };
+        match arg.as_str() {
+            "--json" => a.form = Form::Json,
+            "--prometheus" => a.form = Form::Prometheus,
+            "--health" => a.form = Form::Health,
+            "--nccl" => a.nccl = true,
+            "--expect" => {
+                let v = value("peer, dmabuf or any");
+                a.expect = Expected::parse(&v).unwrap_or_else(|| {
+                    usage(&format!("--expect {v}: expected peer, dmabuf or any"))
+                });
+            }
+            "--textfile" => a.textfile = Some(PathBuf::from(value("a directory"))),
+            "--nfd" => a.nfd = Some(PathBuf::from(value("a directory"))),
+            "--nfd-expiry" => {
+                let v = value("a number of seconds");
+                a.nfd_expiry = v.parse().ok().filter(|s| *s > 0).unwrap_or_else(|| {
+                    usage(&format!("--nfd-expiry {v}: expected seconds, more than 0"))
+                });
+            }
+            "-h" | "--help" => {
+                print!("{HELP}");
+                std::process::exit(0);
+            }
+            other => usage(&format!("unknown argument `{other}`")),
+        }
+    }
+    if a.nccl && !matches!(a.form, Form::Health) {
+        usage("--nccl goes with --health");
+    }
+    if (a.textfile.is_some() || a.nfd.is_some()) && !matches!(a.form, Form::Human) {
+        usage(
+            "--textfile and --nfd write files and print nothing: leave out --json, --prometheus and --health",
+        );
+    }
+    a
+}
+
+/// Writes the files asked for; the exit status is 1 when one could not be.
+fn write_files(a: &Args, report: &Report) -> i32 {
+    let mut status = 0;
+    let mut write = |dir: &PathBuf, name: &str, contents: Result<String, String>| {
+        let written = contents.and_then(|c| output_file::write_atomically(dir, name, &c));
+        if let Err(e) = written {
+            eprintln!("gpudirect-rdma-check: {e}");
+            status = 1;
+        }
+    };
+    if let Some(dir) = &a.textfile {
+        write(dir, "gpudirect_rdma.prom", Ok(render::prometheus(report)));
+    }
+    if let Some(dir) = &a.nfd {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        write(dir, nfd::FILE_NAME, nfd::file(report, now + a.nfd_expiry));
+    }
+    status
 }
 
 fn main() {
-    let mut form = Form::Human;
-    for arg in std::env::args().skip(1) {
-        match arg.as_str() {
-            "--json" => form = Form::Json,
-            "--prometheus" => form = Form::Prometheus,
-            "-h" | "--help" => {
-                print!("{HELP}");
-                return;
-            }
-            other => {
-                eprintln!(
-                    "gpudirect-rdma-check: unknown argument `{other}`; see gpudirect-rdma-check --help"
-                );
-                std::process::exit(USAGE);
-            }
-        }
+    let a = parse_args();
+    let mut report = check::check(&Host::from_env());
+    health::expect(&mut report, a.expect);
+    if a.textfile.is_some() || a.nfd.is_some() {
+        std::process::exit(write_files(&a, &report));
     }
-    let report = check::check(&Host::from_env());
-    let text = match form {
-        Form::Human => render::human(&report),
-        Form::Json => render::json(&report),
-        Form::Prometheus => render::prometheus(&report),
+    let (text, status) = match a.form {
+        Form::Human => (render::human(&report), report.exit_status()),
+        Form::Json => (render::json(&report), report.exit_status()),
+        Form::Prometheus => (render::prometheus(&report), report.exit_status()),
+        Form::Health => (
+            health::line(&report, a.nccl) + "\n",
+            i32::from(health::failing_fact(&report, a.nccl).is_some()),
+        ),
     };
     // A closed stdout (`| head`) ends quietly, with the report's status.
     let _ = std::io::stdout().write_all(text.as_bytes());
-    std::process::exit(report.exit_status());
+    std::process::exit(status);
 }

@@ -166,6 +166,8 @@ pub struct Gpu {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
     pub path: crate::registration::Path,
+    /// DMA-BUF can serve on this node (whether or not it is the path).
+    pub dmabuf: bool,
     pub facts: Vec<Fact>,
     pub gpus: Vec<Gpu>,
     pub nics: Vec<crate::rdma::Nic>,
@@ -200,6 +202,7 @@ mod tests {
     fn the_first_kind_of_problem_decides_the_exit_status() {
         let mut r = Report {
             path: Path::DmaBuf,
+            dmabuf: true,
             facts: vec![Fact::ok("path", "node", "x")],
             gpus: vec![],
             nics: vec![],
