@@ -7,8 +7,9 @@
 //! A thin route over the packaging pipeline (pipeline/): besides the source
 //! tree every route ships, the tarball holds `debian/`, rendered from
 //! debian/ (see render.rs for the rules), plus
-//! `debian/nvidia-peer-memory.nv_peer_mem.service`, a copy of the unit, so
-//! that dh_installsystemd installs it where each release expects units.
+//! `debian/nvidia-peer-memory.<unit>`, copies of the units of packaging/
+//! (nv_peer_mem.service, gpudirect-rdma-check's service and timer), so
+//! that dh_installsystemd installs them where each release expects units.
 
 use crate::bench_writer::{BenchArgs, bench_writer};
 use crate::distro::{Distro, Family};
@@ -156,13 +157,20 @@ pub fn debian_files(context: &tera::Context) -> Result<Vec<RenderedFile>> {
             ..f
         })
         .collect();
-    let unit = "packaging/nv_peer_mem.service";
-    files.push(RenderedFile {
-        path: format!("debian/{SOURCE_PACKAGE}.nv_peer_mem.service"),
-        contents: std::fs::read_to_string(workspace::path(unit))
-            .with_context(|| format!("reading {unit}; restore it from git"))?,
-        executable: false,
-    });
+    // dh_installsystemd finds units as debian/<package>.<unit>.
+    for unit in [
+        "nv_peer_mem.service",
+        "gpudirect-rdma-check.service",
+        "gpudirect-rdma-check.timer",
+    ] {
+        let source = format!("packaging/{unit}");
+        files.push(RenderedFile {
+            path: format!("debian/{SOURCE_PACKAGE}.{unit}"),
+            contents: std::fs::read_to_string(workspace::path(&source))
+                .with_context(|| format!("reading {source}; restore it from git"))?,
+            executable: false,
+        });
+    }
     Ok(files)
 }
 

@@ -24,25 +24,37 @@ use std::process::{Child, Command, Stdio};
 /// The boot helper the systemd unit runs, as shipped in `packaging/`.
 pub const HELPER_NAME: &str = "nv_peer_mem-service";
 
-/// Files of packaging/ that every route ships and every package installs.
-pub const SHARED_PACKAGING_FILES: [&str; 3] =
-    ["nv_peer_mem.conf", "nv_peer_mem.service", HELPER_NAME];
+/// Files of packaging/ that every route ships and every package installs:
+/// the boot service, its helper and configuration; gpudirect-rdma-check's
+/// timer, its service and options, and the NHC check (docs/monitoring.md).
+pub const SHARED_PACKAGING_FILES: [&str; 7] = [
+    "nv_peer_mem.conf",
+    "nv_peer_mem.service",
+    HELPER_NAME,
+    "gpudirect-rdma-check.service",
+    "gpudirect-rdma-check.timer",
+    "gpudirect-rdma-check.default",
+    "nvpm_gpudirect.nhc",
+];
 
 /// gpudirect-rdma-check as the packages build it: the crate's sources
 /// (not its tests) and its manual page. `readiness_files_are_listed` keeps
 /// the list in step with readiness/src/.
-pub const READINESS_FILES: [&str; 19] = [
+pub const READINESS_FILES: [&str; 22] = [
     "readiness/Cargo.toml",
     "readiness/gpudirect-rdma-check.8",
     "readiness/src/check.rs",
     "readiness/src/config_space.rs",
     "readiness/src/consumers.rs",
+    "readiness/src/health.rs",
     "readiness/src/host.rs",
     "readiness/src/iommu.rs",
     "readiness/src/lib.rs",
     "readiness/src/main.rs",
     "readiness/src/memory.rs",
+    "readiness/src/nfd.rs",
     "readiness/src/nvidia.rs",
+    "readiness/src/output_file.rs",
     "readiness/src/pci.rs",
     "readiness/src/peer_clients.rs",
     "readiness/src/rdma.rs",
