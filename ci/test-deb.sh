@@ -161,9 +161,14 @@ prerm_invokes() {  # prerm_invokes ARG: the deb-systemd-invoke calls of "prerm A
     unshare --mount sh -c "mount -t tmpfs nvpm-run /run && mkdir -p /run/systemd/system && PATH='$d/bin':\$PATH sh '$d/prerm' '$1'" >>"$work/log" 2>&1 || return 1
     cat "$d/invoked"
 }
-prerm_stops_on_remove() { test "$(prerm_invokes remove)" = "stop nv_peer_mem.service"; }
+# nv_peer_mem.service first (debian/nvidia-peer-memory.prerm), then
+# debhelper's snippet for gpudirect-rdma-check.timer.
+prerm_stops_on_remove() {
+    test "$(prerm_invokes remove)" = "stop nv_peer_mem.service
+stop gpudirect-rdma-check.timer"
+}
 prerm_stops_nothing() { local out; out=$(prerm_invokes "$1") && test -z "$out"; }
-check "prerm remove stops nv_peer_mem.service (its ExecStop unloads the module)" prerm_stops_on_remove
+check "prerm remove stops nv_peer_mem.service (its ExecStop unloads the module), then gpudirect-rdma-check.timer" prerm_stops_on_remove
 for arg in upgrade failed-upgrade deconfigure; do
     check "prerm $arg stops nothing (an upgrade keeps the module loaded)" prerm_stops_nothing "$arg"
 done
