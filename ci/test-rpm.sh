@@ -285,9 +285,17 @@ for id in $rpm_ids; do
     rpm -qpl "$common" >"$work/$id-common.txt" 2>>"$work/log"
     for path in /etc/infiniband/nv_peer_mem.conf /usr/lib/systemd/system/nv_peer_mem.service \
         /usr/libexec/nv_peer_mem/nv_peer_mem-service /usr/lib/systemd/system-preset/50-nv_peer_mem.preset \
-        /usr/sbin/gpudirect-rdma-check /usr/share/man/man8/gpudirect-rdma-check.8.gz; do
+        /usr/sbin/gpudirect-rdma-check /usr/share/man/man8/gpudirect-rdma-check.8.gz \
+        /usr/lib/systemd/system/gpudirect-rdma-check.service /usr/lib/systemd/system/gpudirect-rdma-check.timer \
+        /etc/sysconfig/gpudirect-rdma-check /etc/nhc/scripts/nvpm_gpudirect.nhc; do
         check "$id: -common has $path" grep -qxF "$path" "$work/$id-common.txt"
     done
+    # The timer is off until the administrator enables it (docs/monitoring.md):
+    # no preset names it; its options and the NHC check are the admin's.
+    check "$id: no preset enables gpudirect-rdma-check; its options and NHC check are %config(noreplace)" sh -c \
+        "! rpm2cpio '$common' | cpio -i --quiet --to-stdout ./usr/lib/systemd/system-preset/50-nv_peer_mem.preset | grep -q gpudirect &&
+         rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' '$common' | grep -qx 'cn /etc/sysconfig/gpudirect-rdma-check' &&
+         rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' '$common' | grep -qx 'cn /etc/nhc/scripts/nvpm_gpudirect.nhc'"
     check "$id: -common's preset enables nv_peer_mem.service" sh -c \
         "rpm2cpio '$common' | cpio -i --quiet --to-stdout ./usr/lib/systemd/system-preset/50-nv_peer_mem.preset | grep -qx 'enable nv_peer_mem.service'"
     check "$id: nv_peer_mem.conf is %config(noreplace)" sh -c \
