@@ -50,6 +50,22 @@ else
 fi
 apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
 
+# Slurm and munge for ci/test-monitoring.sh's drain-and-resume scenario,
+# which runs its own daemons on its own ports and files: installed with
+# their daemons kept from starting (a policy-rc.d that refuses, unless the
+# machine already has one; removed again only if it is ours).
+if ! command -v slurmd >/dev/null || ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
+  echo "==> Slurm and munge (daemons not started)"
+  ours=
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 0755 /usr/sbin/policy-rc.d && ours=1
+  fi
+  installed=0
+  apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null || installed=$?
+  [ -z "$ours" ] || rm -f /usr/sbin/policy-rc.d
+  [ "$installed" = 0 ] || exit "$installed"
+fi
+
 echo "==> NVIDIA 535 driver sources (nv-p2p.h), unpacked, not installed"
 bash "$here/fetch-nvidia-src.sh" >/dev/null
 echo "==> host ready"

@@ -389,7 +389,7 @@ check "disk image (mke2fs -d)" make_disk
 check "kernel and initrd of $k1 from the image's /boot" kernel_from_image "$k1"
 lap "disk"
 boot "$k1" onboot service_loaded_module journal_says_loaded loaded_is_dkms_build loaded_is_signed providers_are_standins \
-    status_loaded status_diagnoses_loaded systemctl_status_loaded readiness_booted service_stop --vm-scenarios
+    status_loaded status_diagnoses_loaded systemctl_status_loaded readiness_booted timer_writes_files service_stop --vm-scenarios
 lap "boot onboot"
 boot "$k1" onboot-no not_loaded_onboot_no journal_says_onboot_no status_onboot_no systemctl_status_onboot_no \
     inbox_ib_core_loaded inbox_start_fails status_inbox systemctl_status_inbox no_splat_inbox \

@@ -242,7 +242,7 @@ fn nhc(t: &Tree, check: &str, binary: &Path) -> (i32, String) {
     let out = Command::new("bash")
         .arg(nhc_tree.join("nhc"))
         .args(["-D", conf.to_str().unwrap(), "-t", "60"])
-        .args(["LOGFILE=", "MARK_OFFLINE=0", "SYSCONFIGDIR=/nonexistent"])
+        .args(["LOGFILE=-", "MARK_OFFLINE=0", "SYSCONFIGDIR=/nonexistent"])
         .env("NV_PEER_MEM_SYSFS", t.sys())
         .env("NV_PEER_MEM_PROC", t.root.join("proc"))
         .env("NV_PEER_MEM_SERVICE", "/nonexistent/nv_peer_mem-service")
@@ -465,5 +465,29 @@ fn node_exporter_serves_the_textfile_and_promtool_finds_nothing_to_fix() {
             scraped.lines().any(|l| l == line),
             "{line:?} not scraped:\n{scraped}"
         );
+    }
+}
+
+/// The two trees of ci/test-monitoring.sh's Slurm scenario, left on disk
+/// under `NVPM_EXPORT_TREES`: `not-ready` (DMA-BUF serves, the site expects
+/// a peer memory client) and `ready` (nv_peer_mem serves); the scenario
+/// repairs the node by pointing its tree link at `ready`.
+#[test]
+#[ignore = "writes trees for ci/test-monitoring.sh's Slurm scenario"]
+fn export_trees_for_the_slurm_scenario() {
+    let out = env_path("NVPM_EXPORT_TREES");
+    fs::create_dir_all(&out).unwrap();
+    for (name, tree) in [
+        ("not-ready", inbox("export-not-ready")),
+        ("ready", pair("export-ready", 0, false)),
+    ] {
+        let _ = fs::remove_dir_all(out.join(name));
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(&tree.root)
+            .arg(out.join(name))
+            .status()
+            .unwrap();
+        assert!(status.success());
     }
 }
