@@ -491,3 +491,32 @@ fn export_trees_for_the_slurm_scenario() {
         assert!(status.success());
     }
 }
+
+/// What could not be read is never a pass in the files either: the
+/// metrics say not ready with the `unreadable` problem, the labels too.
+#[test]
+fn an_unreadable_tree_is_not_ready_in_the_textfile_and_the_labels() {
+    let t = pair("files-unreadable", 0, false);
+    fs::remove_file(t.root.join("proc/kallsyms")).unwrap();
+    let dir = scratch(&t, "out");
+    let (status, _) = t.run(&[
+        "--textfile",
+        dir.to_str().unwrap(),
+        "--nfd",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(status, 0);
+    let metrics = fs::read_to_string(dir.join("gpudirect_rdma.prom")).unwrap();
+    for line in [
+        "gpudirect_rdma_ready 0",
+        "gpudirect_rdma_problem{problem=\"unreadable\"} 1",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "{line:?} not in:\n{metrics}"
+        );
+    }
+    let labels = fs::read_to_string(dir.join("gpudirect-rdma")).unwrap();
+    assert!(labels.contains("gpudirect-rdma.ready=false\n"), "{labels}");
+    assert!(labels.contains("gpudirect-rdma.problem="), "{labels}");
+}
