@@ -165,6 +165,10 @@ fetch_debs() {
 }
 check "prometheus-node-exporter and prometheus (promtool) from Debian, unpacked" fetch_debs
 export NVPM_NODE_EXPORTER=$cache/root/usr/bin/prometheus-node-exporter NVPM_PROMTOOL=$cache/root/usr/bin/promtool
+rules_tested() {
+    (cd "$root/docs/examples" && "$NVPM_PROMTOOL" check rules gpudirect-rdma.rules.yml && "$NVPM_PROMTOOL" test rules gpudirect-rdma.rules.test.yml)
+}
+check "promtool: docs/examples' alerting rules are valid and their unit tests pass (not ready for 3 min; stale textfile)" rules_tested
 check "node_exporter on 127.0.0.1 serves the readiness metrics and MLNX_OFED's counters, node_textfile_scrape_error 0; promtool check metrics says nothing" \
     run_test node_exporter_serves_the_textfile_and_promtool_finds_nothing_to_fix
 
