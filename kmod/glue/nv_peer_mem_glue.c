@@ -312,29 +312,46 @@ void nvpm_c_unregister(u32 kind)
 
 /*
  * Live contexts by ticket: the NVIDIA free callbacks' data (see
- * registry_insert in kmod/src/platform.rs). Cyclic allocation keeps a
- * released ticket from being reused until the 31-bit space wraps.
+ * registry_insert in kmod/src/platform.rs). A ticket is a slot of the IDR
+ * (its low 31 bits) and a sequence number (the bits above), so it is never
+ * reused although slots are: the lowest free slot is taken, which keeps
+ * the IDR in one node of 64 slots while few registrations are live, and
+ * slot 1 holds an anchor for the module's life so that node is never freed.
+ * Cyclic slots made the IDR build and free a path of nodes for every
+ * registration (docs/contracts.md, "The context registry").
  */
+#define NVPM_TICKET_SLOT_BITS 31
 static DEFINE_SPINLOCK(nvpm_registry_lock);
 static DEFINE_IDR(nvpm_registry);
+static u64 nvpm_registry_seq;
+static char nvpm_registry_anchor;
+
+static int nvpm_registry_init(void)
+{
+	int id = idr_alloc(&nvpm_registry, &nvpm_registry_anchor, 1, 2, GFP_KERNEL);
+
+	return id < 0 ? id : 0;
+}
 
 u64 nvpm_c_registry_insert(void *ctx)
 {
+	u64 ticket = 0;
 	int id;
 
 	idr_preload(GFP_KERNEL);
 	spin_lock(&nvpm_registry_lock);
-	id = idr_alloc_cyclic(&nvpm_registry, ctx, 1, 0, GFP_NOWAIT);
+	id = idr_alloc(&nvpm_registry, ctx, 2, 0, GFP_NOWAIT);
+	if (id >= 0)
+		ticket = (++nvpm_registry_seq << NVPM_TICKET_SLOT_BITS) | id;
 	spin_unlock(&nvpm_registry_lock);
 	idr_preload_end();
-	return id < 0 ? 0 : id;
+	return ticket;
 }
 
 void nvpm_c_registry_remove(u64 ticket)
 {
 	spin_lock(&nvpm_registry_lock);
-	if (ticket <= INT_MAX)
-		idr_remove(&nvpm_registry, ticket);
+	idr_remove(&nvpm_registry, ticket & INT_MAX);
 	spin_unlock(&nvpm_registry_lock);
 }
 
@@ -373,7 +390,10 @@ void nvpm_c_yield(void)
 
 void *nvpm_c_registry_find(u64 ticket)
 {
-	return ticket <= INT_MAX ? idr_find(&nvpm_registry, ticket) : NULL;
+	void *ctx = idr_find(&nvpm_registry, ticket & INT_MAX);
+
+	/* The slot's context; the caller checks that it is this ticket's. */
+	return ctx == &nvpm_registry_anchor ? NULL : ctx;
 }
 
 void *nvpm_c_alloc(size_t size)
@@ -406,7 +426,14 @@ void nvpm_c_log(u32 level, const char *what, size_t len, s64 value)
 
 static int __init nv_peer_mem_init(void)
 {
-	return nvpm_rs_init(peerdirect_support, persistent_api_support, NVPM_HAVE_PERSISTENT);
+	int err = nvpm_registry_init();
+
+	if (err)
+		return err;
+	err = nvpm_rs_init(peerdirect_support, persistent_api_support, NVPM_HAVE_PERSISTENT);
+	if (err)
+		idr_destroy(&nvpm_registry);
+	return err;
 }
 
 /*
@@ -423,7 +450,8 @@ static void nvpm_wait_for_running_free_callbacks(void)
 {
 	struct nvidia_p2p_page_table *page_table = NULL;
 
-	/* The data is no ticket (they are <= INT_MAX): a callback finds nothing. */
+	/* The data is no ticket (their sequence number is never all ones): a
+	 * callback finds no context with it. */
 	if (!nvidia_p2p_get_pages(0, 0, 0, 64u << 10, &page_table,
 				  nv_mem_probe_free_callback, (void *)ULONG_MAX))
 		nvidia_p2p_put_pages(0, 0, 0, page_table);

@@ -288,6 +288,8 @@ impl<P: Platform> Driver<P> {
         // SAFETY: a registered context is alive: it leaves the registry
         // (under this lock) before its last reference can be dropped.
         let c = unsafe { raw.as_ref() };
+        // The slot may hold a later registration: a stale ticket finds none.
+        let c = c.filter(|c| c.ticket.load(Ordering::Acquire) == ticket);
         if let Some(c) = c {
             c.refs.fetch_add(1, Ordering::AcqRel);
             c.callbacks_running.fetch_add(1, Ordering::AcqRel);

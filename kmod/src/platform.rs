@@ -181,8 +181,8 @@ pub trait Platform {
     /// pointers, as their data: NVIDIA 535's put_pages reports success for a
     /// page table its teardown already unlinked, with the free callback
     /// still to come, so a callback can outlive the context it was given.
-    /// Tickets are not reused while their context lives, and only after
-    /// wrapping around a 31-bit space.
+    /// A ticket is a slot and a sequence number: slots are reused, tickets
+    /// are not (for 2^33 registrations).
     fn registry_insert(&self, ctx: *mut c_void) -> u64;
     /// Unregisters a ticket.
     fn registry_remove(&self, ticket: u64);
@@ -202,7 +202,8 @@ pub trait Platform {
     /// Lets other threads run while waiting for a free callback to finish.
     fn yield_now(&self);
     fn registry_unlock(&self);
-    /// The context registered under `ticket`, or null.
+    /// The context in `ticket`'s slot, or null. It may be a later
+    /// registration's: the caller compares the context's own ticket.
     fn registry_find(&self, ticket: u64) -> *mut c_void;
 
     /// Zeroed memory for one context, or null.

@@ -217,6 +217,43 @@ fn free_callback_after_release_finds_nothing() {
     );
 }
 
+/// The same late callback when a new registration has taken the released
+/// context's registry slot (the glue reuses slots at once; tickets carry a
+/// sequence number): the stale ticket must not reach the new registration,
+/// which stays registered and is not invalidated.
+#[test]
+fn late_callback_does_not_reach_the_registration_in_its_slot() {
+    let env = Env::new();
+    let sim = env.sim();
+    sim.put_of_unlinked_succeeds();
+    let va = sim.cuda_malloc(2 * PAGE);
+    let reg = env.reg_mr(ClientKind::Mem, va, 2 * PAGE);
+    let pending = sim.cuda_free_unlink(va);
+    env.dereg_mr(&reg);
+    let vb = sim.cuda_malloc(2 * PAGE);
+    let next = env.reg_mr(ClientKind::Mem, vb, 2 * PAGE);
+    assert_eq!(
+        sim.registered_tickets(),
+        1,
+        "the new registration holds the slot"
+    );
+    sim.run_free_callbacks(pending);
+    assert!(
+        sim.invalidations().is_empty(),
+        "the stale ticket invalidated the registration in its slot"
+    );
+    assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+    env.dereg_mr(&next);
+    sim.cuda_free(vb);
+    assert!(sim.invalidations().is_empty());
+    assert_eq!(sim.module_refs(), 0);
+    assert_eq!(
+        sim.context_frees(),
+        sim.context_allocs(),
+        "each context freed once"
+    );
+}
+
 /// The same with the callback running while the context is still held:
 /// release in between must not free it under the callback.
 #[test]

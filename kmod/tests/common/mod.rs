@@ -417,12 +417,22 @@ impl SplitLock {
     }
 }
 
-/// Tickets are never reused here (the glue's cyclic IDR reuses one only
-/// after 2^31 allocations).
+/// As the glue's IDR (kmod/glue/nv_peer_mem_glue.c): a ticket is the
+/// lowest free slot from 2 (slot 1 is the glue's anchor) and a sequence
+/// number above bit 31; slots are reused at once, tickets never, and
+/// `registry_find` returns whatever context holds the slot, so a stale
+/// ticket meets a later registration as it would in the kernel.
 #[derive(Default)]
 struct Registry {
-    live: HashMap<u64, usize>,
+    /// Slot -> (ticket, context address).
+    live: HashMap<u64, (u64, usize)>,
     next: u64,
+}
+
+const TICKET_SLOT_BITS: u32 = 31;
+
+fn slot(ticket: u64) -> u64 {
+    ticket & ((1 << TICKET_SLOT_BITS) - 1)
 }
 
 impl Sim {
@@ -1146,8 +1156,11 @@ impl Platform for Sim {
     fn registry_insert(&self, ctx: *mut c_void) -> u64 {
         let mut registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
         registry.next += 1;
-        let ticket = registry.next;
-        registry.live.insert(ticket, ctx.expose_provenance());
+        let free = (2..).find(|n| !registry.live.contains_key(n)).unwrap();
+        let ticket = (registry.next << TICKET_SLOT_BITS) | free;
+        registry
+            .live
+            .insert(free, (ticket, ctx.expose_provenance()));
         ticket
     }
 
@@ -1157,8 +1170,8 @@ impl Platform for Sim {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .live
-            .remove(&ticket);
-        if removed.is_none() {
+            .remove(&slot(ticket));
+        if removed.is_none_or(|(held, _)| held != ticket) {
             self.lock().violation(format!(
                 "registry_remove of ticket {ticket}, which is not registered"
             ));
@@ -1206,8 +1219,8 @@ impl Platform for Sim {
         let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
         registry
             .live
-            .get(&ticket)
-            .map_or(std::ptr::null_mut(), |&addr| {
+            .get(&slot(ticket))
+            .map_or(std::ptr::null_mut(), |&(_, addr)| {
                 std::ptr::with_exposed_provenance_mut(addr)
             })
     }
