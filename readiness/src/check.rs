@@ -14,11 +14,11 @@ use crate::{consumers, iommu, memory, peer_clients, service};
 
 pub fn check(host: &Host) -> Report {
     let mut facts = Vec::new();
-    let (devices, unreadable) = pci::devices(host);
-    facts.extend(unreadable.iter().map(read_fact));
+    let (devices, pci_unreadable) = pci::devices(host);
+    facts.extend(pci_unreadable.iter().map(read_fact));
     let gpus: Vec<&PciDevice> = devices.iter().filter(|d| d.is_nvidia_gpu()).collect();
-    let (nics, unreadable) = rdma::nics(host, &devices);
-    facts.extend(unreadable.iter().map(read_fact));
+    let (nics, rdma_unreadable) = rdma::nics(host, &devices);
+    facts.extend(rdma_unreadable.iter().map(read_fact));
 
     let driver = match nvidia::driver(host) {
         Ok(d) => d,
@@ -51,25 +51,39 @@ pub fn check(host: &Host) -> Report {
         )),
     }
 
+    // "Nothing to check" only when every device could be read: a GPU or
+    // NIC whose files could not be read may be the one that is missing.
     if gpus.is_empty() {
-        facts.push(Fact::problem(
-            "gpu",
-            "node",
-            Status::Fail,
-            Problem::NothingToCheck,
-            "no NVIDIA GPU on the PCI bus",
-            None,
-        ));
+        facts.push(if pci_unreadable.is_empty() {
+            Fact::problem(
+                "gpu",
+                "node",
+                Status::Fail,
+                Problem::NothingToCheck,
+                "no NVIDIA GPU on the PCI bus",
+                None,
+            )
+        } else {
+            cannot_tell(
+                "gpu",
+                "no NVIDIA GPU among the PCI functions that could be read",
+            )
+        });
     }
     if nics.is_empty() {
-        facts.push(Fact::problem(
-            "nic",
-            "node",
-            Status::Fail,
-            Problem::NothingToCheck,
-            "no RDMA device (nothing in /sys/class/infiniband backed by a PCI function)",
-            Some("load the adapter's RDMA driver (mlx5_ib for ConnectX) or install MLNX_OFED/DOCA-OFED".to_owned()),
-        ));
+        let reason = "no RDMA device (nothing in /sys/class/infiniband backed by a PCI function)";
+        facts.push(if pci_unreadable.is_empty() && rdma_unreadable.is_empty() {
+            Fact::problem(
+                "nic",
+                "node",
+                Status::Fail,
+                Problem::NothingToCheck,
+                reason,
+                Some("load the adapter's RDMA driver (mlx5_ib for ConnectX) or install MLNX_OFED/DOCA-OFED".to_owned()),
+            )
+        } else {
+            cannot_tell("nic", reason)
+        });
     }
 
     let bound = gpus
@@ -499,6 +513,19 @@ fn nccl_pair_fact(
 }
 
 /// A file the walk could not read, as its own fact.
+/// @what was not found, but some files could not be read (their `read`
+/// lines): the verdict is "could not read", not "nothing to check".
+fn cannot_tell(check: &'static str, what: &str) -> Fact {
+    Fact::problem(
+        check,
+        "node",
+        Status::Unknown,
+        Problem::Unreadable,
+        format!("{what}; cannot tell whether there is one, as the files above could not be read"),
+        Some("see the `read` lines above; run as root where they say permission denied".to_owned()),
+    )
+}
+
 fn read_fact(u: &crate::host::Unreadable) -> Fact {
     Fact::unreadable("read", u.path.display().to_string(), u)
 }

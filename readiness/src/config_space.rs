@@ -1,7 +1,7 @@
 //! PCI configuration space as `/sys/bus/pci/devices/*/config` returns it:
 //! the capability list, the PCI Express port type and the ACS extended
 //! capability. Offsets and bits: Linux include/uapi/linux/pci_regs.h and
-//! pciutils lib/header.h (docs/readiness.md, "ACS").
+//! pciutils lib/header.h (docs/diagnostics.md, "ACS").
 
 /// Status register; bit 4: the capability list exists.
 const STATUS: usize = 0x06;

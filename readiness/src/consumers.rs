@@ -1,5 +1,5 @@
 //! What NCCL and UCX decide, from the files they test and NCCL's distance
-//! rule (docs/readiness.md, "NCCL and UCX"):
+//! rule (docs/diagnostics.md, "NCCL and UCX"):
 //! - NCCL (src/transport/net_ib/gdr.cc, ncclIbGdrSupport) enables
 //!   GPUDirect RDMA for an HCA when one of its peer-memory files exists,
 //!   or DMA-BUF works (ncclIbDmaBufSupport); then per GPU-NIC pair only

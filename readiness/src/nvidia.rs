@@ -1,6 +1,6 @@
 //! The NVIDIA driver and GPUs: which kernel module flavour is loaded
 //! (`/proc/driver/nvidia/version`), whether it drives each GPU, and each
-//! GPU's BAR1 (docs/readiness.md, "DMA-BUF").
+//! GPU's BAR1 (docs/diagnostics.md, "DMA-BUF").
 
 use crate::host::{Host, Unreadable};
 use crate::pci::PciDevice;
@@ -65,7 +65,7 @@ pub fn parse_version(text: &str) -> Option<Driver> {
 /// `nvidia`). Under the open kernel module this also means Turing or newer:
 /// the open module refuses older GPUs at probe ("does not include the
 /// required GPU System Processor (GSP)"), and no published rule maps PCI
-/// device ids to architectures (docs/readiness.md, "DMA-BUF").
+/// device ids to architectures (docs/diagnostics.md, "DMA-BUF").
 pub fn bound_to_nvidia(gpu: &PciDevice) -> bool {
     Host::link_target(&gpu.dir.join("driver"))
         .ok()

@@ -67,7 +67,7 @@ pub fn devices(host: &Host) -> (Vec<PciDevice>, Vec<Unreadable>) {
         Err(e) => return (found, vec![e]),
     };
     for name in names {
-        match device(host, &name) {
+        match device(host, &name, &mut problems) {
             Ok(d) => found.push(d),
             Err(e) => problems.push(e),
         }
@@ -75,7 +75,14 @@ pub fn devices(host: &Host) -> (Vec<PciDevice>, Vec<Unreadable>) {
     (found, problems)
 }
 
-fn device(host: &Host, address: &str) -> Result<PciDevice, Unreadable> {
+/// One function; an attribute that decides only part of its facts (NUMA
+/// node, BARs) and cannot be read adds to @problems instead of dropping
+/// the device, so the report says so rather than guess from a default.
+fn device(
+    host: &Host,
+    address: &str,
+    problems: &mut Vec<Unreadable>,
+) -> Result<PciDevice, Unreadable> {
     let link = host.sys_path("bus/pci/devices").join(address);
     let dir = Host::link_target(&link)?;
     let devices_root = host.sys_path("devices");
@@ -95,21 +102,55 @@ fn device(host: &Host, address: &str) -> Result<PciDevice, Unreadable> {
             format!("unexpected place in the device tree: {}", dir.display()),
         ));
     }
-    let numa = Host::text(&dir.join("numa_node"))
-        .ok()
-        .and_then(|t| t.trim().parse::<i64>().ok());
+    let vendor = Host::hex(&dir.join("vendor"))? as u16;
+    let device = Host::hex(&dir.join("device"))? as u16;
+    let class = Host::hex(&dir.join("class"))? as u32;
+    let numa_node = numa_node(&dir, problems);
+    let bars = match Host::text(&dir.join("resource")) {
+        Ok(text) => parse_resource(&text),
+        Err(e) => {
+            problems.push(e);
+            Vec::new()
+        }
+    };
     Ok(PciDevice {
         address: address.to_owned(),
         chain,
-        vendor: Host::hex(&dir.join("vendor"))? as u16,
-        device: Host::hex(&dir.join("device"))? as u16,
-        class: Host::hex(&dir.join("class"))? as u32,
-        numa_node: numa.and_then(|n| u32::try_from(n).ok()),
-        bars: Host::text(&dir.join("resource"))
-            .map(|t| parse_resource(&t))
-            .unwrap_or_default(),
+        vendor,
+        device,
+        class,
+        numa_node,
+        bars,
         dir,
     })
+}
+
+/// `numa_node`: -1 (or no such file, a kernel without CONFIG_NUMA) means
+/// none; anything else that is not a node number is a problem, never
+/// quietly "none", which would turn SYS into NODE.
+fn numa_node(dir: &std::path::Path, problems: &mut Vec<Unreadable>) -> Option<u32> {
+    let path = dir.join("numa_node");
+    if !Host::exists(&path) {
+        return None;
+    }
+    let text = match Host::text(&path) {
+        Ok(t) => t,
+        Err(e) => {
+            problems.push(e);
+            return None;
+        }
+    };
+    match text.trim().parse::<i64>() {
+        Ok(-1) => None,
+        Ok(n) if n >= 0 => u32::try_from(n).ok(),
+        _ => {
+            problems.push(Unreadable::new(
+                &path,
+                format!("`{}` is not a NUMA node number", text.trim()),
+            ));
+            None
+        }
+    }
 }
 
 /// `dddd:bb:dd.f`, the domain 4 hex digits or more (an Intel VMD domain
@@ -137,7 +178,7 @@ pub fn is_address(name: &str) -> bool {
 /// last root bus on the way (`pciDDDD:BB`; a VMD controller opens a bus of
 /// its own below another) and the functions below it, as NCCL reads the
 /// tree (it stops going up at the first component that is not a PCI
-/// address; docs/readiness.md, "Distance"). Other directories are skipped.
+/// address; docs/diagnostics.md, "Distance"). Other directories are skipped.
 pub fn place(components: &[String]) -> Vec<String> {
     let root = components
         .iter()

@@ -19,9 +19,14 @@ pub fn nics(host: &Host, devices: &[PciDevice]) -> (Vec<Nic>, Vec<Unreadable>) {
     let class = host.sys_path("class/infiniband");
     let mut out = Vec::new();
     let mut problems = Vec::new();
+    // No directory: no RDMA stack loaded, so no NICs. A directory that
+    // cannot be read is a problem, not "no NICs".
+    if !Host::exists(&class) {
+        return (out, problems);
+    }
     let names = match Host::names(&class) {
         Ok(n) => n,
-        Err(_) => return (out, problems), // no RDMA stack loaded: no NICs
+        Err(e) => return (out, vec![e]),
     };
     for name in names {
         let link = class.join(&name).join("device");

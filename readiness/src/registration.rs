@@ -1,7 +1,7 @@
 //! Which path serves GPU memory registration for RDMA on this node: a peer
 //! memory client (nv_peer_mem, nvidia_peermem) through MLNX_OFED's
 //! PeerDirect core, DMA-BUF through the kernel's own RDMA core, or none
-//! (docs/readiness.md, "Registration path" and "DMA-BUF").
+//! (docs/diagnostics.md, "gpudirect-rdma-check: where each fact comes from" and "DMA-BUF").
 
 use crate::host::{Host, Unreadable};
 use crate::nvidia::{Driver, Flavour};

@@ -1,5 +1,5 @@
 //! How far apart two PCI devices are, in the classes `nvidia-smi topo -m`
-//! prints and NCCL decides GPUDirect RDMA with (docs/readiness.md,
+//! prints and NCCL decides GPUDirect RDMA with (docs/diagnostics.md,
 //! "Distance"), from their places in the sysfs device tree and their NUMA
 //! nodes.
 

@@ -548,6 +548,85 @@ fn unreadable_and_malformed_files_are_said_never_guessed() {
     assert_line(&out, &["??", "acs", "0000:11:00.0", "malformed"]);
 }
 
+/// The two-socket node of one GPU and one NIC (SYS apart).
+fn one_gpu_one_nic(name: &str) -> Tree {
+    let t = Tree::new(name);
+    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
+    t.gpu("pci0000:00/0000:00:01.0/0000:01:00.0", 0x2330, 0, 128 * GIB);
+    t.bridge("pci0000:80/0000:80:01.0", 4, None, 1);
+    t.nic("pci0000:80/0000:80:01.0/0000:81:00.0", "mlx5_0", 1);
+    t.nvidia_open_580();
+    t.mofed_with("nv_peer_mem");
+    t
+}
+
+/// The only GPU (or NIC) of a node cannot be read: the verdict is "could
+/// not read" (7), never "nothing to check" (3), which would tell a fleet
+/// the node has no GPU.
+#[test]
+fn an_unreadable_only_device_is_not_nothing_to_check() {
+    let t = one_gpu_one_nic("only-gpu-malformed");
+    let gpu = t.sys().join("devices/pci0000:00/0000:00:01.0/0000:01:00.0");
+    std::fs::write(gpu.join("class"), "display\n").unwrap();
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 7, "{out}");
+    assert!(!has_line(&out, &["no NVIDIA GPU on the PCI bus"]), "{out}");
+    assert_line(&out, &["??", "read", "class", "not a hexadecimal number"]);
+    assert_line(&out, &["??", "gpu", "cannot tell"]);
+
+    let t = one_gpu_one_nic("only-nic-malformed");
+    let nic = t.sys().join("devices/pci0000:80/0000:80:01.0/0000:81:00.0");
+    std::fs::write(nic.join("vendor"), "\n").unwrap();
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 7, "{out}");
+    assert!(!has_line(&out, &["FAIL", "nic", "no RDMA device"]), "{out}");
+    assert_line(&out, &["??", "nic", "cannot tell"]);
+
+    // /sys/class/infiniband there but not a directory that can be listed
+    let t = one_gpu_one_nic("infiniband-unlistable");
+    let class = t.sys().join("class/infiniband");
+    std::fs::remove_dir_all(&class).unwrap();
+    std::fs::write(&class, "").unwrap();
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 7, "{out}");
+    assert_line(&out, &["??", "read", "class/infiniband"]);
+    assert_line(&out, &["??", "nic", "cannot tell"]);
+}
+
+/// A NUMA node or BAR list that cannot be read is said, never taken as
+/// "no NUMA node" (which would make SYS look like NODE) or "no BAR1".
+#[test]
+fn an_unreadable_numa_node_or_resource_is_said() {
+    let t = one_gpu_one_nic("numa-malformed");
+    let nic = t.sys().join("devices/pci0000:80/0000:80:01.0/0000:81:00.0");
+    std::fs::write(nic.join("numa_node"), "one\n").unwrap();
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 6, "{out}");
+    assert_line(
+        &out,
+        &["??", "read", "numa_node", "`one` is not a NUMA node number"],
+    );
+    // -1 is the kernel's "none", and no file is a kernel without NUMA
+    let t = one_gpu_one_nic("numa-none");
+    std::fs::write(nic_dir(&t).join("numa_node"), "-1\n").unwrap();
+    let (_, out) = t.run(&[]);
+    assert!(!has_line(&out, &["read", "numa_node"]), "{out}");
+    std::fs::remove_file(nic_dir(&t).join("numa_node")).unwrap();
+    let (_, out) = t.run(&[]);
+    assert!(!has_line(&out, &["read", "numa_node"]), "{out}");
+
+    let t = one_gpu_one_nic("resource-missing");
+    let gpu = t.sys().join("devices/pci0000:00/0000:00:01.0/0000:01:00.0");
+    std::fs::remove_file(gpu.join("resource")).unwrap();
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 6, "{out}");
+    assert_line(&out, &["??", "read", "resource", "no such file"]);
+}
+
+fn nic_dir(t: &Tree) -> std::path::PathBuf {
+    t.sys().join("devices/pci0000:80/0000:80:01.0/0000:81:00.0")
+}
+
 #[test]
 fn bad_arguments_exit_2_and_print_nothing() {
     let t = Tree::new("usage");
@@ -625,6 +704,62 @@ fn an_unloaded_nv_peer_mem_brings_the_helpers_diagnosis() {
 
 /// MLNX_OFED's core on a kernel that also imports DMA-BUF, no client
 /// loaded: DMA-BUF serves, and the line says who still needs a client.
+/// The helper's diagnoses of a failed load reach the check's `status`
+/// lines: the kernel's "disagrees about version of symbol" (a symbol
+/// version mismatch with MLNX_OFED) and DKMS's state for this kernel
+/// (dkms 3.0's `status` line of a source tree added but never built).
+#[test]
+fn the_helpers_symbol_version_and_dkms_diagnoses_reach_the_check() {
+    let t = eight_by_eight(0);
+    t.unload("nv_peer_mem");
+    t.kallsyms(&[("ib_register_peer_memory_client", "ib_core")]);
+    std::fs::write(t.root.join("nv_peer_mem.conf"), "ONBOOT=yes\n").unwrap();
+    std::fs::write(
+        t.root.join("klog"),
+        "[   12.345678] nv_peer_mem: disagrees about version of symbol ib_register_peer_memory_client\n",
+    )
+    .unwrap();
+    let bin = t.root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let dkms = bin.join("dkms");
+    std::fs::write(&dkms, "#!/bin/sh\necho 'nv_peer_mem/1.4.0: added'\n").unwrap();
+    std::fs::set_permissions(&dkms, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let helper =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/nv_peer_mem-service");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let env = [
+        ("NV_PEER_MEM_SERVICE", helper),
+        ("NV_PEER_MEM_CONF", t.root.join("nv_peer_mem.conf")),
+        ("NV_PEER_MEM_KLOG", t.root.join("klog")),
+        ("NV_PEER_MEM_ROOT", t.root.clone()),
+        ("NV_PEER_MEM_KVER", "6.1.0-56-amd64".into()),
+        ("PATH", path.into()),
+    ];
+    let (status, out) = t.run_with(&[], &env);
+    assert_eq!(status, 4, "{out}");
+    assert_line(
+        &out,
+        &[
+            "status",
+            "last load failure",
+            "disagrees about version of symbol ib_register_peer_memory_client",
+            "MLNX_OFED's ib_core",
+        ],
+    );
+    assert_line(
+        &out,
+        &[
+            "status",
+            "DKMS has no build of nv_peer_mem for kernel 6.1.0-56-amd64 (nv_peer_mem/1.4.0: added)",
+            "dkms autoinstall -k 6.1.0-56-amd64",
+        ],
+    );
+}
+
 #[test]
 fn mofed_without_a_client_serves_through_dmabuf() {
     let t = eight_by_eight(0);
