@@ -6,7 +6,7 @@ use super::command::run;
 use super::mofed_config;
 use super::sync::{sync_bytes, sync_file, sync_tree};
 use crate::{fixtures, workspace};
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -108,6 +108,7 @@ pub fn build_doubles(
     )?;
     let m4 = fixtures::mofed_member(mofed, mofed_config::RDMA_M4)?;
     let defined = mofed_config::decide(kdir, work, &m4, &patch_text)?;
+    mofed_config::check_recorded(kver, &defined)?;
     let config = mofed_config::config_h(&mofed_config::switches(&patch_text), &defined);
     println!(
         "==> [{kver}] MLNX_OFED's configure for backport 0271: {}",
@@ -143,6 +144,19 @@ pub fn build_doubles(
             "building {}.ko (MLNX_OFED's peer_mem.c) for {kver}",
             names.core
         ),
+    )?;
+    // What was compiled is the fixture's core plus its backport, nothing of
+    // ours: the tree tracks no copy that could shadow them, and the files
+    // the build read are byte for byte the patched and fixture files.
+    verify_core_sources(
+        &src.join("peer_core"),
+        &[
+            ("peer_mem.c", patched.as_path()),
+            (
+                "ib_peer_mem.h",
+                fixture_core.join("ib_peer_mem.h").as_path(),
+            ),
+        ],
     )?;
     let nv_symvers = src.join("nv_p2p_double/Module.symvers");
     let core_symvers = src.join("peer_core/Module.symvers");
@@ -337,4 +351,29 @@ pub fn build_nvidia_peermem_standin(kver: &str, kdir: &Path, work: &Path) -> Res
         &format!("building the nvidia_peermem stand-in for {kver}"),
     )?;
     Ok(dir.join("nvidia_peermem.ko"))
+}
+
+/// The core's sources in @dir (after its build) against what they must be:
+/// each (name, expected file); and kmod/tests/vm/peer_core has none of
+/// them of its own (the fixture's code is never copied into the repo).
+fn verify_core_sources(dir: &Path, expected: &[(&str, &Path)]) -> Result<()> {
+    let ours = workspace::path("kmod/tests/vm/peer_core");
+    for (name, want) in expected {
+        if ours.join(name).exists() {
+            bail!(
+                "kmod/tests/vm/peer_core/{name} exists: MLNX_OFED's core is compiled from the fixture only (remove it)"
+            );
+        }
+        let built = std::fs::read(dir.join(name))
+            .with_context(|| format!("reading the compiled {}", dir.join(name).display()))?;
+        let want_bytes =
+            std::fs::read(want).with_context(|| format!("reading {}", want.display()))?;
+        if built != want_bytes {
+            bail!(
+                "the core's compiled {name} differs from {} (the fixture's, with backport 0271 for peer_mem.c)",
+                want.display()
+            );
+        }
+    }
+    Ok(())
 }

@@ -78,6 +78,11 @@ pub struct Outcome {
     /// them printed (oracle.rs): information, not part of the count.
     pub ours: BTreeMap<String, bool>,
     pub oracle: Observed,
+    /// Kernel reports (WARNING, BUG, Oops, ...) seen on the console.
+    pub splats: usize,
+    /// The host stopped the guest (a bound hit, or its first failure);
+    /// false when it ended by itself, finished or crashed.
+    pub stopped_by_host: bool,
 }
 
 impl Outcome {
@@ -88,6 +93,8 @@ impl Outcome {
             failed: SCENARIOS.len(),
             ours: BTreeMap::new(),
             oracle: Observed::default(),
+            splats: 0,
+            stopped_by_host: false,
         }
     }
 }
@@ -223,6 +230,7 @@ impl Console {
     /// NVPMTEST-END crashed. Prints one line per failed or missing scenario
     /// and the console check.
     pub fn verdict(mut self, mut failure: Option<String>, log_path: &Path) -> Outcome {
+        let stopped_by_host = failure.is_some();
         if self.in_oracle {
             // The guest stopped during the oracle phase: not ours.
             if let Some(f) = failure.take() {
@@ -302,6 +310,8 @@ impl Console {
             failed,
             ours,
             oracle: self.oracle,
+            splats: self.splats.len(),
+            stopped_by_host,
         }
     }
 }

@@ -109,7 +109,7 @@ pub fn decide(kdir: &Path, work: &Path, m4: &str, patch: &str) -> Result<BTreeSe
                 defined.insert(name);
             }
             "HAVE_MM_KOBJ_EXPORTED" => {
-                if symbol_exported(kdir, "mm_kobj", "mm/mm_init.c") {
+                if symbol_exported(kdir, "mm_kobj", "mm/mm_init.c")? {
                     defined.insert(name);
                 }
             }
@@ -155,18 +155,60 @@ pub fn decide(kdir: &Path, work: &Path, m4: &str, patch: &str) -> Result<BTreeSe
 
 /// LB_CHECK_SYMBOL_EXPORT: @symbol in the kernel's Module.symvers, else an
 /// EXPORT_SYMBOL of it in @file of the kernel's sources.
-fn symbol_exported(kdir: &Path, symbol: &str, file: &str) -> bool {
-    let symvers = std::fs::read_to_string(kdir.join("Module.symvers")).unwrap_or_default();
+/// An unreadable Module.symvers is an error here, not "not exported": it
+/// would quietly turn the scenarios' expectation of `memory_peers` into
+/// "absent" (see [`expected_mm_kobj`]).
+fn symbol_exported(kdir: &Path, symbol: &str, file: &str) -> Result<bool> {
+    let path = kdir.join("Module.symvers");
+    let symvers = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "reading {} (configure's LB_CHECK_SYMBOL_EXPORT reads it)",
+            path.display()
+        )
+    })?;
     if symvers
         .lines()
         .any(|l| l.split_whitespace().nth(1) == Some(symbol))
     {
-        return true;
+        return Ok(true);
     }
     let source = std::fs::read_to_string(kdir.join("source").join(file)).unwrap_or_default();
-    source
+    Ok(source
         .lines()
-        .any(|l| l.contains("EXPORT_SYMBOL") && l.contains(&format!("({symbol})")))
+        .any(|l| l.contains("EXPORT_SYMBOL") && l.contains(&format!("({symbol})"))))
+}
+
+/// Whether MLNX_OFED's configure defines HAVE_MM_KOBJ_EXPORTED for a guest
+/// kernel, as recorded in docs/testing.md ("MLNX_OFED's configure, per
+/// guest kernel"): Debian's 6.1 exports `mm_kobj` (its Module.symvers), the
+/// 6.12 backports kernel does not. The scenarios take their expectation of
+/// `memory_peers` from the decision, so the decision is held to this
+/// record: a change (a new kernel, a broken check) stops the run instead
+/// of changing what they assert. None for a kernel not recorded.
+pub fn expected_mm_kobj(kver: &str) -> Option<bool> {
+    if kver.starts_with("6.1.") {
+        Some(true)
+    } else if kver.starts_with("6.12.") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// [`expected_mm_kobj`] against the decision @defined for @kver.
+pub fn check_recorded(kver: &str, defined: &BTreeSet<String>) -> Result<()> {
+    let decided = defined.contains("HAVE_MM_KOBJ_EXPORTED");
+    match expected_mm_kobj(kver) {
+        Some(expected) if expected != decided => bail!(
+            "MLNX_OFED's configure decided HAVE_MM_KOBJ_EXPORTED {} for {kver}, but docs/testing.md records it {} for this kernel series: update the record (and expected_mm_kobj in xtask/src/vm/mofed_config.rs) if the kernel changed, else the decision is broken",
+            if decided { "defined" } else { "undefined" },
+            if expected { "defined" } else { "undefined" }
+        ),
+        Some(_) => Ok(()),
+        None => bail!(
+            "no record of MLNX_OFED's configure for {kver} (docs/testing.md, expected_mm_kobj in xtask/src/vm/mofed_config.rs): add one"
+        ),
+    }
 }
 
 /// The config.h MLNX_OFED's build includes in every object (`-include`),
@@ -208,6 +250,36 @@ pub fn apply(original: &Path, patch: &Path, out: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_decision_is_held_to_the_record() {
+        let mut defined = BTreeSet::new();
+        assert!(check_recorded("6.12.57+deb12-amd64", &defined).is_ok());
+        let e = check_recorded("6.1.0-56-arm64", &defined).unwrap_err();
+        assert!(
+            format!("{e}").contains("undefined for 6.1.0-56-arm64"),
+            "{e}"
+        );
+        defined.insert("HAVE_MM_KOBJ_EXPORTED".to_string());
+        assert!(check_recorded("6.1.0-56-amd64", &defined).is_ok());
+        assert!(check_recorded("6.12.57+deb12-amd64", &defined).is_err());
+        assert!(check_recorded("6.19.1-amd64", &defined).is_err());
+    }
+
+    #[test]
+    fn an_unreadable_module_symvers_is_an_error_not_unexported() {
+        let dir = std::env::temp_dir().join(format!("nvpm-symvers-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(symbol_exported(&dir, "mm_kobj", "mm/mm_init.c").is_err());
+        std::fs::write(
+            dir.join("Module.symvers"),
+            "0x13886227\tmm_kobj\tvmlinux\tEXPORT_SYMBOL_GPL\t\n",
+        )
+        .unwrap();
+        assert!(symbol_exported(&dir, "mm_kobj", "mm/mm_init.c").unwrap());
+        assert!(!symbol_exported(&dir, "other", "mm/mm_init.c").unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn switches_and_test_cases_are_read_from_mlnx_ofeds_text() {

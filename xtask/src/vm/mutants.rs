@@ -299,24 +299,44 @@ fn boot_one(s: &Setup, dir: &Path, name: &str, ko: &Path) -> Result<Verdict> {
     fs::create_dir_all(dir)?;
     let initrd = make_initramfs(dir, s.busybox, s.mods, ko, s.no_persistent, &[])?;
     let label = format!("{} {name}", s.kver);
-    let outcome = boot_until(
-        &label,
-        Arch::X86_64,
-        s.vmlinuz,
-        &initrd,
-        dir,
-        s.timeout,
-        RunTo::FirstFailure,
-    )?;
-    Ok(Verdict {
-        failing: failing(&outcome),
-        seconds: Some(t.elapsed().as_secs_f64()),
-    })
+    // A guest that stops with no FAIL, no kernel report and no bound hit
+    // says nothing about the module (QEMU itself aborted once, TCG's
+    // iotlb_to_section assertion, before any module was loaded): boot it
+    // again, and count it as an error, never a kill, if it does so twice.
+    let mut why = String::new();
+    for _ in 0..2 {
+        let outcome = boot_until(
+            &label,
+            Arch::X86_64,
+            s.vmlinuz,
+            &initrd,
+            dir,
+            s.timeout,
+            RunTo::FirstFailure,
+        )?;
+        match failing(&outcome) {
+            Ok(failing) => {
+                return Ok(Verdict {
+                    failing,
+                    seconds: Some(t.elapsed().as_secs_f64()),
+                });
+            }
+            Err(e) => {
+                println!("  [{label}] {e}: booting it again");
+                why = e;
+            }
+        }
+    }
+    bail!(
+        "{why}, twice (console log: {})",
+        dir.join("console.log").display()
+    )
 }
 
-/// The scenarios of @o that said FAIL, or `console` when none did but the
-/// run failed (a splat or a crash killed the mutant).
-fn failing(o: &Outcome) -> Vec<String> {
+/// The scenarios of @o that said FAIL, or the console check when none did
+/// but the run failed: a kernel report (splat, oops) or a hang (the host's
+/// bound). Err when the guest just stopped with neither: no verdict.
+fn failing(o: &Outcome) -> Result<Vec<String>, String> {
     // The guest stops at its first failure (RunTo::FirstFailure): the
     // scenarios after it never ran, so only those that said FAIL are named.
     let mut names: Vec<String> = SCENARIOS
@@ -324,11 +344,19 @@ fn failing(o: &Outcome) -> Vec<String> {
         .filter(|n| o.ours.get(**n) == Some(&false))
         .map(|n| n.to_string())
         .collect();
-    // Killed by the console check alone: a splat or a crash.
     if names.is_empty() && o.failed > 0 {
-        names.push("console (splat or crash)".to_string());
+        if o.splats > 0 {
+            names.push("console (kernel report)".to_string());
+        } else if o.stopped_by_host {
+            names.push("console (hang: the host's bound)".to_string());
+        } else {
+            return Err(
+                "the guest stopped with no FAIL line and no kernel report (QEMU or the guest died; no verdict)"
+                    .to_string(),
+            );
+        }
     }
-    names
+    Ok(names)
 }
 
 /// Prints the table and the counts; true when the baseline passed and

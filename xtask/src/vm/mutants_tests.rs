@@ -81,3 +81,35 @@ fn a_noted_pass_counts_only_for_the_same_inputs() {
     );
     fs::remove_dir_all(&dir).unwrap();
 }
+
+fn outcome(failed: usize, splats: usize, stopped_by_host: bool) -> Outcome {
+    let mut o = Outcome::setup_failed();
+    o.failed = failed;
+    o.splats = splats;
+    o.stopped_by_host = stopped_by_host;
+    o
+}
+
+/// A kill needs evidence against the module: a FAIL line, a kernel report
+/// or a hang. A guest that just stopped (QEMU aborted) is no verdict.
+#[test]
+fn only_evidence_against_the_module_kills_a_mutant() {
+    let mut o = outcome(1, 0, true);
+    o.ours.insert("acquire".into(), true);
+    o.ours.insert("memory_peers".into(), false);
+    assert_eq!(failing(&o).unwrap(), ["memory_peers"]);
+    assert_eq!(
+        failing(&outcome(1, 2, false)).unwrap(),
+        ["console (kernel report)"]
+    );
+    assert_eq!(
+        failing(&outcome(1, 0, true)).unwrap(),
+        ["console (hang: the host's bound)"]
+    );
+    assert!(
+        failing(&outcome(1, 0, false))
+            .unwrap_err()
+            .contains("no verdict")
+    );
+    assert!(failing(&outcome(0, 0, false)).unwrap().is_empty());
+}
