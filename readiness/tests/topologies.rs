@@ -328,6 +328,71 @@ fn the_probed_cloud_vm_has_dmabuf_but_no_nic() {
 
 #[test]
 fn inbox_rdma_with_dmabuf_is_ready_without_a_peer_client() {
+    let t = inbox_dmabuf_tree();
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 0, "{out}");
+    consumers_decide(
+        &out,
+        "NCCL finds GPUDirect RDMA support through DMA-BUF",
+        None,
+        "UCX finds GPUDirect RDMA support through DMA-BUF",
+    );
+    assert_line(
+        &out,
+        &["ok", "path", "DMA-BUF", "needs no peer memory client"],
+    );
+    assert_line(&out, &["READY", "dmabuf"]);
+}
+
+/// README's two examples are this check's output over the trees they name:
+/// every line shown (`...` marks lines left out) is a line of the real
+/// output, in order, so the README cannot drift from the program.
+#[test]
+fn the_readme_examples_are_real_output() {
+    let readme = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"),
+    )
+    .unwrap();
+    for (start, tree) in [
+        ("A ready node (", inbox_dmabuf_tree()),
+        ("A node that is not (", eight_by_eight(0x001d)),
+    ] {
+        let (_, out) = tree.run(&[]);
+        let example: Vec<&str> = readme
+            .split(start)
+            .nth(1)
+            .unwrap_or_else(|| panic!("README has no example starting `{start}`"))
+            .lines()
+            .skip_while(|l| !l.starts_with("    "))
+            .take_while(|l| l.starts_with("    ") || l.is_empty())
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| &l[4..])
+            .collect();
+        assert!(example.len() > 3, "README's example `{start}` is empty");
+        // Shown lines follow each other in the output, except across a
+        // `...`; the first may come after lines left out.
+        let mut lines = out.lines().map(str::trim_end);
+        let mut skip = true;
+        for shown in example {
+            if shown.trim() == "..." {
+                skip = true;
+                continue;
+            }
+            let found = if skip {
+                lines.any(|l| l == shown.trim_end())
+            } else {
+                lines.next() == Some(shown.trim_end())
+            };
+            assert!(
+                found,
+                "README's example `{start}` shows a line the check does not print there (lines left out need a `...`):\n{shown}\nreal output:\n{out}"
+            );
+            skip = false;
+        }
+    }
+}
+
+fn inbox_dmabuf_tree() -> Tree {
     let t = Tree::new("inbox-dmabuf");
     t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
     t.bridge("pci0000:00/0000:00:01.0/0000:01:00.0", 5, None, 0);
@@ -358,19 +423,7 @@ fn inbox_rdma_with_dmabuf_is_ready_without_a_peer_client() {
     t.module("ib_core");
     t.module("ib_uverbs");
     t.kallsyms(&[("ib_umem_dmabuf_get", "ib_uverbs")]);
-    let (status, out) = t.run(&[]);
-    assert_eq!(status, 0, "{out}");
-    consumers_decide(
-        &out,
-        "NCCL finds GPUDirect RDMA support through DMA-BUF",
-        None,
-        "UCX finds GPUDirect RDMA support through DMA-BUF",
-    );
-    assert_line(
-        &out,
-        &["ok", "path", "DMA-BUF", "needs no peer memory client"],
-    );
-    assert_line(&out, &["READY", "dmabuf"]);
+    t
 }
 
 /// A pre-Turing GPU beside a Hopper under the open module: the module
