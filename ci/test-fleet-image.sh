@@ -7,20 +7,24 @@
 #   fleet            booted on the bookworm kernel: apt refuses an unsigned
 #                    and a tampered copy of the repository, then installs
 #                    nvidia-peer-memory and nvidia-peer-memory-modules-amd64
-#                    from the signed one (file:// on the node's disk,
-#                    signed-by); the service loads the prebuilt module
-#                    over the MLNX_OFED and NVIDIA stand-ins; no toolchain
-#                    came with it
-#   (the update)     the same node state, made again in the image with apt
-#                    (natively, so the step is timed as test-image.sh times
-#                    DKMS's): the site publishes the backports kernel's
-#                    module and Debian's linux-image-amd64 moves to that
-#                    kernel; `apt-get upgrade --with-new-pkgs` brings kernel
-#                    and module together; the seconds from its start to a
-#                    module modprobe can load are printed beside DKMS's
-#   fleet-newkernel  booted on the new kernel: the service loaded the
-#                    prebuilt module at boot; gpudirect-rdma-check runs on
-#                    this node, which has no toolchain and no pciutils
+#                    from the signed one (file:///srv, a second disk the host
+#                    serves; signed-by); the service loads the prebuilt
+#                    module over the MLNX_OFED and NVIDIA stand-ins; no
+#                    toolchain came with it
+#   fleet-update     the same disk, booted again after the host published
+#                    the backports kernel's module into the served
+#                    repository and Debian's linux-image-amd64 moved to that
+#                    kernel: the node's own `apt-get upgrade --with-new-pkgs`
+#                    brings kernel and module together, and modprobe
+#                    resolves the module for the kernel it boots next
+#   (timed natively) the same update made again in an image of the node
+#                    with apt, so that its seconds to a loadable module are
+#                    printed beside DKMS's (ci/test-image.sh times its step
+#                    the same way); the booted node's seconds under TCG too
+#   fleet-newkernel  the same disk, booted on the new kernel (the node's own
+#                    vmlinuz and initrd): the service loaded the prebuilt
+#                    module at boot; gpudirect-rdma-check runs on this node,
+#                    which has no toolchain and no pciutils
 # Stand-ins, and how faithful: MLNX_OFED is one mlnx-ofed-kernel-modules
 # package carrying both kernels' ib_core (MLNX_OFED's own peer_mem.c with
 # the test HCA driver, `cargo xtask vm-standins`) and their Module.symvers
@@ -150,15 +154,28 @@ set_sources() {
         rm -f "$tree/etc/apt/sources.list.d/debian-kernels.list"
     fi
 }
+# What the host serves the node: a second disk (/dev/vdb, mounted read-only
+# at /srv by the node's fstab) holding the site's repository, an unsigned
+# and a tampered copy, and later the kernel mirror. The host rewrites it
+# when the site publishes, as a mirror would be updated.
+serve() {  # serve REPO [kernels]: $work/served.img with REPO as the site's repository
+    rm -rf "$work/served" && mkdir -p "$work/served" &&
+        cp -a "$work/$1" "$work/served/nv-peer-mem" &&
+        cp -a "$work/repo-unsigned" "$work/served/nv-peer-mem-unsigned" &&
+        cp -a "$work/repo-tampered" "$work/served/nv-peer-mem-tampered" || return 1
+    if [ "${2:-}" = kernels ]; then cp -a "$work/kernels" "$work/served/debian-kernels" || return 1; fi
+    local mb=$(( $(du -sm "$work/served" | cut -f1) * 5 / 4 + 16 ))
+    rm -f "$work/served.img"
+    mke2fs -q -F -t ext4 -L nvpm-served -d "$work/served" "$work/served.img" "${mb}M"
+}
+check "the served disk: the site's repository v1 ($k1), its unsigned and tampered copies" serve repo-v1
 setup_node() {
     install -D -m 0644 "$work/repo-key.gpg" "$tree/etc/apt/keyrings/nv-peer-mem.gpg" &&
-        mkdir -p "$tree/srv" "$tree/etc/nvpm-test" &&
-        cp -a "$work/repo-v1" "$tree/srv/nv-peer-mem" &&
-        cp -a "$work/repo-unsigned" "$tree/srv/nv-peer-mem-unsigned" &&
-        cp -a "$work/repo-tampered" "$tree/srv/nv-peer-mem-tampered" || return 1
+        mkdir -p "$tree/srv" "$tree/etc/nvpm-test" || return 1
     set_sources nv-peer-mem
     echo "deb [signed-by=/etc/apt/keyrings/nv-peer-mem.gpg] file:///srv/nv-peer-mem-unsigned bookworm main" >"$tree/etc/nvpm-test/unsigned.list"
     echo "deb [signed-by=/etc/apt/keyrings/nv-peer-mem.gpg] file:///srv/nv-peer-mem-tampered bookworm main" >"$tree/etc/nvpm-test/tampered.list"
+    echo "deb [signed-by=/etc/apt/keyrings/nv-peer-mem.gpg] file:///srv/debian-kernels bookworm main" >"$tree/etc/nvpm-test/kernels.list"
     # The prerequisites, as the site's MLNX_OFED and NVIDIA repositories
     # would have installed them.
     mkdir -p "$tree/tmp/debs" && cp "$work"/debs/*.deb "$tree/tmp/debs/" &&
@@ -179,26 +196,31 @@ install_test_unit() {
     mkdir -p "$tree/etc/systemd/system/multi-user.target.wants"
     ln -sf /etc/systemd/system/nvpm-image-test.service "$tree/etc/systemd/system/multi-user.target.wants/"
     ln -sf /dev/null "$tree/etc/systemd/system/serial-getty@ttyS0.service"
-    echo "/dev/vda / ext4 rw,errors=remount-ro 0 1" >"$tree/etc/fstab"
+    printf '%s\n' "/dev/vda / ext4 rw,errors=remount-ro 0 1" "/dev/vdb /srv ext4 ro 0 0" >"$tree/etc/fstab"
     echo nvpm-fleet-node >"$tree/etc/hostname"
 }
 check "test unit installed" install_test_unit
 
 make_disk() {
     local mb
-    mb=$(( $(du -sm "$tree" | cut -f1) * 5 / 4 + 512 ))
+    mb=$(( $(du -sm "$tree" | cut -f1) * 5 / 4 + 1536 ))
     rm -f "$work/disk.img"
     mke2fs -q -F -t ext4 -L nvpm-root -d "$tree" "$work/disk.img" "${mb}M"
 }
-# boot KVER PHASE CHECKS...: as ci/test-image.sh boots its image.
+# boot KVER PHASE CHECKS...: as ci/test-image.sh boots its image, the
+# served disk beside it; the kernel and initrd are the disk's own (what the
+# node installed), read out with debugfs. $append: more command line.
 boot() {
     local k=$1 phase=$2; shift 2
-    local out=$work/boot-$phase.out
-    cp "$tree/boot/vmlinuz-$k" "$work/vmlinuz-$k" && cp "$tree/boot/initrd.img-$k" "$work/initrd.img-$k" ||
-        { fail "boot $k $phase: no kernel or initrd for $k in the image"; return; }
+    local out=$work/boot-$phase.out f
+    for f in "vmlinuz-$k" "initrd.img-$k"; do
+        rm -f "$work/$f"
+        debugfs -R "dump -p /boot/$f $work/$f" "$work/disk.img" >>"$work/log" 2>&1
+        [ -s "$work/$f" ] || { fail "boot $k $phase: no /boot/$f on the node's disk"; return; }
+    done
     "$xtask" boot-image --label "$k $phase" --kernel "$work/vmlinuz-$k" --initrd "$work/initrd.img-$k" \
-        --disk "$work/disk.img" --append "nvpm_phase=$phase" --expect "$(IFS=,; echo "$*")" \
-        --log "$work/console-$phase.log" 2>&1 | tee "$out"
+        --disk "$work/disk.img" --extra-disk "$work/served.img" --append "nvpm_phase=$phase ${append:-}" \
+        --expect "$(IFS=,; echo "$*")" --log "$work/console-$phase.log" 2>&1 | tee "$out"
     local p f
     read -r p f < <(sed -n 's/^  boot-image .*: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$out")
     if [ -z "${p:-}" ]; then
@@ -213,13 +235,21 @@ check "disk image (mke2fs -d)" make_disk
 boot "$k1" fleet no_toolchain apt_refuses_unsigned apt_refuses_tampered apt_update apt_install_fleet still_no_toolchain \
     service_starts_prebuilt loaded_is_prebuilt providers_are_standins status_prebuilt
 
-echo "== the kernel update, in the image (timed natively)"
+echo "== the site publishes $k2's module; the node updates itself"
+# Repository v2: v1 plus $k2's packages (build-repo into a copy of v1, the
+# older kernel's packages kept); Debian's linux-image-amd64 moves to $k2
+# (the kernel mirror). The node's disk is the one the first boot left.
+check "the served disk: the site's repository v2 ($k1 and $k2) and the kernel mirror" serve repo-v2 kernels
+append="nvpm_newkernel=$k2" boot "$k1" fleet-update apt_update_published apt_upgrade_kernel_and_module \
+    module_for_next_kernel old_kernel_module_kept update_no_toolchain
+guest_seconds=$(sed -n 's/.*NVPMTEST-INFO kernel update in the booted node (TCG): \([0-9]*\) s.*/\1/p' "$work/console-fleet-update.log" | tail -n 1)
+
+echo "== the same kernel update, in the image (timed natively, beside DKMS's)"
 apt_in_image() { in_image env LC_ALL=C DEBIAN_FRONTEND=noninteractive apt-get -q -y "$@"; }
-first_install() { apt_in_image update && apt_in_image install nvidia-peer-memory nvidia-peer-memory-modules-amd64; }
+native_srv() { rm -rf "$tree/srv/nv-peer-mem" && cp -a "$work/$1" "$tree/srv/nv-peer-mem"; }
+first_install() { native_srv repo-v1 && apt_in_image update && apt_in_image install nvidia-peer-memory nvidia-peer-memory-modules-amd64; }
 check "apt-get install nvidia-peer-memory nvidia-peer-memory-modules-amd64 (the node's state after its first boot)" first_install
-# The site publishes $k2's module (repository v2); Debian's
-# linux-image-amd64 moves to $k2 (the kernel mirror).
-rm -rf "$tree/srv/nv-peer-mem" && cp -a "$work/repo-v2" "$tree/srv/nv-peer-mem" && cp -a "$work/kernels" "$tree/srv/debian-kernels"
+native_srv repo-v2 && cp -a "$work/kernels" "$tree/srv/debian-kernels"
 set_sources nv-peer-mem kernels
 kernel_update() {
     apt_in_image update || return 1
@@ -245,10 +275,10 @@ dkms=$(cat "${NVPM_TEST_IMAGE_DIR:-/var/tmp/nv-peer-mem-test-image}/kernel-updat
 echo "   kernel update to a loadable nv_peer_mem, natively in the image:"
 echo "     prebuilt route (apt-get upgrade of kernel + module package): $ours"
 echo "     DKMS route (ci/test-image.sh, kernel install + DKMS builds):   $dkms"
+echo "   the same update in the booted node (TCG): ${guest_seconds:-not measured} s"
 check "no toolchain came with the update" host_no_toolchain
 
-echo "== boot $k2: the module loads at boot"
-check "disk image (mke2fs -d)" make_disk
+echo "== boot $k2 from the node's own disk: the module loads at boot"
 boot "$k2" fleet-newkernel service_loaded_module loaded_is_prebuilt providers_are_standins status_prebuilt no_toolchain readiness_booted
 
 echo "   (test-fleet-image: $((SECONDS - start)) s in all)"

@@ -372,7 +372,15 @@ if [ -f "$fixtures/kernel-srpm-macros/macros.kmp" ]; then
     check "one kmod per kernel, the kernel in its release, each with that kernel's module; -common and -dkms once" kmods_apart
     rpmlint_clean() { rpmlint -c "$root/rpm/rpmlint.toml" "$work"/kmods/kmod-*.rpm | tee /dev/stderr | grep -q ' 0 errors, 0 warnings,'; }
     check "rpmlint: the kmod packages, 0 errors, 0 warnings" rpmlint_clean
-    check "build-repo: the kmods of both kernels in one signed dnf repository" sh -c "'$xtask' build-repo --repo '$work/rhelrepo' --sign-key '$key' '$work'/kmods/*.rpm"
+    # Published as a site does: the first kernel's kmod (with -common and
+    # -dkms), then the next kernel's into the same repository, which keeps
+    # the first (nodes still on the older kernel install from it).
+    k1_tag=k$(echo "${r1%.x86_64}" | tr - _)
+    check "build-repo: a signed dnf repository of the first kernel's kmod, -common and -dkms" sh -c "
+        '$xtask' build-repo --repo '$work/rhelrepo' --sign-key '$key' '$work'/kmods/kmod-*.$k1_tag.x86_64.rpm '$work'/kmods/nvidia_peer_memory-common-*.rpm '$work'/kmods/nvidia_peer_memory-dkms-*.rpm"
+    check "build-repo adds the second kernel's kmod to it; the first one stays" sh -c "
+        '$xtask' build-repo --repo '$work/rhelrepo' --sign-key '$key' \$(ls '$work'/kmods/kmod-*.rpm | grep -v '\.$k1_tag\.') &&
+        ls '$work'/rhelrepo/packages/kmod-*.$k1_tag.x86_64.rpm"
     kmods_listed() { dnf_node "$work/rhelrepo" repoquery --available --showduplicates kmod-nvidia_peer_memory | tee /dev/stderr | grep -c '^kmod-nvidia_peer_memory-0:' | grep -qx 2; }
     check "dnf (repo_gpgcheck=1) lists both kernels' kmod packages" kmods_listed
     rpm_refused() {  # rpm_refused WHAT-THE-MESSAGE-SAYS ARGS...
