@@ -212,7 +212,25 @@ fn grub(root: &Path, cfg: &Path, text: &str, env: &BTreeMap<String, String>) -> 
     if has_bls {
         return bls(root, cfg, &value, &source);
     }
-    let mut level = &items;
+    if let Some(decided) = resolve(&items, &value, &source) {
+        return decided;
+    }
+    // GRUB boots entry 0 when its default names no entry (upstream
+    // grub-core/normal/menu.c, get_entry_number: "not found or out of
+    // range" falls back to 0).
+    let fallback = format!(
+        "{source}; `{value}` names no entry of {}, so GRUB falls back to entry 0",
+        cfg.display()
+    );
+    resolve(&items, "0", &fallback)
+        .unwrap_or_else(|| cannot(format!("cannot tell: {} has no menu entry", cfg.display())))
+}
+
+/// The entry @value names in @items (a number, title or id per level,
+/// levels joined by `>`), as GRUB resolves `default`; None when it names
+/// none.
+fn resolve(items: &[Item], value: &str, source: &str) -> Option<NextBoot> {
+    let mut level = items;
     let mut path = Vec::new();
     let parts: Vec<&str> = value.split('>').collect();
     for (n, part) in parts.iter().enumerate() {
@@ -237,10 +255,10 @@ fn grub(root: &Path, cfg: &Path, text: &str, env: &BTreeMap<String, String>) -> 
                     path.join(" > ")
                 );
                 let Some(linux) = linux else {
-                    return cannot(format!("cannot tell: {how} has no linux line"));
+                    return Some(cannot(format!("cannot tell: {how} has no linux line")));
                 };
                 let (image, args) = linux.split_once(char::is_whitespace).unwrap_or((linux, ""));
-                return match release_of(image) {
+                return Some(match release_of(image) {
                     Some(release) => NextBoot {
                         release: Some(release),
                         how,
@@ -249,17 +267,12 @@ fn grub(root: &Path, cfg: &Path, text: &str, env: &BTreeMap<String, String>) -> 
                     None => cannot(format!(
                         "cannot tell: {how} boots {image}, whose release is not in its name"
                     )),
-                };
+                });
             }
-            _ => {
-                return cannot(format!(
-                    "cannot tell: GRUB's default `{value}` (from {source}) names no entry of {}",
-                    cfg.display()
-                ));
-            }
+            _ => return None,
         }
     }
-    cannot(format!("cannot tell: GRUB's default `{value}` is empty"))
+    None
 }
 
 /// grub.cfg runs `blscfg`: the entries are /boot/loader/entries/*.conf and
@@ -343,13 +356,44 @@ fn systemd_boot(root: &Path, esp: &Path, conf: &Path) -> NextBoot {
             ));
         }
     };
-    if value.contains(['*', '?', '[']) {
+    if value.starts_with('@') {
         return cannot(format!(
-            "cannot tell: systemd-boot's default `{value}` (from {source}) is a pattern; which entry matches first depends on its sort"
+            "cannot tell: systemd-boot's default `{value}` (from {source}) names the entry booted last, which no file records"
         ));
     }
-    let id = value.strip_suffix(".conf").unwrap_or(&value);
-    let entry = esp.join("loader/entries").join(format!("{id}.conf"));
+    // Entry ids are the entry file names, `.conf` included, lowercased;
+    // a default is a glob over them and the first match in systemd-boot's
+    // sort wins (systemd src/boot/boot.c): decided here only when one
+    // entry matches.
+    let dir = esp.join("loader/entries");
+    let pattern = value.to_lowercase();
+    let mut matches: Vec<String> = std::fs::read_dir(&dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".conf"))
+                .filter(|n| {
+                    let id = n.to_lowercase();
+                    glob(&pattern, &id) || glob(&format!("{pattern}.conf"), &id)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    matches.sort();
+    if matches.len() > 1 {
+        return cannot(format!(
+            "cannot tell: systemd-boot's default `{value}` (from {source}) matches {} entries ({}); which it boots depends on its sort",
+            matches.len(),
+            matches.join(", ")
+        ));
+    }
+    let Some(name) = matches.pop() else {
+        return cannot(format!(
+            "cannot tell: systemd-boot's default `{value}` (from {source}) matches no entry in {}",
+            dir.display()
+        ));
+    };
+    let entry = dir.join(name);
     match std::fs::read_to_string(&entry) {
         Ok(t) => bls_entry(
             &entry,
@@ -361,4 +405,28 @@ fn systemd_boot(root: &Path, esp: &Path, conf: &Path) -> NextBoot {
             entry.display()
         )),
     }
+}
+
+/// Shell-style glob with `*` and `?` (systemd-boot's patterns for its
+/// default; `[...]` classes are not matched here and fail to match).
+fn glob(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    let (mut pi, mut ni, mut star, mut mark) = (0, 0, None, 0);
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) && p[pi] != '*' {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ni;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ni = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
 }

@@ -444,7 +444,12 @@ fn signature_fact(
     if cmdline.is_some_and(|c| c.split_whitespace().any(|w| w == "module.sig_enforce=1")) {
         enforced.push("module.sig_enforce=1".to_owned());
     }
-    if secure_boot && set("CONFIG_LOCK_DOWN_IN_EFI_SECURE_BOOT") {
+    // Debian's and Fedora's patch names the option
+    // LOCK_DOWN_IN_EFI_SECURE_BOOT, Ubuntu's LOCK_DOWN_IN_SECURE_BOOT
+    // (docs/next-boot.md, "Signatures").
+    if secure_boot
+        && (set("CONFIG_LOCK_DOWN_IN_EFI_SECURE_BOOT") || set("CONFIG_LOCK_DOWN_IN_SECURE_BOOT"))
+    {
         enforced.push("Secure Boot (lockdown)".to_owned());
     }
     match (&module.signature, enforced.is_empty()) {

@@ -465,11 +465,14 @@ fn grub_saved_entry_and_the_one_shot_next_entry() {
     let n = nb(&r);
     assert_eq!(n.release.as_deref(), Some(K1));
     assert!(n.how.contains("next_entry"), "{n:?}");
-    // an entry that is not there: cannot tell
+    // an entry that is not there: GRUB falls back to entry 0
     r.write("boot/grub/grubenv", grubenv("saved_entry=gnulinux-gone\n"));
     let n = nb(&r);
-    assert_eq!(n.release, None);
-    assert!(n.how.starts_with("cannot tell"), "{n:?}");
+    assert_eq!(n.release.as_deref(), Some(K2), "{n:?}");
+    assert!(
+        n.how.contains("names no entry") && n.how.contains("falls back to entry 0"),
+        "{n:?}"
+    );
 }
 
 #[test]
@@ -538,6 +541,15 @@ fn systemd_boot_one_shot_default_and_patterns() {
     )
     .unwrap();
     r.write("efi/loader/loader.conf", "default debian-*\n");
+    assert!(nb(&r).how.contains("matches 2 entries"), "{:?}", nb(&r));
+    r.write("efi/loader/loader.conf", "default Debian-6.12*\n");
+    assert_eq!(
+        nb(&r).release.as_deref(),
+        Some(K2),
+        "one match decides: {:?}",
+        nb(&r)
+    );
+    r.write("efi/loader/loader.conf", "default @saved\n");
     assert!(nb(&r).how.starts_with("cannot tell"), "{:?}", nb(&r));
 }
 
