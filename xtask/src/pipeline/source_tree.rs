@@ -27,7 +27,7 @@ pub const HELPER_NAME: &str = "nv_peer_mem-service";
 /// Files of packaging/ that every route ships and every package installs:
 /// the boot service, its helper and configuration; gpudirect-rdma-check's
 /// timer, its service and options, and the NHC check (docs/monitoring.md).
-pub const SHARED_PACKAGING_FILES: [&str; 7] = [
+pub const SHARED_PACKAGING_FILES: [&str; 8] = [
     "nv_peer_mem.conf",
     "nv_peer_mem.service",
     HELPER_NAME,
@@ -35,6 +35,7 @@ pub const SHARED_PACKAGING_FILES: [&str; 7] = [
     "gpudirect-rdma-check.timer",
     "gpudirect-rdma-check.default",
     "nvpm_gpudirect.nhc",
+    "nv_peer_mem-kernel-hook",
 ];
 
 /// gpudirect-rdma-check as the packages build it: the crate's sources
