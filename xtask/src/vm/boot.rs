@@ -1,4 +1,5 @@
-//! Booting one guest in QEMU (TCG, 2 vCPUs) and streaming its console into
+//! Booting one guest in QEMU (TCG: 2 vCPUs, or 1 counting instructions for
+//! the benchmark) and streaming its console into
 //! the console reader, within two bounds: the guest must report that it
 //! booted within a boot bound, and the whole run must end within the
 //! caller's bound.
@@ -32,12 +33,27 @@ pub struct Guest {
     pub initrd: PathBuf,
     /// The kernel command line.
     pub append: String,
-    /// A raw disk image attached as virtio (/dev/vda), if any.
-    pub disk: Option<PathBuf>,
+    /// Raw disk images attached as virtio, in order (/dev/vda, /dev/vdb, ...).
+    pub disks: Vec<PathBuf>,
     /// How long the guest may take to print NVPMTEST-BOOTED.
     pub boot_bound: Duration,
     pub arch: Arch,
     pub run_to: RunTo,
+    pub clock: Clock,
+}
+
+/// How the guest's clock relates to the host.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// TCG with 2 vCPUs running in parallel (MTTCG): the guest's time is
+    /// the host's, so everything else on the host slows it down.
+    Host,
+    /// One vCPU under `-icount shift=0,sleep=off` (QEMU docs, "icount"):
+    /// the virtual clock advances exactly 1 ns per guest instruction and
+    /// jumps over idle time, so a guest-timed interval counts the
+    /// instructions run in it, whatever else the host does. For the
+    /// benchmark (docs/testing.md, "The benchmark's clock").
+    InstructionCount,
 }
 
 /// How long a guest runs.
@@ -85,7 +101,7 @@ pub fn boot_until(
     boot_guest(&guest, Console::new(kver), &work.join("console.log"), bound)
 }
 
-fn busybox_guest(arch: Arch, vmlinuz: &Path, initrd: &Path, run_to: RunTo) -> Guest {
+pub(super) fn busybox_guest(arch: Arch, vmlinuz: &Path, initrd: &Path, run_to: RunTo) -> Guest {
     let (_, _, console) = arch.qemu();
     Guest {
         kernel: vmlinuz.to_path_buf(),
@@ -94,10 +110,11 @@ fn busybox_guest(arch: Arch, vmlinuz: &Path, initrd: &Path, run_to: RunTo) -> Gu
             "console={console} {KERNEL_ARGS} nvpm.iter_divisor={}",
             arch.iter_divisor()
         ),
-        disk: None,
+        disks: Vec::new(),
         boot_bound: BOOT_BOUND,
         arch,
         run_to,
+        clock: Clock::Host,
     }
 }
 
@@ -113,20 +130,29 @@ pub fn boot_guest(
     let mut log =
         fs::File::create(log_path).with_context(|| format!("creating {}", log_path.display()))?;
     let (program, machine, _) = guest.arch.qemu();
+    let (smp, clock_args, clock_what): (&str, &[&str], &str) = match guest.clock {
+        Clock::Host => ("2", &[], "TCG, 2 vCPUs"),
+        Clock::InstructionCount => (
+            "1",
+            &["-icount", "shift=0,sleep=off"],
+            "TCG, 1 vCPU, -icount: 1 virtual ns per instruction",
+        ),
+    };
     println!(
-        "  [{kver}] booting {program} (TCG, 2 vCPUs); console log: {}",
+        "  [{kver}] booting {program} ({clock_what}); console log: {}",
         log_path.display()
     );
     let mut qemu = Command::new(program);
     qemu.args(machine)
-        .args(["-m", "1024", "-smp", "2", "-kernel"])
+        .args(clock_args)
+        .args(["-m", "1024", "-smp", smp, "-kernel"])
         .arg(&guest.kernel)
         .arg("-initrd")
         .arg(&guest.initrd)
         .args(["-append", &guest.append, "-nographic", "-no-reboot"])
         // No network device: the guests need none.
         .args(["-nic", "none"]);
-    if let Some(disk) = &guest.disk {
+    for disk in &guest.disks {
         qemu.arg("-drive")
             .arg(format!("file={},format=raw,if=virtio", disk.display()));
     }

@@ -6,7 +6,7 @@
 //! console must hold no kernel splat.
 
 use super::arch::Arch;
-use super::boot::{Guest, KERNEL_ARGS, RunTo, boot_guest};
+use super::boot::{Clock, Guest, KERNEL_ARGS, RunTo, boot_guest};
 use super::console::{Console, SCENARIOS};
 use anyhow::{Result, bail};
 use std::path::PathBuf;
@@ -26,6 +26,10 @@ pub struct BootImageArgs {
     /// The raw ext4 disk image holding the root filesystem (/dev/vda)
     #[arg(long, value_name = "IMG")]
     disk: PathBuf,
+    /// More raw disk images, attached after it in order (/dev/vdb, ...):
+    /// e.g. a repository the host serves to the guest
+    #[arg(long, value_name = "IMG")]
+    extra_disk: Vec<PathBuf>,
     /// More kernel command line words, after root=/dev/vda and the harness's
     #[arg(long, default_value = "")]
     append: String,
@@ -48,11 +52,13 @@ pub struct BootImageArgs {
 }
 
 pub fn boot_image_command(args: &BootImageArgs) -> Result<()> {
-    for (what, path) in [
+    let named = [
         ("--kernel", &args.kernel),
         ("--initrd", &args.initrd),
         ("--disk", &args.disk),
-    ] {
+    ];
+    let extra = args.extra_disk.iter().map(|d| ("--extra-disk", d));
+    for (what, path) in named.into_iter().chain(extra) {
         if !path.is_file() {
             bail!("{what} {}: no such file", path.display());
         }
@@ -66,11 +72,14 @@ pub fn boot_image_command(args: &BootImageArgs) -> Result<()> {
         )
         .trim_end()
         .to_string(),
-        disk: Some(args.disk.clone()),
+        disks: std::iter::once(args.disk.clone())
+            .chain(args.extra_disk.iter().cloned())
+            .collect(),
         boot_bound: Duration::from_secs(args.boot_timeout),
         // The booted image is Debian 12 amd64, run to its end.
         arch: Arch::X86_64,
         run_to: RunTo::End,
+        clock: Clock::Host,
     };
     let mut expected = args.expect.clone();
     if args.vm_scenarios {

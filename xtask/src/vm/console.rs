@@ -86,6 +86,32 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// The scenarios that said FAIL, or the console check when none did
+    /// but the run failed: a kernel report (splat, oops) or a hang (the host's
+    /// bound). Err when the guest just stopped with neither: no verdict.
+    pub fn evidence(&self) -> Result<Vec<String>, String> {
+        // The guest stops at its first failure (RunTo::FirstFailure): the
+        // scenarios after it never ran, so only those that said FAIL are named.
+        let mut names: Vec<String> = SCENARIOS
+            .iter()
+            .filter(|n| self.ours.get(**n) == Some(&false))
+            .map(|n| n.to_string())
+            .collect();
+        if names.is_empty() && self.failed > 0 {
+            if self.splats > 0 {
+                names.push("console (kernel report)".to_string());
+            } else if self.stopped_by_host {
+                names.push("console (hang: the host's bound)".to_string());
+            } else {
+                return Err(
+                    "the guest stopped with no FAIL line and no kernel report (QEMU or the guest died; no verdict)"
+                        .to_string(),
+                );
+            }
+        }
+        Ok(names)
+    }
+
     /// Every scenario failed before the guest ran (a setup failure).
     pub fn setup_failed() -> Self {
         Outcome {

@@ -13,7 +13,7 @@
 use super::arch::Arch;
 use super::boot::{RunTo, boot_until};
 use super::builds::{Doubles, build_module_from};
-use super::console::{Outcome, SCENARIOS};
+use super::console::SCENARIOS;
 use super::initramfs::make_initramfs;
 use super::sync::sync_tree;
 use crate::workspace;
@@ -314,7 +314,7 @@ fn boot_one(s: &Setup, dir: &Path, name: &str, ko: &Path) -> Result<Verdict> {
             s.timeout,
             RunTo::FirstFailure,
         )?;
-        match failing(&outcome) {
+        match outcome.evidence() {
             Ok(failing) => {
                 return Ok(Verdict {
                     failing,
@@ -331,32 +331,6 @@ fn boot_one(s: &Setup, dir: &Path, name: &str, ko: &Path) -> Result<Verdict> {
         "{why}, twice (console log: {})",
         dir.join("console.log").display()
     )
-}
-
-/// The scenarios of @o that said FAIL, or the console check when none did
-/// but the run failed: a kernel report (splat, oops) or a hang (the host's
-/// bound). Err when the guest just stopped with neither: no verdict.
-fn failing(o: &Outcome) -> Result<Vec<String>, String> {
-    // The guest stops at its first failure (RunTo::FirstFailure): the
-    // scenarios after it never ran, so only those that said FAIL are named.
-    let mut names: Vec<String> = SCENARIOS
-        .iter()
-        .filter(|n| o.ours.get(**n) == Some(&false))
-        .map(|n| n.to_string())
-        .collect();
-    if names.is_empty() && o.failed > 0 {
-        if o.splats > 0 {
-            names.push("console (kernel report)".to_string());
-        } else if o.stopped_by_host {
-            names.push("console (hang: the host's bound)".to_string());
-        } else {
-            return Err(
-                "the guest stopped with no FAIL line and no kernel report (QEMU or the guest died; no verdict)"
-                    .to_string(),
-            );
-        }
-    }
-    Ok(names)
 }
 
 /// Prints the table and the counts; true when the baseline passed and

@@ -2,6 +2,7 @@
 //! or undescribed one is an error naming it.
 
 use super::*;
+use crate::vm::console::Outcome;
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("nvpm-mutants-{name}-{}", std::process::id()));
@@ -97,19 +98,20 @@ fn only_evidence_against_the_module_kills_a_mutant() {
     let mut o = outcome(1, 0, true);
     o.ours.insert("acquire".into(), true);
     o.ours.insert("memory_peers".into(), false);
-    assert_eq!(failing(&o).unwrap(), ["memory_peers"]);
+    assert_eq!(o.evidence().unwrap(), ["memory_peers"]);
     assert_eq!(
-        failing(&outcome(1, 2, false)).unwrap(),
+        outcome(1, 2, false).evidence().unwrap(),
         ["console (kernel report)"]
     );
     assert_eq!(
-        failing(&outcome(1, 0, true)).unwrap(),
+        outcome(1, 0, true).evidence().unwrap(),
         ["console (hang: the host's bound)"]
     );
     assert!(
-        failing(&outcome(1, 0, false))
+        outcome(1, 0, false)
+            .evidence()
             .unwrap_err()
             .contains("no verdict")
     );
-    assert!(failing(&outcome(0, 0, false)).unwrap().is_empty());
+    assert!(outcome(0, 0, false).evidence().unwrap().is_empty());
 }
