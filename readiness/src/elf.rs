@@ -236,6 +236,7 @@ pub mod tests {
     /// module: the sections named, a symbol table whose `__crc_*` symbols
     /// point into `__kcrctab` (or are absolute), `.modinfo` strings and
     /// `__versions` entries of 64 bytes.
+    #[derive(Default)]
     pub struct ModuleBytes {
         pub modinfo: Vec<(String, String)>,
         pub imports: Vec<(String, u32)>,
@@ -246,11 +247,7 @@ pub mod tests {
 
     impl ModuleBytes {
         pub fn new() -> Self {
-            ModuleBytes {
-                modinfo: Vec::new(),
-                imports: Vec::new(),
-                exports: Vec::new(),
-            }
+            Self::default()
         }
         pub fn info(mut self, k: &str, v: &str) -> Self {
             self.modinfo.push((k.into(), v.into()));

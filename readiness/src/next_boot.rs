@@ -201,7 +201,8 @@ fn install_fix(root: &Path, release: &str) -> String {
 /// The words after the release: with CONFIG_MODVERSIONS the kernel
 /// compares only these (same_magic(), kernel/module/version.c).
 fn magic_flags(vermagic: &str) -> &str {
-    vermagic.split_once(' ').map_or("", |(_, rest)| rest).trim()
+    // From the first space on, trailing space included, as strcspn leaves it.
+    vermagic.find(' ').map_or("", |i| &vermagic[i..])
 }
 
 fn vermagic_fact(installed: &Installed, module: &Module, release: &str, facts: &mut Vec<Fact>) {
@@ -224,7 +225,7 @@ fn vermagic_fact(installed: &Installed, module: &Module, release: &str, facts: &
         return;
     };
     let fits = if module.imports.is_empty() {
-        ours.trim() == theirs.trim()
+        ours == theirs
     } else {
         magic_flags(ours) == magic_flags(&theirs)
     };
@@ -441,8 +442,22 @@ fn signature_fact(
     if set("CONFIG_MODULE_SIG_FORCE") {
         enforced.push("CONFIG_MODULE_SIG_FORCE".to_owned());
     }
-    if cmdline.is_some_and(|c| c.split_whitespace().any(|w| w == "module.sig_enforce=1")) {
-        enforced.push("module.sig_enforce=1".to_owned());
+    let words: Vec<&str> = cmdline.map_or(Vec::new(), |c| c.split_whitespace().collect());
+    for w in &words {
+        if *w == "module.sig_enforce=1"
+            || *w == "lockdown=integrity"
+            || *w == "lockdown=confidentiality"
+        {
+            enforced.push((*w).to_owned());
+        }
+    }
+    for option in [
+        "CONFIG_LOCK_DOWN_KERNEL_FORCE_INTEGRITY",
+        "CONFIG_LOCK_DOWN_KERNEL_FORCE_CONFIDENTIALITY",
+    ] {
+        if set(option) {
+            enforced.push(option.to_owned());
+        }
     }
     // Debian's and Fedora's patch names the option
     // LOCK_DOWN_IN_EFI_SECURE_BOOT, Ubuntu's LOCK_DOWN_IN_SECURE_BOOT
