@@ -311,4 +311,45 @@ check "DKMS has the sources but no build: the autoinstall command" \
 printf '#!/bin/sh\nexit 0\n' >"$fake/bin/dkms"
 check "DKMS has no build: the autoinstall command" status_says 3 "DKMS has no build of nv_peer_mem for kernel $kver: run 'dkms autoinstall -k $kver'"
 
+echo "== the kernel hook (packaging/nv_peer_mem-kernel-hook)"
+# A stand-in for gpudirect-rdma-check --kernel that answers with the exit
+# status and lines given; the hook's callers: Debian's run-parts (RELEASE
+# IMAGE) and kernel-install (add RELEASE ENTRY-DIR IMAGE).
+hook=$root/packaging/nv_peer_mem-kernel-hook
+fake_check() {  # fake_check STATUS: $fake/bin/check answers like --kernel
+    printf '#!/bin/sh
+[ "$1" = --kernel ] || exit 2
+echo "FAIL module    no nv_peer_mem for $2: modprobe finds none"
+echo "               fix: dkms autoinstall -k $2"
+exit %s
+' "$1" >"$fake/bin/check"
+    chmod +x "$fake/bin/check"
+}
+hook_says() {  # hook_says STATUS ARGS... -- PATTERN: exits 0 whatever STATUS, says PATTERN
+    local status=$1; shift
+    local args=() pattern
+    while [ "$1" != -- ]; do args+=("$1"); shift; done
+    pattern=$2
+    fake_check "$status"
+    NV_PEER_MEM_CHECK=$fake/bin/check sh "$hook" "${args[@]}" >"$fake/hook.out" 2>&1 || { echo "the hook failed"; return 1; }
+    cat "$fake/hook.out"
+    grep -q -- "$pattern" "$fake/hook.out"
+}
+check "kernel hook (Debian's postinst.d): will load, one line" \
+    hook_says 0 6.12.95+deb12-amd64 /boot/vmlinuz-6.12.95+deb12-amd64 -- "nv_peer_mem will load on 6.12.95+deb12-amd64"
+hook_warns() {
+    hook_says 4 6.12.95+deb12-amd64 /boot/vmlinuz -- 'WARNING: nv_peer_mem will NOT load on kernel 6.12.95+deb12-amd64' &&
+        grep -q 'fix: dkms autoinstall -k 6.12.95+deb12-amd64' "$fake/hook.out"
+}
+check "kernel hook: will not load, a loud warning with the failing line and its fix, exit 0" hook_warns
+check "kernel hook (kernel-install add): cannot tell is said, exit 0" \
+    hook_says 7 add 5.14.0-503.11.1.el9_5.x86_64 /boot/loader/entries/x /boot/vmlinuz -- "cannot tell whether nv_peer_mem will load on 5.14.0-503.11.1.el9_5.x86_64"
+hook_silent() {  # hook_silent CHECK ARGS...: exit 0 and nothing printed
+    local out
+    out=$(NV_PEER_MEM_CHECK=$1 sh "$hook" "${@:2}" 2>&1) && [ -z "$out" ] || { echo "said: $out"; return 1; }
+}
+fake_check 4
+check "kernel hook (kernel-install remove): nothing to check, exit 0, silent" hook_silent "$fake/bin/check" remove 6.1.0-56-amd64 /x /y
+check "kernel hook: removed but not purged (no gpudirect-rdma-check): exit 0, silent" hook_silent /nonexistent 6.1.0-56-amd64 /boot/vmlinuz
+
 finish

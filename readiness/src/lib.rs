@@ -3,13 +3,20 @@
 //! nvidia-smi for memory sizes when it is installed), changes nothing, and
 //! reports each fact with its fix (docs/readiness.md).
 
+pub mod boot_loader;
 pub mod check;
 pub mod config_space;
 pub mod consumers;
+pub mod elf;
 pub mod health;
 pub mod host;
 pub mod iommu;
+pub mod kernel_modules;
 pub mod memory;
+pub mod next_boot;
+pub mod next_boot_render;
+#[cfg(test)]
+mod next_boot_tests;
 pub mod nfd;
 pub mod nvidia;
 pub mod output_file;

@@ -4,7 +4,7 @@
 use readiness::health::{self, Expected};
 use readiness::host::Host;
 use readiness::report::{Report, USAGE};
-use readiness::{check, nfd, output_file, render};
+use readiness::{boot_loader, check, next_boot, next_boot_render, nfd, output_file, render};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -14,6 +14,7 @@ gpudirect-rdma-check: can this node do GPUDirect RDMA, by which path, and what s
 
 Usage: gpudirect-rdma-check [--json | --prometheus | --health [--nccl]] [--expect PATH]
        gpudirect-rdma-check [--textfile DIR] [--nfd DIR [--nfd-expiry SECONDS]] [--expect PATH]
+       gpudirect-rdma-check --next-boot | --kernel RELEASE [--json | --prometheus | --textfile DIR]
 
 Reads sysfs, procfs and (when installed) nvidia-smi's memory sizes; changes
 nothing but the files it is told to write. Run it as root: ACS settings are
@@ -36,6 +37,16 @@ Output:
                 (NFD's directory: /etc/kubernetes/node-feature-discovery/features.d)
   --nfd-expiry SECONDS  the labels expire this long after the run unless
                 renewed (default 600)
+Before a reboot (docs/next-boot.md):
+  --next-boot   will nv_peer_mem load on the kernel the node boots next
+                (GRUB's default or one-shot entry, BLS, systemd-boot,
+                /vmlinuz; `cannot tell` where those do not decide)?
+  --kernel RELEASE  the same for an installed kernel RELEASE: the module
+                modprobe would load there and where it came from, its
+                vermagic, its symbol versions against the modules installed
+                for RELEASE, its signature, DKMS's state. Reads files only.
+                Exit 0 it will load, 4 it will not, 7 cannot tell.
+                --textfile DIR writes DIR/gpudirect_rdma_next_boot.prom.
 Files are replaced atomically (a dotfile in DIR, then renamed); with
 --textfile or --nfd nothing is printed and the exit status is 0 when every
 file was written, 1 when one could not be (docs/monitoring.md).
@@ -57,7 +68,9 @@ or /etc/nccl.conf, as NCCL reads it; PXB when unset.
 
 Environment: NV_PEER_MEM_SYSFS (/sys) and NV_PEER_MEM_PROC (/proc) read
 another tree; NV_PEER_MEM_NVIDIA_SMI names another nvidia-smi,
-NV_PEER_MEM_NCCL_CONF another nccl.conf.
+NV_PEER_MEM_NCCL_CONF another nccl.conf; NV_PEER_MEM_ROOT (/) the root
+that holds /lib/modules, /boot and /var/lib/dkms for --kernel and
+--next-boot.
 ";
 
 enum Form {
@@ -75,6 +88,10 @@ struct Args {
     textfile: Option<PathBuf>,
     nfd: Option<PathBuf>,
     nfd_expiry: u64,
+    nfd_expiry_given: bool,
+    /// --kernel RELEASE, or --next-boot (None inside: find it).
+    next_boot: Option<Option<String>>,
+    expect_given: bool,
 }
 
 fn usage(message: &str) -> ! {
@@ -90,6 +107,9 @@ fn parse_args() -> Args {
         textfile: None,
         nfd: None,
         nfd_expiry: 600,
+        nfd_expiry_given: false,
+        next_boot: None,
+        expect_given: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -107,6 +127,7 @@ fn parse_args() -> Args {
                 a.expect = Expected::parse(&v).unwrap_or_else(|| {
                     usage(&format!("--expect {v}: expected peer, dmabuf or any"))
                 });
+                a.expect_given = true;
             }
             "--textfile" => a.textfile = Some(PathBuf::from(value("a directory"))),
             "--nfd" => a.nfd = Some(PathBuf::from(value("a directory"))),
@@ -115,6 +136,17 @@ fn parse_args() -> Args {
                 a.nfd_expiry = v.parse().ok().filter(|s| *s > 0).unwrap_or_else(|| {
                     usage(&format!("--nfd-expiry {v}: expected seconds, more than 0"))
                 });
+                a.nfd_expiry_given = true;
+            }
+            "--next-boot" => a.next_boot = Some(None),
+            "--kernel" => {
+                let v = value("a kernel release (uname -r)");
+                if v.is_empty() || v.contains('/') || v.starts_with('.') {
+                    usage(&format!(
+                        "--kernel {v}: expected a kernel release such as 6.1.0-56-amd64"
+                    ));
+                }
+                a.next_boot = Some(Some(v));
             }
             "-h" | "--help" => {
                 print!("{HELP}");
@@ -125,6 +157,14 @@ fn parse_args() -> Args {
     }
     if a.nccl && !matches!(a.form, Form::Health) {
         usage("--nccl goes with --health");
+    }
+    if a.nfd_expiry_given && a.nfd.is_none() {
+        usage("--nfd-expiry goes with --nfd");
+    }
+    if a.next_boot.is_some()
+        && (matches!(a.form, Form::Health) || a.nfd.is_some() || a.expect_given)
+    {
+        usage("--next-boot and --kernel go with --json, --prometheus or --textfile only");
     }
     if (a.textfile.is_some() || a.nfd.is_some()) && !matches!(a.form, Form::Human) {
         usage(
@@ -156,8 +196,49 @@ fn write_files(a: &Args, report: &Report) -> i32 {
     status
 }
 
+/// --next-boot / --kernel: the verdict for that kernel, in the form asked.
+fn next_boot(a: &Args, asked: &Option<String>) -> ! {
+    let root = std::env::var_os("NV_PEER_MEM_ROOT")
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| PathBuf::from("/"), PathBuf::from);
+    let verdict = match asked {
+        Some(release) => next_boot::verdict(&root, release, "--kernel".into(), None),
+        None => {
+            let nb = boot_loader::next_boot(&root);
+            match &nb.release {
+                Some(release) => {
+                    next_boot::verdict(&root, release, nb.how.clone(), nb.cmdline.as_deref())
+                }
+                None => next_boot::unknown_kernel(nb.how),
+            }
+        }
+    };
+    if let Some(dir) = &a.textfile {
+        let written = output_file::write_atomically(
+            dir,
+            "gpudirect_rdma_next_boot.prom",
+            &next_boot_render::prometheus(&verdict),
+        );
+        if let Err(e) = written {
+            eprintln!("gpudirect-rdma-check: {e}");
+            std::process::exit(1);
+        }
+        std::process::exit(0);
+    }
+    let text = match a.form {
+        Form::Json => next_boot_render::json(&verdict),
+        Form::Prometheus => next_boot_render::prometheus(&verdict),
+        _ => next_boot_render::human(&verdict),
+    };
+    let _ = std::io::stdout().write_all(text.as_bytes());
+    std::process::exit(verdict.exit_status());
+}
+
 fn main() {
     let a = parse_args();
+    if let Some(asked) = &a.next_boot {
+        next_boot(&a, asked);
+    }
     let mut report = check::check(&Host::from_env());
     health::expect(&mut report, a.expect);
     if a.textfile.is_some() || a.nfd.is_some() {

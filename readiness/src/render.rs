@@ -3,14 +3,27 @@
 //! node_exporter's textfile collector.
 
 use crate::registration::Path;
-use crate::report::{Problem, Report, Status};
+use crate::report::{Fact, Problem, Report, Status};
 use std::fmt::Write;
 
 pub const SCHEMA: &str = "gpudirect-rdma-check/1";
 
 pub fn human(r: &Report) -> String {
+    let mut out = fact_lines(&r.facts);
+    let verdict = if r.ready() {
+        format!("READY: GPUDirect RDMA through {}", r.path.name())
+    } else {
+        let kinds: Vec<&str> = r.problems().iter().map(|p| p.name()).collect();
+        format!("NOT READY ({}), path: {}", kinds.join(", "), r.path.name())
+    };
+    let _ = writeln!(out, "{verdict}");
+    out
+}
+
+/// One line per fact (a problem's fix on the next), as `human` prints them.
+pub(crate) fn fact_lines(facts: &[Fact]) -> String {
     let mut out = String::new();
-    for f in &r.facts {
+    for f in facts {
         let tag = match f.status {
             Status::Ok => "ok  ",
             Status::Info => "    ",
@@ -28,17 +41,29 @@ pub fn human(r: &Report) -> String {
             let _ = writeln!(out, "     {:<9} fix: {fix}", "");
         }
     }
-    let verdict = if r.ready() {
-        format!("READY: GPUDirect RDMA through {}", r.path.name())
-    } else {
-        let kinds: Vec<&str> = r.problems().iter().map(|p| p.name()).collect();
-        format!("NOT READY ({}), path: {}", kinds.join(", "), r.path.name())
-    };
-    let _ = writeln!(out, "{verdict}");
     out
 }
 
-fn json_string(s: &str) -> String {
+/// The facts as JSON objects, comma-separated (the schema's `facts`).
+pub(crate) fn json_facts(facts: &[Fact]) -> String {
+    let mut out = String::new();
+    for (i, f) in facts.iter().enumerate() {
+        let _ = write!(
+            out,
+            "{}{{\"check\":{},\"subject\":{},\"status\":{},\"problem\":{},\"message\":{},\"fix\":{}}}",
+            if i > 0 { "," } else { "" },
+            json_string(f.check),
+            json_string(&f.subject),
+            json_string(f.status.name()),
+            opt_string(f.problem.map(Problem::name)),
+            json_string(&f.message),
+            opt_string(f.fix.as_deref()),
+        );
+    }
+    out
+}
+
+pub(crate) fn json_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -58,7 +83,7 @@ fn json_string(s: &str) -> String {
     out
 }
 
-fn opt_string(s: Option<&str>) -> String {
+pub(crate) fn opt_string(s: Option<&str>) -> String {
     s.map_or("null".to_owned(), json_string)
 }
 
@@ -77,19 +102,7 @@ pub fn json(r: &Report) -> String {
             .collect::<Vec<_>>()
             .join(",")
     );
-    for (i, f) in r.facts.iter().enumerate() {
-        let _ = write!(
-            out,
-            "{}{{\"check\":{},\"subject\":{},\"status\":{},\"problem\":{},\"message\":{},\"fix\":{}}}",
-            if i > 0 { "," } else { "" },
-            json_string(f.check),
-            json_string(&f.subject),
-            json_string(f.status.name()),
-            opt_string(f.problem.map(Problem::name)),
-            json_string(&f.message),
-            opt_string(f.fix.as_deref()),
-        );
-    }
+    out.push_str(&json_facts(&r.facts));
     out.push_str("],\"gpus\":[");
     for (i, g) in r.gpus.iter().enumerate() {
         let _ = write!(
@@ -200,7 +213,7 @@ fn peer_client_metrics(
 
 /// A label value in the text exposition format: backslash, quote and
 /// newline escaped.
-fn label(s: &str) -> String {
+pub(crate) fn label(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")

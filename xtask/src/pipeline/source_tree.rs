@@ -27,7 +27,7 @@ pub const HELPER_NAME: &str = "nv_peer_mem-service";
 /// Files of packaging/ that every route ships and every package installs:
 /// the boot service, its helper and configuration; gpudirect-rdma-check's
 /// timer, its service and options, and the NHC check (docs/monitoring.md).
-pub const SHARED_PACKAGING_FILES: [&str; 7] = [
+pub const SHARED_PACKAGING_FILES: [&str; 8] = [
     "nv_peer_mem.conf",
     "nv_peer_mem.service",
     HELPER_NAME,
@@ -35,23 +35,30 @@ pub const SHARED_PACKAGING_FILES: [&str; 7] = [
     "gpudirect-rdma-check.timer",
     "gpudirect-rdma-check.default",
     "nvpm_gpudirect.nhc",
+    "nv_peer_mem-kernel-hook",
 ];
 
 /// gpudirect-rdma-check as the packages build it: the crate's sources
 /// (not its tests) and its manual page. `readiness_files_are_listed` keeps
 /// the list in step with readiness/src/.
-pub const READINESS_FILES: [&str; 22] = [
+pub const READINESS_FILES: [&str; 28] = [
     "readiness/Cargo.toml",
     "readiness/gpudirect-rdma-check.8",
+    "readiness/src/boot_loader.rs",
     "readiness/src/check.rs",
     "readiness/src/config_space.rs",
     "readiness/src/consumers.rs",
+    "readiness/src/elf.rs",
     "readiness/src/health.rs",
     "readiness/src/host.rs",
     "readiness/src/iommu.rs",
+    "readiness/src/kernel_modules.rs",
     "readiness/src/lib.rs",
     "readiness/src/main.rs",
     "readiness/src/memory.rs",
+    "readiness/src/next_boot.rs",
+    "readiness/src/next_boot_render.rs",
+    "readiness/src/next_boot_tests.rs",
     "readiness/src/nfd.rs",
     "readiness/src/nvidia.rs",
     "readiness/src/output_file.rs",

@@ -1,0 +1,547 @@
+//! Will nv_peer_mem load on a kernel that is not running? Read from files
+//! only (docs/next-boot.md): which file modprobe would load there
+//! (kernel_modules.rs), where it came from, whether its vermagic fits that
+//! kernel, whether every symbol it imports is exported there with the CRC
+//! it was built against (the providers' own `__crc_*`, elf.rs), whether
+//! that kernel would refuse it for its signature, and DKMS's state.
+
+use crate::elf::{self, Module};
+use crate::host::Unreadable;
+use crate::kernel_modules::{self, Installed};
+use crate::report::{Fact, Problem, Status};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub const MODULE: &str = "nv_peer_mem";
+
+/// The answer for one kernel.
+#[derive(Debug)]
+pub struct Verdict {
+    pub release: String,
+    /// How the kernel was chosen (`--kernel`, or the boot loader's rule).
+    pub chosen: String,
+    pub facts: Vec<Fact>,
+}
+
+impl Verdict {
+    /// Some(true): nv_peer_mem will load there; Some(false): it will not;
+    /// None: cannot tell (something could not be read or decided).
+    pub fn loads(&self) -> Option<bool> {
+        if self
+            .facts
+            .iter()
+            .any(|f| f.problem == Some(Problem::NoPath))
+        {
+            Some(false)
+        } else if self.facts.iter().any(|f| f.problem.is_some()) {
+            None
+        } else {
+            Some(true)
+        }
+    }
+
+    /// 0 loads, 4 does not (no path on that kernel), 7 cannot tell
+    /// (docs/readiness.md, "Exit statuses").
+    pub fn exit_status(&self) -> i32 {
+        match self.loads() {
+            Some(true) => 0,
+            Some(false) => Problem::NoPath.exit_status(),
+            None => Problem::Unreadable.exit_status(),
+        }
+    }
+}
+
+/// The verdict when the next boot's kernel cannot be told: @why.
+pub fn unknown_kernel(why: String) -> Verdict {
+    Verdict {
+        release: "unknown".into(),
+        chosen: why.clone(),
+        facts: vec![unknown("kernel", why)],
+    }
+}
+
+fn fail(check: &'static str, message: String, fix: Option<String>) -> Fact {
+    Fact::problem(check, "node", Status::Fail, Problem::NoPath, message, fix)
+}
+
+fn unknown(check: &'static str, message: String) -> Fact {
+    Fact::problem(
+        check,
+        "node",
+        Status::Unknown,
+        Problem::Unreadable,
+        message,
+        None,
+    )
+}
+
+/// Where a module file came from, by where packages put it
+/// (docs/next-boot.md, "Where the module came from").
+fn origin(root: &Path, release: &str, relative: &str) -> String {
+    if relative.starts_with("updates/dkms/") {
+        return "DKMS's build".into();
+    }
+    if relative.starts_with("weak-updates/") {
+        return "a kmod package built for another kernel of the same kABI, linked by weak-modules"
+            .into();
+    }
+    if relative.starts_with("extra/") {
+        return "a kmod/KMP package".into();
+    }
+    let package = format!("nvidia-peer-memory-modules-{release}");
+    let list = root
+        .join("var/lib/dpkg/info")
+        .join(format!("{package}.list"));
+    let wanted = format!("/lib/modules/{release}/{relative}");
+    if std::fs::read_to_string(list).is_ok_and(|t| t.lines().any(|l| l == wanted)) {
+        return format!("the prebuilt package {package}");
+    }
+    "no package this check knows (installed by hand?)".into()
+}
+
+/// The verdict for @release under @root (`/` on a node).
+pub fn verdict(root: &Path, release: &str, chosen: String, cmdline: Option<&str>) -> Verdict {
+    let mut facts = vec![Fact::info(
+        "kernel",
+        "node",
+        format!("{release} ({chosen})"),
+    )];
+    let done = |facts| Verdict {
+        release: release.to_owned(),
+        chosen: chosen.clone(),
+        facts,
+    };
+    if !root.join("lib/modules").join(release).is_dir() {
+        facts.push(fail(
+            "kernel",
+            format!("kernel {release} is not installed (no /lib/modules/{release})"),
+            None,
+        ));
+        return done(facts);
+    }
+    let installed = match kernel_modules::read(root, release) {
+        Ok(i) => i,
+        Err(u) => {
+            facts.push(unknown(
+                "module",
+                format!(
+                    "{u}: depmod has not run for {release}, so modprobe finds nothing there yet"
+                ),
+            ));
+            facts.last_mut().expect("pushed").fix = Some(format!("depmod {release}"));
+            return done(facts);
+        }
+    };
+    let stray = kernel_modules::unlisted_copies(&installed, MODULE);
+    let Some(relative) = installed.file_of(MODULE).map(str::to_owned) else {
+        let fix = if stray.is_empty() {
+            Some(install_fix(root, release))
+        } else {
+            Some(format!("depmod {release}"))
+        };
+        let also = if stray.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({} is installed, but modules.dep does not list it)",
+                stray.join(", ")
+            )
+        };
+        facts.push(fail(
+            "module",
+            format!("no {MODULE} for {release}: modprobe finds none{also}"),
+            fix,
+        ));
+        dkms_facts(root, release, false, &mut facts);
+        return done(facts);
+    };
+    facts.push(Fact::ok(
+        "module",
+        "node",
+        format!(
+            "modprobe loads /lib/modules/{release}/{relative}, from {}",
+            origin(root, release, &relative)
+        ),
+    ));
+    let path = installed.dir.join(&relative);
+    let module = match kernel_modules::module_bytes(&path).and_then(|b| elf::parse(&b)) {
+        Ok(m) => m,
+        Err(e) => {
+            facts.push(unknown(
+                "module",
+                format!("could not read {}: {e}", path.display()),
+            ));
+            return done(facts);
+        }
+    };
+    vermagic_fact(&installed, &module, release, &mut facts);
+    symbol_facts(root, &installed, &module, release, &mut facts);
+    signature_fact(root, &module, release, cmdline, &mut facts);
+    dkms_facts(
+        root,
+        release,
+        relative.starts_with("updates/dkms/"),
+        &mut facts,
+    );
+    done(facts)
+}
+
+/// What installs the module for @release: DKMS where it is set up, else
+/// the prebuilt package for that kernel.
+fn install_fix(root: &Path, release: &str) -> String {
+    if root.join("var/lib/dkms").join(MODULE).is_dir() {
+        format!("dkms autoinstall -k {release} (DKMS needs that kernel's headers)")
+    } else {
+        format!(
+            "apt-get install nvidia-peer-memory-modules-{release} (build it with `cargo xtask build-modules --kernel {release}` and publish it first), or on RHEL the kmod for that kernel"
+        )
+    }
+}
+
+/// The words after the release: with CONFIG_MODVERSIONS the kernel
+/// compares only these (same_magic(), kernel/module/version.c).
+fn magic_flags(vermagic: &str) -> &str {
+    // From the first space on, trailing space included, as strcspn leaves it.
+    vermagic.find(' ').map_or("", |i| &vermagic[i..])
+}
+
+fn vermagic_fact(installed: &Installed, module: &Module, release: &str, facts: &mut Vec<Fact>) {
+    let Some(ours) = module.info("vermagic") else {
+        facts.push(fail("vermagic", format!("{MODULE} has no vermagic"), None));
+        return;
+    };
+    let theirs = installed
+        .a_kernel_module()
+        .map(|f| installed.dir.join(f))
+        .and_then(|p| kernel_modules::module_bytes(&p).ok())
+        .and_then(|b| elf::parse(&b).ok())
+        .and_then(|m| m.info("vermagic").map(str::to_owned));
+    let Some(theirs) = theirs else {
+        facts.push(Fact::info(
+            "vermagic",
+            "node",
+            format!("{ours}: not compared (no module of the kernel's own could be read)"),
+        ));
+        return;
+    };
+    let fits = if module.imports.is_empty() {
+        ours == theirs
+    } else {
+        magic_flags(ours) == magic_flags(&theirs)
+    };
+    if fits {
+        facts.push(Fact::ok(
+            "vermagic",
+            "node",
+            format!("`{}` fits {release}'s `{}`", ours.trim(), theirs.trim()),
+        ));
+    } else {
+        facts.push(fail(
+            "vermagic",
+            format!(
+                "`{}` does not fit {release}'s `{}`: the kernel refuses it (invalid module format)",
+                ours.trim(),
+                theirs.trim()
+            ),
+            Some(format!("rebuild {MODULE} for {release}")),
+        ));
+    }
+}
+
+/// The kernel's own exports with CRCs (Module.symvers of its headers, or
+/// /boot/symvers-<release>.gz) or at least their names (System.map).
+fn kernel_exports(root: &Path, release: &str) -> (BTreeMap<String, Option<u32>>, Option<PathBuf>) {
+    let symvers = root
+        .join("lib/modules")
+        .join(release)
+        .join("build/Module.symvers");
+    if let Ok(text) = std::fs::read_to_string(&symvers) {
+        let map = text
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.split('\t');
+                let crc = u32::from_str_radix(w.next()?.trim_start_matches("0x"), 16).ok()?;
+                let name = w.next()?;
+                let owner = w.next()?;
+                (owner == "vmlinux").then(|| (name.to_owned(), Some(crc)))
+            })
+            .collect();
+        return (map, Some(symvers));
+    }
+    let map_file = root.join("boot").join(format!("System.map-{release}"));
+    if let Ok(text) = std::fs::read_to_string(&map_file) {
+        let map = text
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(2)?.strip_prefix("__ksymtab_"))
+            .map(|n| (n.to_owned(), None))
+            .collect();
+        return (map, Some(map_file));
+    }
+    (BTreeMap::new(), None)
+}
+
+fn symbol_facts(
+    root: &Path,
+    installed: &Installed,
+    module: &Module,
+    release: &str,
+    facts: &mut Vec<Fact>,
+) {
+    if module.imports.is_empty() {
+        facts.push(Fact::info(
+            "symbols",
+            "node",
+            "no symbol versions recorded (built without CONFIG_MODVERSIONS): not compared",
+        ));
+        return;
+    }
+    if !installed.has_symbols() {
+        facts.push(unknown(
+            "symbols",
+            format!("no modules.symbols for {release}: cannot tell which modules export what"),
+        ));
+        return;
+    }
+    let (kernel, kernel_source) = kernel_exports(root, release);
+    let mut providers: BTreeMap<String, Result<Module, String>> = BTreeMap::new();
+    let mut by_provider: BTreeMap<String, usize> = BTreeMap::new();
+    let mut kernel_unchecked = 0;
+    for (symbol, crc) in &module.imports {
+        if let Some(provider) = installed.exporter_of(symbol) {
+            let exports = providers.entry(provider.to_owned()).or_insert_with(|| {
+                let file = installed
+                    .file_of(provider)
+                    .ok_or_else(|| format!("modules.dep does not list {provider}"))?;
+                kernel_modules::module_bytes(&installed.dir.join(file)).and_then(|b| elf::parse(&b))
+            });
+            let file = installed.file_of(provider).unwrap_or("?");
+            match exports {
+                Err(e) => {
+                    facts.push(unknown(
+                        "symbols",
+                        format!("could not read {provider} ({file}): {e}"),
+                    ));
+                    return;
+                }
+                Ok(p) => match p.exports.get(symbol) {
+                    Some(theirs) if theirs == crc => {
+                        *by_provider.entry(provider.to_owned()).or_default() += 1
+                    }
+                    Some(theirs) => {
+                        facts.push(fail(
+                            "symbols",
+                            format!(
+                                "{provider} (/lib/modules/{release}/{file}) exports another version of {symbol} (0x{theirs:08x}; {MODULE} was built against 0x{crc:08x}): the kernel refuses it (disagrees about version of symbol)"
+                            ),
+                            Some(rebuild_fix(release)),
+                        ));
+                        return;
+                    }
+                    None => {
+                        facts.push(unknown(
+                            "symbols",
+                            format!("{provider} ({file}) exports {symbol} per modules.symbols, but its file records no CRC for it"),
+                        ));
+                        return;
+                    }
+                },
+            }
+        } else {
+            match kernel.get(symbol) {
+                Some(Some(theirs)) if theirs != crc => {
+                    facts.push(fail(
+                        "symbols",
+                        format!(
+                            "the kernel {release} exports another version of {symbol} (0x{theirs:08x}; {MODULE} was built against 0x{crc:08x})"
+                        ),
+                        Some(rebuild_fix(release)),
+                    ));
+                    return;
+                }
+                Some(Some(_)) => *by_provider.entry("the kernel".into()).or_default() += 1,
+                Some(None) => kernel_unchecked += 1,
+                None if kernel_source.is_some() => {
+                    facts.push(fail(
+                        "symbols",
+                        format!(
+                            "nothing installed for {release} exports {symbol} (Unknown symbol): {}",
+                            provider_hint(symbol)
+                        ),
+                        Some(format!(
+                            "install the {} for {release}",
+                            provider_hint(symbol)
+                        )),
+                    ));
+                    return;
+                }
+                None => kernel_unchecked += 1,
+            }
+        }
+    }
+    let mut summary: Vec<String> = by_provider
+        .iter()
+        .map(|(p, n)| format!("{p} {n}"))
+        .collect();
+    if kernel_unchecked > 0 {
+        summary.push(match &kernel_source {
+            Some(s) => format!("{kernel_unchecked} from the kernel by name only ({})", s.display()),
+            None => format!(
+                "{kernel_unchecked} not found in any module, taken as the kernel's own (no Module.symvers or System.map for {release} to check them)"
+            ),
+        });
+    }
+    facts.push(Fact::ok(
+        "symbols",
+        "node",
+        format!(
+            "every imported symbol is exported with the CRC {MODULE} was built against: {}",
+            summary.join(", ")
+        ),
+    ));
+}
+
+fn provider_hint(symbol: &str) -> &'static str {
+    if symbol.starts_with("nvidia_p2p_") {
+        "NVIDIA driver's kernel modules (nvidia.ko)"
+    } else if symbol.starts_with("ib_") || symbol.starts_with("rdma_") {
+        "MLNX_OFED kernel modules (ib_core with the PeerDirect API)"
+    } else {
+        "module that exports it"
+    }
+}
+
+fn rebuild_fix(release: &str) -> String {
+    format!(
+        "rebuild {MODULE} against the modules installed for {release}: dkms remove {MODULE} -k {release} && dkms autoinstall -k {release}; for a prebuilt package, build-modules --kernel {release} against that MLNX_OFED and publish it"
+    )
+}
+
+/// Would @release refuse an unsigned module? CONFIG_MODULE_SIG_FORCE in its
+/// config, `module.sig_enforce` on its command line, or Secure Boot with a
+/// kernel that locks down under it (docs/next-boot.md, "Signatures").
+fn signature_fact(
+    root: &Path,
+    module: &Module,
+    release: &str,
+    cmdline: Option<&str>,
+    facts: &mut Vec<Fact>,
+) {
+    let config = std::fs::read_to_string(root.join("boot").join(format!("config-{release}"))).ok();
+    let set = |option: &str| {
+        config
+            .as_deref()
+            .is_some_and(|c| c.lines().any(|l| l == format!("{option}=y")))
+    };
+    let secure_boot = std::fs::read(
+        root.join("sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"),
+    )
+    .ok()
+    .and_then(|b| b.get(4).copied())
+        == Some(1);
+    let mut enforced = Vec::new();
+    if set("CONFIG_MODULE_SIG_FORCE") {
+        enforced.push("CONFIG_MODULE_SIG_FORCE".to_owned());
+    }
+    let words: Vec<&str> = cmdline.map_or(Vec::new(), |c| c.split_whitespace().collect());
+    for w in &words {
+        if *w == "module.sig_enforce=1"
+            || *w == "lockdown=integrity"
+            || *w == "lockdown=confidentiality"
+        {
+            enforced.push((*w).to_owned());
+        }
+    }
+    for option in [
+        "CONFIG_LOCK_DOWN_KERNEL_FORCE_INTEGRITY",
+        "CONFIG_LOCK_DOWN_KERNEL_FORCE_CONFIDENTIALITY",
+    ] {
+        if set(option) {
+            enforced.push(option.to_owned());
+        }
+    }
+    // Debian's and Fedora's patch names the option
+    // LOCK_DOWN_IN_EFI_SECURE_BOOT, Ubuntu's LOCK_DOWN_IN_SECURE_BOOT
+    // (docs/next-boot.md, "Signatures").
+    if secure_boot
+        && (set("CONFIG_LOCK_DOWN_IN_EFI_SECURE_BOOT") || set("CONFIG_LOCK_DOWN_IN_SECURE_BOOT"))
+    {
+        enforced.push("Secure Boot (lockdown)".to_owned());
+    }
+    match (&module.signature, enforced.is_empty()) {
+        (Some(_), _) => facts.push(Fact::ok(
+            "signature",
+            "node",
+            format!(
+                "signed{} (whether its key is enrolled cannot be read from files)",
+                if enforced.is_empty() { String::new() } else { format!("; {release} enforces signatures: {}", enforced.join(", ")) }
+            ),
+        )),
+        (None, true) => facts.push(Fact::info(
+            "signature",
+            "node",
+            format!("unsigned; {release} does not enforce signatures{}", if config.is_none() { format!(" (no /boot/config-{release}: assumed)") } else { String::new() }),
+        )),
+        (None, false) => facts.push(fail(
+            "signature",
+            format!("unsigned, and {release} loads only signed modules ({})", enforced.join(", ")),
+            Some(format!(
+                "sign it: configure DKMS's MOK key (mokutil --import /var/lib/dkms/mok.pub, then reboot to enroll it) and run dkms autoinstall -k {release}; for prebuilt packages, build-modules --modsign-key/--modsign-cert"
+            )),
+        )),
+    }
+}
+
+/// DKMS's state for @release: built or installed for it, per DKMS's tree
+/// (/var/lib/dkms/<module>/<version>/<release>/<arch>, and the
+/// kernel-<release>-<arch> link `dkms install` makes).
+fn dkms_facts(root: &Path, release: &str, loaded_is_dkms: bool, facts: &mut Vec<Fact>) {
+    let tree = root.join("var/lib/dkms").join(MODULE);
+    let Ok(entries) = std::fs::read_dir(&tree) else {
+        return;
+    };
+    let mut versions: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.path().is_dir() && !e.file_name().to_string_lossy().starts_with("kernel-"))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    versions.sort();
+    let installed = std::fs::read_dir(&tree)
+        .map(|d| {
+            d.flatten().any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(&format!("kernel-{release}-"))
+            })
+        })
+        .unwrap_or(false);
+    let built = versions
+        .iter()
+        .filter(|v| tree.join(v).join(release).is_dir())
+        .cloned()
+        .collect::<Vec<_>>();
+    let message = match (installed, built.is_empty()) {
+        (true, _) => format!(
+            "DKMS: {MODULE} {} installed for {release}",
+            built.join(", ")
+        ),
+        (false, false) => format!(
+            "DKMS: {MODULE} {} built for {release}, not installed",
+            built.join(", ")
+        ),
+        (false, true) => format!(
+            "DKMS: {MODULE} {} added, not built for {release}",
+            versions.join(", ")
+        ),
+    };
+    // The module's own line says whether one loads; this says what DKMS
+    // has, for the admin who expected DKMS to build it.
+    let _ = loaded_is_dkms;
+    facts.push(Fact::info("dkms", "node", message));
+}
+
+/// A module file and the path it was read from, for tests.
+pub fn read_module(path: &Path) -> Result<Module, Unreadable> {
+    kernel_modules::module_bytes(path)
+        .and_then(|b| elf::parse(&b))
+        .map_err(|e| Unreadable::new(path, e))
+}

@@ -1,0 +1,75 @@
+//! The next-boot verdict's three forms (docs/next-boot.md, "Output"): the
+//! human lines as the readiness check prints its facts, JSON (schema
+//! `gpudirect-rdma-check-next-boot/1`) and Prometheus text with the
+//! `gpudirect_rdma_next_boot` metric a fleet alerts on before a reboot.
+
+use crate::next_boot::{MODULE, Verdict};
+use crate::render::{fact_lines, json_facts, json_string, label};
+use std::fmt::Write;
+
+pub const SCHEMA: &str = "gpudirect-rdma-check-next-boot/1";
+
+pub fn human(v: &Verdict) -> String {
+    let mut out = fact_lines(&v.facts);
+    let _ = writeln!(
+        out,
+        "{}",
+        match v.loads() {
+            Some(true) => format!("NEXT BOOT OK: {MODULE} will load on {}", v.release),
+            Some(false) => format!("NEXT BOOT LOST: {MODULE} will not load on {}", v.release),
+            None => format!(
+                "NEXT BOOT UNKNOWN: cannot tell whether {MODULE} will load on {}",
+                v.release
+            ),
+        }
+    );
+    out
+}
+
+pub fn json(v: &Verdict) -> String {
+    format!(
+        "{{\"schema\":{},\"kernel\":{},\"chosen\":{},\"loads\":{},\"exit_status\":{},\"facts\":[{}]}}\n",
+        json_string(SCHEMA),
+        json_string(&v.release),
+        json_string(&v.chosen),
+        v.loads().map_or("null".to_owned(), |b| b.to_string()),
+        v.exit_status(),
+        json_facts(&v.facts)
+    )
+}
+
+pub fn prometheus(v: &Verdict) -> String {
+    let mut out = String::new();
+    let kernel = format!("{{kernel=\"{}\"}}", label(&v.release));
+    let _ = writeln!(
+        out,
+        "# HELP gpudirect_rdma_next_boot 1 when {MODULE} will load on the kernel checked (the next boot's, or --kernel), 0 when it will not or that cannot be told (see gpudirect_rdma_next_boot_known)."
+    );
+    let _ = writeln!(out, "# TYPE gpudirect_rdma_next_boot gauge");
+    let _ = writeln!(
+        out,
+        "gpudirect_rdma_next_boot{kernel} {}",
+        u8::from(v.loads() == Some(true))
+    );
+    let _ = writeln!(
+        out,
+        "# HELP gpudirect_rdma_next_boot_known 1 when the check could tell whether {MODULE} will load on that kernel."
+    );
+    let _ = writeln!(out, "# TYPE gpudirect_rdma_next_boot_known gauge");
+    let _ = writeln!(
+        out,
+        "gpudirect_rdma_next_boot_known{kernel} {}",
+        u8::from(v.loads().is_some())
+    );
+    let _ = writeln!(
+        out,
+        "# HELP gpudirect_rdma_next_boot_exit_status gpudirect-rdma-check --next-boot's exit status (docs/next-boot.md)."
+    );
+    let _ = writeln!(out, "# TYPE gpudirect_rdma_next_boot_exit_status gauge");
+    let _ = writeln!(
+        out,
+        "gpudirect_rdma_next_boot_exit_status {}",
+        v.exit_status()
+    );
+    out
+}

@@ -1,0 +1,565 @@
+//! Tests of the next-boot verdict (next_boot.rs) and of finding the next
+//! boot's kernel (boot_loader.rs) over fake roots: module files in ELF's
+//! real layout (elf::tests::ModuleBytes), modules.dep and modules.symbols
+//! as depmod writes them, grub.cfg as Debian's grub-mkconfig and RHEL's
+//! BLS setup write it, systemd-boot's loader.conf and EFI variables.
+
+use crate::boot_loader::{self, NextBoot};
+use crate::elf::tests::{ModuleBytes, signed};
+use crate::next_boot::{self, Verdict};
+use crate::report::Status;
+use std::path::PathBuf;
+
+const K1: &str = "6.1.0-56-amd64";
+const K2: &str = "6.12.95+deb12-amd64";
+const MAGIC_FLAGS: &str = "SMP preempt mod_unload modversions ";
+
+struct Root(PathBuf);
+
+impl Root {
+    fn new(name: &str) -> Root {
+        let p = std::env::temp_dir().join(format!("nvpm-nextboot-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Root(p)
+    }
+    fn write(&self, rel: &str, bytes: impl AsRef<[u8]>) {
+        let p = self.0.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, bytes).unwrap();
+    }
+    /// A kernel @k with its own ib_core (exporting @core_crc), the NVIDIA
+    /// driver's module and nv_peer_mem at @ours (None: not installed),
+    /// modules.dep and modules.symbols as depmod writes them.
+    fn kernel(&self, k: &str, core_crc: u32, ours: Option<(&str, Vec<u8>)>) {
+        let m = format!("lib/modules/{k}");
+        self.write(
+            &format!("{m}/kernel/drivers/infiniband/core/ib_uverbs.ko"),
+            ModuleBytes::new()
+                .info("vermagic", &format!("{k} {MAGIC_FLAGS}"))
+                .build(),
+        );
+        self.write(
+            &format!("{m}/updates/ib_core.ko"),
+            ModuleBytes::new()
+                .info("vermagic", &format!("{k} {MAGIC_FLAGS}"))
+                .export("ib_register_peer_memory_client", core_crc, false)
+                .build(),
+        );
+        self.write(
+            &format!("{m}/updates/nvidia.ko"),
+            ModuleBytes::new()
+                .info("vermagic", &format!("{k} {MAGIC_FLAGS}"))
+                .export("nvidia_p2p_get_pages", 0x5555_5555, false)
+                .build(),
+        );
+        let mut dep = String::from(
+            "kernel/drivers/infiniband/core/ib_uverbs.ko:\nupdates/ib_core.ko:\nupdates/nvidia.ko:\n",
+        );
+        if let Some((rel, bytes)) = ours {
+            self.write(&format!("{m}/{rel}"), bytes);
+            dep.push_str(&format!("{rel}: updates/ib_core.ko updates/nvidia.ko\n"));
+        }
+        self.write(&format!("{m}/modules.dep"), dep);
+        self.write(
+            &format!("{m}/modules.symbols"),
+            "# Aliases for symbols, used by symbol_request().\nalias symbol:ib_register_peer_memory_client ib_core\nalias symbol:nvidia_p2p_get_pages nvidia\n",
+        );
+        self.write(
+            &format!("boot/System.map-{k}"),
+            "ffffffff81000000 T _text\nffffffff82a5b0c0 r __ksymtab_kmalloc\n",
+        );
+    }
+    fn verdict(&self, k: &str) -> Verdict {
+        next_boot::verdict(&self.0, k, "--kernel".into(), None)
+    }
+}
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// nv_peer_mem built for @k against ib_core's @core_crc.
+fn ours(k: &str, core_crc: u32) -> Vec<u8> {
+    ModuleBytes::new()
+        .info("version", "1.4.0")
+        .info("vermagic", &format!("{k} {MAGIC_FLAGS}"))
+        .import("ib_register_peer_memory_client", core_crc)
+        .import("nvidia_p2p_get_pages", 0x5555_5555)
+        .import("kmalloc", 0x1234_5678)
+        .build()
+}
+
+fn line(v: &Verdict, check: &str) -> String {
+    v.facts
+        .iter()
+        .filter(|f| f.check == check)
+        .map(|f| {
+            format!(
+                "{:?} {} {}",
+                f.status,
+                f.message,
+                f.fix.clone().unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_dkms_build_that_fits_will_load() {
+    let r = Root::new("fits");
+    r.kernel(
+        K2,
+        0x1111_1111,
+        Some(("updates/dkms/nv_peer_mem.ko", ours(K2, 0x1111_1111))),
+    );
+    r.write(
+        &format!("var/lib/dkms/nv_peer_mem/1.4.0/{K2}/x86_64/module/nv_peer_mem.ko"),
+        "",
+    );
+    std::os::unix::fs::symlink(
+        format!("1.4.0/{K2}/x86_64"),
+        r.0.join(format!("var/lib/dkms/nv_peer_mem/kernel-{K2}-x86_64")),
+    )
+    .unwrap();
+    let v = r.verdict(K2);
+    assert_eq!(v.loads(), Some(true), "{v:#?}");
+    assert_eq!(v.exit_status(), 0);
+    assert!(line(&v, "module").contains(&format!(
+        "/lib/modules/{K2}/updates/dkms/nv_peer_mem.ko, from DKMS's build"
+    )));
+    assert!(
+        line(&v, "vermagic").starts_with("Ok"),
+        "{}",
+        line(&v, "vermagic")
+    );
+    assert!(
+        line(&v, "symbols").contains("ib_core 1, nvidia 1, 1 from the kernel by name only"),
+        "{}",
+        line(&v, "symbols")
+    );
+    assert!(
+        line(&v, "signature").contains("unsigned"),
+        "{}",
+        line(&v, "signature")
+    );
+    assert!(
+        line(&v, "dkms").contains(&format!("installed for {K2}")),
+        "{}",
+        line(&v, "dkms")
+    );
+    let text = crate::next_boot_render::human(&v);
+    assert!(
+        text.ends_with(&format!("NEXT BOOT OK: nv_peer_mem will load on {K2}\n")),
+        "{text}"
+    );
+    let prom = crate::next_boot_render::prometheus(&v);
+    assert!(
+        prom.contains(&format!("gpudirect_rdma_next_boot{{kernel=\"{K2}\"}} 1\n")),
+        "{prom}"
+    );
+}
+
+#[test]
+fn a_provider_with_other_crcs_is_named_and_it_will_not_load() {
+    let r = Root::new("crc");
+    // MLNX_OFED was updated for K2; nv_peer_mem was built against the old one
+    r.kernel(
+        K2,
+        0x0bad_c0de,
+        Some(("updates/nv_peer_mem.ko", ours(K2, 0x1111_1111))),
+    );
+    let v = r.verdict(K2);
+    assert_eq!(v.loads(), Some(false));
+    assert_eq!(v.exit_status(), 4);
+    let s = line(&v, "symbols");
+    assert!(s.contains("ib_core (/lib/modules/6.12.95+deb12-amd64/updates/ib_core.ko) exports another version of ib_register_peer_memory_client (0x0badc0de; nv_peer_mem was built against 0x11111111)"), "{s}");
+    assert!(s.contains("dkms autoinstall -k 6.12.95+deb12-amd64"), "{s}");
+    let prom = crate::next_boot_render::prometheus(&v);
+    assert!(
+        prom.contains(&format!("gpudirect_rdma_next_boot{{kernel=\"{K2}\"}} 0\n")),
+        "{prom}"
+    );
+    assert!(
+        prom.contains(&format!(
+            "gpudirect_rdma_next_boot_known{{kernel=\"{K2}\"}} 1\n"
+        )),
+        "{prom}"
+    );
+}
+
+#[test]
+fn a_missing_provider_is_an_unknown_symbol() {
+    let r = Root::new("unknown-symbol");
+    r.kernel(
+        K2,
+        0x1111_1111,
+        Some(("updates/nv_peer_mem.ko", ours(K2, 0x1111_1111))),
+    );
+    // MLNX_OFED not installed for K2: nothing exports the PeerDirect API
+    r.write(
+        &format!("lib/modules/{K2}/modules.symbols"),
+        "alias symbol:nvidia_p2p_get_pages nvidia\n",
+    );
+    let v = r.verdict(K2);
+    assert_eq!(v.loads(), Some(false));
+    let s = line(&v, "symbols");
+    assert!(s.contains("nothing installed for 6.12.95+deb12-amd64 exports ib_register_peer_memory_client (Unknown symbol): MLNX_OFED kernel modules"), "{s}");
+}
+
+#[test]
+fn no_module_names_the_package_or_dkms_and_an_unlisted_copy_names_depmod() {
+    let r = Root::new("none");
+    r.kernel(
+        K1,
+        0x1111_1111,
+        Some(("updates/nv_peer_mem.ko", ours(K1, 0x1111_1111))),
+    );
+    r.kernel(K2, 0x1111_1111, None);
+    let v = r.verdict(K2);
+    assert_eq!(v.loads(), Some(false));
+    let m = line(&v, "module");
+    assert!(
+        m.contains("no nv_peer_mem for 6.12.95+deb12-amd64: modprobe finds none"),
+        "{m}"
+    );
+    assert!(
+        m.contains("apt-get install nvidia-peer-memory-modules-6.12.95+deb12-amd64"),
+        "{m}"
+    );
+    // installed after depmod ran: modprobe does not find it yet
+    r.write(
+        &format!("lib/modules/{K2}/updates/nv_peer_mem.ko"),
+        ours(K2, 0x1111_1111),
+    );
+    let m = line(&r.verdict(K2), "module");
+    assert!(
+        m.contains("(updates/nv_peer_mem.ko is installed, but modules.dep does not list it)"),
+        "{m}"
+    );
+    assert!(m.contains(&format!("depmod {K2}")), "{m}");
+    // DKMS set up but not built for K2
+    std::fs::remove_file(r.0.join(format!("lib/modules/{K2}/updates/nv_peer_mem.ko"))).unwrap();
+    r.write("var/lib/dkms/nv_peer_mem/1.4.0/source/dkms.conf", "");
+    let v = r.verdict(K2);
+    assert!(
+        line(&v, "module").contains(&format!("dkms autoinstall -k {K2}")),
+        "{}",
+        line(&v, "module")
+    );
+    assert!(
+        line(&v, "dkms").contains(&format!("1.4.0 added, not built for {K2}")),
+        "{}",
+        line(&v, "dkms")
+    );
+    // not installed at all, depmod never ran
+    assert!(line(&r.verdict("6.19.0-1-amd64"), "kernel").contains("is not installed"));
+    r.write("lib/modules/6.19.0-1-amd64/kernel/x.ko", "");
+    let v = r.verdict("6.19.0-1-amd64");
+    assert_eq!(v.loads(), None);
+    assert!(
+        line(&v, "module").contains("depmod has not run"),
+        "{}",
+        line(&v, "module")
+    );
+}
+
+#[test]
+fn vermagic_and_signature_refusals() {
+    let r = Root::new("refusals");
+    let other = ModuleBytes::new()
+        .info("vermagic", &format!("{K2} SMP mod_unload modversions "))
+        .import("ib_register_peer_memory_client", 0x1111_1111)
+        .build();
+    r.kernel(K2, 0x1111_1111, Some(("updates/nv_peer_mem.ko", other)));
+    let v = r.verdict(K2);
+    assert_eq!(v.loads(), Some(false));
+    assert!(
+        line(&v, "vermagic").contains("does not fit"),
+        "{}",
+        line(&v, "vermagic")
+    );
+
+    let r = Root::new("sig");
+    r.kernel(
+        K2,
+        0x1111_1111,
+        Some(("updates/nv_peer_mem.ko", ours(K2, 0x1111_1111))),
+    );
+    r.write(
+        &format!("boot/config-{K2}"),
+        "CONFIG_MODULE_SIG=y\nCONFIG_LOCK_DOWN_IN_EFI_SECURE_BOOT=y\n",
+    );
+    assert_eq!(
+        r.verdict(K2).loads(),
+        Some(true),
+        "no Secure Boot: unsigned loads"
+    );
+    r.write(
+        "sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c",
+        [6, 0, 0, 0, 1],
+    );
+    let v = r.verdict(K2);
+    assert_eq!(v.loads(), Some(false));
+    assert!(
+        line(&v, "signature").contains(
+            "unsigned, and 6.12.95+deb12-amd64 loads only signed modules (Secure Boot (lockdown))"
+        ),
+        "{}",
+        line(&v, "signature")
+    );
+    assert!(line(&v, "signature").contains("mokutil --import"));
+    r.write(
+        &format!("lib/modules/{K2}/updates/nv_peer_mem.ko"),
+        signed(ours(K2, 0x1111_1111)),
+    );
+    let v = r.verdict(K2);
+    assert_eq!(v.loads(), Some(true));
+    assert!(
+        line(&v, "signature").starts_with("Ok signed; 6.12.95+deb12-amd64 enforces signatures"),
+        "{}",
+        line(&v, "signature")
+    );
+    // module.sig_enforce on the next boot's command line
+    let r = Root::new("sig-enforce");
+    r.kernel(
+        K2,
+        0x1111_1111,
+        Some(("updates/nv_peer_mem.ko", ours(K2, 0x1111_1111))),
+    );
+    let v = next_boot::verdict(
+        &r.0,
+        K2,
+        "test".into(),
+        Some("root=/dev/vda ro module.sig_enforce=1"),
+    );
+    assert_eq!(v.loads(), Some(false));
+}
+
+#[test]
+fn a_broken_module_file_is_cannot_tell() {
+    let r = Root::new("broken");
+    r.kernel(
+        K2,
+        0x1111_1111,
+        Some(("updates/nv_peer_mem.ko", b"not an ELF".to_vec())),
+    );
+    let v = r.verdict(K2);
+    assert_eq!(v.loads(), None);
+    assert_eq!(v.exit_status(), 7);
+    assert!(
+        line(&v, "module").contains("not an ELF file"),
+        "{}",
+        line(&v, "module")
+    );
+    assert!(v.facts.iter().any(|f| f.status == Status::Unknown));
+}
+
+// --- which kernel boots next ----------------------------------------------
+
+/// grub.cfg as Debian 12's grub-mkconfig writes it (00_header's default
+/// logic, 10_linux's entries: the newest kernel first, the others in the
+/// "Advanced options" submenu; docs/next-boot.md names the sources).
+fn debian_grub_cfg(default: &str) -> String {
+    format!(
+        r#"#
+# DO NOT EDIT THIS FILE
+#
+### BEGIN /etc/grub.d/00_header ###
+if [ -s $prefix/grubenv ]; then
+  set have_grubenv=true
+  load_env
+fi
+if [ "${{next_entry}}" ] ; then
+   set default="${{next_entry}}"
+   set next_entry=
+   save_env next_entry
+   set boot_once=true
+else
+   set default="{default}"
+fi
+function load_video {{
+  if [ x$feature_all_video_module = xy ]; then
+    insmod all_video
+  fi
+}}
+### END /etc/grub.d/00_header ###
+### BEGIN /etc/grub.d/10_linux ###
+menuentry 'Debian GNU/Linux' --class debian --class gnu-linux --class gnu --class os $menuentry_id_option 'gnulinux-simple-1234' {{
+	load_video
+	insmod ext2
+	echo	'Loading Linux {K2} ...'
+	linux	/boot/vmlinuz-{K2} root=UUID=1234 ro  quiet
+	echo	'Loading initial ramdisk ...'
+	initrd	/boot/initrd.img-{K2}
+}}
+submenu 'Advanced options for Debian GNU/Linux' $menuentry_id_option 'gnulinux-advanced-1234' {{
+	menuentry 'Debian GNU/Linux, with Linux {K2}' --class debian $menuentry_id_option 'gnulinux-{K2}-advanced-1234' {{
+		linux	/boot/vmlinuz-{K2} root=UUID=1234 ro  quiet
+	}}
+	menuentry 'Debian GNU/Linux, with Linux {K1}' --class debian $menuentry_id_option 'gnulinux-{K1}-advanced-1234' {{
+		linux	/boot/vmlinuz-{K1} root=UUID=1234 ro  quiet module.sig_enforce=1
+	}}
+}}
+### END /etc/grub.d/10_linux ###
+"#
+    )
+}
+
+fn grubenv(entries: &str) -> String {
+    let mut s = format!("# GRUB Environment Block\n{entries}");
+    while s.len() < 1024 {
+        s.push('#');
+    }
+    s
+}
+
+fn nb(root: &Root) -> NextBoot {
+    boot_loader::next_boot(&root.0)
+}
+
+#[test]
+fn grub_default_zero_is_the_first_entry_the_newest_kernel() {
+    let r = Root::new("grub0");
+    r.write("boot/grub/grub.cfg", debian_grub_cfg("0"));
+    let n = nb(&r);
+    assert_eq!(n.release.as_deref(), Some(K2), "{n:?}");
+    assert!(n.how.contains("\"Debian GNU/Linux\""), "{n:?}");
+    assert_eq!(n.cmdline.as_deref(), Some("root=UUID=1234 ro  quiet"));
+}
+
+#[test]
+fn grub_saved_entry_and_the_one_shot_next_entry() {
+    let r = Root::new("grub-saved");
+    r.write("boot/grub/grub.cfg", debian_grub_cfg("${saved_entry}"));
+    r.write(
+        "boot/grub/grubenv",
+        grubenv(&format!(
+            "saved_entry=gnulinux-advanced-1234>gnulinux-{K1}-advanced-1234\n"
+        )),
+    );
+    let n = nb(&r);
+    assert_eq!(n.release.as_deref(), Some(K1), "{n:?}");
+    assert!(n.how.contains("saved_entry in grubenv"), "{n:?}");
+    assert!(n.cmdline.unwrap().contains("module.sig_enforce=1"));
+    // by title, and by number inside the submenu
+    r.write(
+        "boot/grub/grubenv",
+        grubenv(&format!(
+            "saved_entry=Advanced options for Debian GNU/Linux>Debian GNU/Linux, with Linux {K1}\n"
+        )),
+    );
+    assert_eq!(nb(&r).release.as_deref(), Some(K1));
+    r.write("boot/grub/grubenv", grubenv("saved_entry=1>0\n"));
+    assert_eq!(nb(&r).release.as_deref(), Some(K2));
+    // grub-reboot's one-shot entry wins
+    r.write(
+        "boot/grub/grubenv",
+        grubenv(&format!(
+            "saved_entry=0\nnext_entry=gnulinux-advanced-1234>gnulinux-{K1}-advanced-1234\n"
+        )),
+    );
+    let n = nb(&r);
+    assert_eq!(n.release.as_deref(), Some(K1));
+    assert!(n.how.contains("next_entry"), "{n:?}");
+    // an entry that is not there: GRUB falls back to entry 0
+    r.write("boot/grub/grubenv", grubenv("saved_entry=gnulinux-gone\n"));
+    let n = nb(&r);
+    assert_eq!(n.release.as_deref(), Some(K2), "{n:?}");
+    assert!(
+        n.how.contains("names no entry") && n.how.contains("falls back to entry 0"),
+        "{n:?}"
+    );
+}
+
+#[test]
+fn bls_saved_entry_is_the_entry_file() {
+    let r = Root::new("bls");
+    r.write(
+        "boot/grub2/grub.cfg",
+        "set default=\"${saved_entry}\"\ninsmod blscfg\nblscfg\n",
+    );
+    r.write(
+        "boot/grub2/grubenv",
+        grubenv("saved_entry=0123abcd-5.14.0-503.11.1.el9_5.x86_64\n"),
+    );
+    r.write(
+        "boot/loader/entries/0123abcd-5.14.0-503.11.1.el9_5.x86_64.conf",
+        "title Red Hat Enterprise Linux (5.14.0-503.11.1.el9_5.x86_64) 9.5 (Plow)\nversion 5.14.0-503.11.1.el9_5.x86_64\nlinux /vmlinuz-5.14.0-503.11.1.el9_5.x86_64\ninitrd /initramfs-5.14.0-503.11.1.el9_5.x86_64.img\noptions root=/dev/mapper/rhel-root ro crashkernel=auto\n",
+    );
+    let n = nb(&r);
+    assert_eq!(
+        n.release.as_deref(),
+        Some("5.14.0-503.11.1.el9_5.x86_64"),
+        "{n:?}"
+    );
+    assert_eq!(
+        n.cmdline.as_deref(),
+        Some("root=/dev/mapper/rhel-root ro crashkernel=auto")
+    );
+    r.write("boot/grub2/grubenv", grubenv("saved_entry=0\n"));
+    assert!(nb(&r).how.contains("blscfg's sort"), "{:?}", nb(&r));
+}
+
+#[test]
+fn systemd_boot_one_shot_default_and_patterns() {
+    let r = Root::new("sdboot");
+    r.write(
+        "efi/loader/loader.conf",
+        "timeout 3\ndefault debian-6.12.conf\n",
+    );
+    r.write(
+        "efi/loader/entries/debian-6.12.conf",
+        format!("title Debian\nlinux /vmlinuz-{K2}\noptions root=/dev/vda\n"),
+    );
+    r.write(
+        "efi/loader/entries/debian-6.1.conf",
+        format!("title Debian\nlinux /vmlinuz-{K1}\n"),
+    );
+    assert_eq!(nb(&r).release.as_deref(), Some(K2));
+    let utf16 = |s: &str| -> Vec<u8> {
+        let mut b = vec![7, 0, 0, 0];
+        for u in s.encode_utf16().chain([0]) {
+            b.extend(u.to_le_bytes());
+        }
+        b
+    };
+    r.write(
+        "sys/firmware/efi/efivars/LoaderEntryOneShot-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f",
+        utf16("debian-6.1.conf"),
+    );
+    let n = nb(&r);
+    assert_eq!(n.release.as_deref(), Some(K1));
+    assert!(n.how.contains("LoaderEntryOneShot"), "{n:?}");
+    std::fs::remove_file(
+        r.0.join(
+            "sys/firmware/efi/efivars/LoaderEntryOneShot-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f",
+        ),
+    )
+    .unwrap();
+    r.write("efi/loader/loader.conf", "default debian-*\n");
+    assert!(nb(&r).how.contains("matches 2 entries"), "{:?}", nb(&r));
+    r.write("efi/loader/loader.conf", "default Debian-6.12*\n");
+    assert_eq!(
+        nb(&r).release.as_deref(),
+        Some(K2),
+        "one match decides: {:?}",
+        nb(&r)
+    );
+    r.write("efi/loader/loader.conf", "default @saved\n");
+    assert!(nb(&r).how.starts_with("cannot tell"), "{:?}", nb(&r));
+}
+
+#[test]
+fn the_vmlinuz_link_is_the_last_resort_and_nothing_is_cannot_tell() {
+    let r = Root::new("link");
+    assert_eq!(nb(&r).release, None);
+    assert!(nb(&r).how.starts_with("cannot tell"));
+    std::os::unix::fs::symlink(format!("boot/vmlinuz-{K2}"), r.0.join("vmlinuz")).unwrap();
+    let n = nb(&r);
+    assert_eq!(n.release.as_deref(), Some(K2));
+    assert!(n.how.contains("/vmlinuz points at"), "{n:?}");
+}
