@@ -208,6 +208,23 @@ check "dpkg -i of both debs succeeds" sh -c "dpkg -i '$deb' '$dkms_deb' >'$work/
 # says so with its documented status (3: nothing to check).
 check "gpudirect-rdma-check installed in /usr/sbin with its manual page" sh -c \
     "test -x /usr/sbin/gpudirect-rdma-check && test -f /usr/share/man/man8/gpudirect-rdma-check.8.gz"
+# The kernel hook (docs/next-boot.md): after dkms's in run-parts order, a
+# conffile, and on this host (no nv_peer_mem for the kernel asked) it warns
+# and still exits 0.
+kernel_hook_installed() {
+    local hook=/etc/kernel/postinst.d/zz-nv-peer-mem
+    test -x "$hook" && grep -qx "$hook" /var/lib/dpkg/info/nvidia-peer-memory.conffiles &&
+        ls /etc/kernel/postinst.d | LC_ALL=C sort |
+        awk '/^dkms$/ { d = NR } /^zz-nv-peer-mem$/ { z = NR } END { exit !(z && (!d || z > d)) }'
+}
+check "the kernel hook /etc/kernel/postinst.d/zz-nv-peer-mem: executable, a conffile, after dkms's" kernel_hook_installed
+hook_runs() {
+    "$hook_path" "$(uname -r)" /boot/vmlinuz-"$(uname -r)" >"$work/hook.out" 2>&1 || return 1
+    cat "$work/hook.out"
+    grep -q "nv_peer_mem" "$work/hook.out"
+}
+hook_path=/etc/kernel/postinst.d/zz-nv-peer-mem
+check "the kernel hook runs gpudirect-rdma-check for a kernel and exits 0 (says whether nv_peer_mem will load)" hook_runs
 readiness_on_host() {
     local rc=0
     /usr/sbin/gpudirect-rdma-check >"$work/readiness.txt" 2>&1 || rc=$?

@@ -287,7 +287,8 @@ for id in $rpm_ids; do
         /usr/libexec/nv_peer_mem/nv_peer_mem-service /usr/lib/systemd/system-preset/50-nv_peer_mem.preset \
         /usr/sbin/gpudirect-rdma-check /usr/share/man/man8/gpudirect-rdma-check.8.gz \
         /usr/lib/systemd/system/gpudirect-rdma-check.service /usr/lib/systemd/system/gpudirect-rdma-check.timer \
-        /etc/sysconfig/gpudirect-rdma-check /etc/nhc/scripts/nvpm_gpudirect.nhc; do
+        /etc/sysconfig/gpudirect-rdma-check /etc/nhc/scripts/nvpm_gpudirect.nhc \
+        /usr/lib/kernel/install.d/95-nv-peer-mem.install; do
         check "$id: -common has $path" grep -qxF "$path" "$work/$id-common.txt"
     done
     # The timer is off until the administrator enables it (docs/monitoring.md):

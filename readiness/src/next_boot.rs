@@ -529,14 +529,30 @@ fn dkms_facts(root: &Path, release: &str, loaded_is_dkms: bool, facts: &mut Vec<
             built.join(", ")
         ),
         (false, true) => format!(
-            "DKMS: {MODULE} {} added, not built for {release}",
-            versions.join(", ")
+            "DKMS: {MODULE} {} added, not built for {release}{}",
+            versions.join(", "),
+            last_build_error(&tree, &versions)
+                .map(|e| format!("; its last failed build's log says: {e}"))
+                .unwrap_or_default()
         ),
     };
     // The module's own line says whether one loads; this says what DKMS
     // has, for the admin who expected DKMS to build it.
     let _ = loaded_is_dkms;
     facts.push(Fact::info("dkms", "node", message));
+}
+
+/// The last line that reports an error in the make.log a failed DKMS
+/// build leaves in its build directory (dkms 3: /var/lib/dkms/<module>/
+/// <version>/build/make.log), for the one-line reason.
+fn last_build_error(tree: &Path, versions: &[String]) -> Option<String> {
+    versions.iter().rev().find_map(|v| {
+        let log = std::fs::read_to_string(tree.join(v).join("build/make.log")).ok()?;
+        log.lines()
+            .rev()
+            .find(|l| l.contains("error") || l.contains("Error"))
+            .map(|l| l.trim().chars().take(200).collect())
+    })
 }
 
 /// A module file and the path it was read from, for tests.

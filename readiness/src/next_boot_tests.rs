@@ -255,6 +255,16 @@ fn no_module_names_the_package_or_dkms_and_an_unlisted_copy_names_depmod() {
         "{}",
         line(&v, "dkms")
     );
+    // a failed build's log gives the one-line reason
+    r.write(
+        "var/lib/dkms/nv_peer_mem/1.4.0/build/make.log",
+        "make -C kmod\nerror: the Rust toolchain (rustc 1.85 or newer) was not found\nmake: *** [Makefile:9] Error 1\n",
+    );
+    let d = line(&r.verdict(K2), "dkms");
+    assert!(
+        d.contains("its last failed build's log says: make: *** [Makefile:9] Error 1"),
+        "{d}"
+    );
     // not installed at all, depmod never ran
     assert!(line(&r.verdict("6.19.0-1-amd64"), "kernel").contains("is not installed"));
     r.write("lib/modules/6.19.0-1-amd64/kernel/x.ko", "");
