@@ -97,12 +97,15 @@ pub fn check(host: &Host) -> Report {
     let memory = memory::gpu_memory(host);
     let mut summaries = Vec::new();
     for gpu in &gpus {
-        let closest = closest_nic(gpu, &nics, &devices);
+        let all = nic_distances(gpu, &nics, &devices);
+        // The first of the nearest, by name (min_by_key keeps the first).
+        let closest = all.iter().copied().min_by_key(|(_, _, d)| *d);
         summaries.push(Gpu {
             address: gpu.address.clone(),
             device_id: gpu.device,
             bar1_bytes: nvidia::bar1_bytes(gpu),
             closest_nic: closest.map(|(nic, _, d)| (nic.name.clone(), d)),
+            nic_distances: all.iter().map(|(n, _, d)| (n.name.clone(), *d)).collect(),
         });
         facts.push(Fact::info(
             "gpu",
@@ -249,18 +252,20 @@ fn registration_facts(
     (path, blocker.is_none())
 }
 
-fn closest_nic<'a>(
+/// Every RDMA device with its PCI function and its distance from @gpu, in
+/// the order of @nics (by name).
+fn nic_distances<'a>(
     gpu: &PciDevice,
     nics: &'a [Nic],
     devices: &'a [PciDevice],
-) -> Option<(&'a Nic, &'a PciDevice, Distance)> {
+) -> Vec<(&'a Nic, &'a PciDevice, Distance)> {
     let shape = |device: &str, index: usize| is_downstream(devices, device, index);
     nics.iter()
         .filter_map(|nic| {
             let dev = devices.iter().find(|d| d.address == nic.address)?;
             Some((nic, dev, topology::distance(gpu, dev, &shape)))
         })
-        .min_by_key(|(_, _, d)| *d)
+        .collect()
 }
 
 /// A switch downstream port: from config space where it can be read,

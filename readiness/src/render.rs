@@ -107,13 +107,22 @@ pub fn json(r: &Report) -> String {
     for (i, g) in r.gpus.iter().enumerate() {
         let _ = write!(
             out,
-            "{}{{\"address\":{},\"device_id\":{},\"bar1_bytes\":{},\"closest_nic\":{},\"distance\":{}}}",
+            "{}{{\"address\":{},\"device_id\":{},\"bar1_bytes\":{},\"closest_nic\":{},\"distance\":{},\"nic_distances\":[{}]}}",
             if i > 0 { "," } else { "" },
             json_string(&g.address),
             json_string(&format!("0x{:04x}", g.device_id)),
             g.bar1_bytes.map_or("null".to_owned(), |b| b.to_string()),
             opt_string(g.closest_nic.as_ref().map(|(n, _)| n.as_str())),
             opt_string(g.closest_nic.as_ref().map(|(_, d)| d.name())),
+            g.nic_distances
+                .iter()
+                .map(|(n, d)| format!(
+                    "{{\"nic\":{},\"distance\":{}}}",
+                    json_string(n),
+                    json_string(d.name())
+                ))
+                .collect::<Vec<_>>()
+                .join(","),
         );
     }
     out.push_str("],\"nics\":[");
@@ -283,6 +292,26 @@ pub fn prometheus(r: &Report) -> String {
                     ),
                     d.level().to_string(),
                 ))
+            })
+            .collect(),
+    );
+    metric(
+        "gpudirect_rdma_gpu_nic_pair_distance",
+        "PCIe distance from each GPU to each RDMA device: 1 PIX, 2 PXB, 3 PHB, 4 NODE, 5 SYS.",
+        r.gpus
+            .iter()
+            .flat_map(|g| {
+                g.nic_distances.iter().map(move |(nic, d)| {
+                    (
+                        format!(
+                            "{{gpu=\"{}\",nic=\"{}\",class=\"{}\"}}",
+                            label(&g.address),
+                            label(nic),
+                            d.name()
+                        ),
+                        d.level().to_string(),
+                    )
+                })
             })
             .collect(),
     );

@@ -161,6 +161,8 @@ pub struct Gpu {
     pub bar1_bytes: Option<u64>,
     /// The closest RDMA device's name and the distance to it.
     pub closest_nic: Option<(String, crate::topology::Distance)>,
+    /// Every RDMA device's name and its distance from this GPU, by name.
+    pub nic_distances: Vec<(String, crate::topology::Distance)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -108,6 +108,26 @@ fn eight_gpus_each_beside_its_nic_is_ready_through_nv_peer_mem() {
     );
 }
 
+/// Every GPU-NIC pair's distance, not only the closest: JSON's
+/// `nic_distances` per GPU and Prometheus' pair metric (64 on 8x8).
+#[test]
+fn every_gpu_nic_pair_has_its_distance_in_json_and_prometheus() {
+    let t = eight_by_eight(0);
+    let (_, json) = t.run(&["--json"]);
+    assert_eq!(json.matches("{\"nic\":").count(), 64, "{json}");
+    assert!(
+        json.contains("\"address\":\"0000:12:00.0\",\"device_id\":\"0x2330\",\"bar1_bytes\":137438953472,\"closest_nic\":\"mlx5_0\",\"distance\":\"PIX\",\"nic_distances\":[{\"nic\":\"mlx5_0\",\"distance\":\"PIX\"},{\"nic\":\"mlx5_1\","),
+        "{json}"
+    );
+    let (_, prom) = t.run(&["--prometheus"]);
+    let pairs: Vec<&str> = prom
+        .lines()
+        .filter(|l| l.starts_with("gpudirect_rdma_gpu_nic_pair_distance{"))
+        .collect();
+    assert_eq!(pairs.len(), 64, "{prom}");
+    assert!(pairs.contains(&"gpudirect_rdma_gpu_nic_pair_distance{gpu=\"0000:12:00.0\",nic=\"mlx5_0\",class=\"PIX\"} 1"), "{prom}");
+}
+
 #[test]
 fn acs_redirect_on_a_switch_port_is_named_with_its_fix() {
     let t = eight_by_eight(0x001d); // SrcValid ReqRedir CmpltRedir UpstreamFwd
