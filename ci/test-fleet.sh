@@ -111,6 +111,21 @@ lintian_quiet() {
     [ -z "$out" ]
 }
 check "lintian: no errors or warnings on the module packages" lintian_quiet "$p1" "$meta1" "$p2" "$meta2"
+# The build farm: both kernels in one call, the core cache shared; the
+# per-kernel cost and peak memory it prints are figures (shown here, not
+# asserted); the metapackage is the newest kernel's only.
+farm() {
+    mkdir -p "$work/farm"
+    "$xtask" build-modules --kernel "$k1" --kernel "$k2" --out "$work/farm" "${common[@]}" >"$work/farm.out" 2>&1 ||
+        { cat "$work/farm.out"; return 1; }
+    cat "$work/farm.out"
+    ls "$work/farm/nvidia-peer-memory-modules-${k1}_"*.deb "$work/farm/nvidia-peer-memory-modules-${k2}_"*.deb &&
+        [ "$(ls "$work"/farm/nvidia-peer-memory-modules-amd64_*.deb | wc -l)" = 1 ] &&
+        cmp -s "$(ls "$work"/farm/nvidia-peer-memory-modules-amd64_*.deb)" "$(ls "$work"/v2/nvidia-peer-memory-modules-amd64_*.deb)"
+}
+check "build-modules for $k1 and $k2 in one call: both module packages, one metapackage (the newest kernel's, as its own build gives it)" farm
+echo "   build farm figures (build-modules, both kernels, one call):"
+sed -n '/^Build cost per kernel/,/^$/p' "$work/farm.out" | sed 's/^/     /'
 check "build-modules again gives byte-identical packages" sh -c "
     '$xtask' build-modules --kernel '$k1' --out '$work/again' ${common[*]} &&
     cmp '$p1' '$work/again/$(basename "$p1")' && cmp '$meta1' '$work/again/$(basename "$meta1")'"
