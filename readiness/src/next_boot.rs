@@ -249,15 +249,14 @@ fn vermagic_fact(installed: &Installed, module: &Module, release: &str, facts: &
 }
 
 /// The kernel's own exports with CRCs (Module.symvers of its headers, or
-/// /boot/symvers-<release>.gz) or at least their names (System.map).
+/// RHEL's /boot/symvers-<release>.gz) or at least their names (a real
+/// System.map's `__ksymtab_*`). A file that lists no export is no source:
+/// Debian's /boot/System.map is a one-line stub ("The real System.map is
+/// in the linux-image-<version>-dbg package"), and taking it as the list
+/// would call every kernel symbol missing.
 fn kernel_exports(root: &Path, release: &str) -> (BTreeMap<String, Option<u32>>, Option<PathBuf>) {
-    let symvers = root
-        .join("lib/modules")
-        .join(release)
-        .join("build/Module.symvers");
-    if let Ok(text) = std::fs::read_to_string(&symvers) {
-        let map = text
-            .lines()
+    let symvers_map = |text: &str| -> BTreeMap<String, Option<u32>> {
+        text.lines()
             .filter_map(|l| {
                 let mut w = l.split('\t');
                 let crc = u32::from_str_radix(w.next()?.trim_start_matches("0x"), 16).ok()?;
@@ -265,17 +264,33 @@ fn kernel_exports(root: &Path, release: &str) -> (BTreeMap<String, Option<u32>>,
                 let owner = w.next()?;
                 (owner == "vmlinux").then(|| (name.to_owned(), Some(crc)))
             })
-            .collect();
-        return (map, Some(symvers));
+            .collect()
+    };
+    let candidates = [
+        root.join("lib/modules")
+            .join(release)
+            .join("build/Module.symvers"),
+        root.join("boot").join(format!("symvers-{release}.gz")),
+    ];
+    for path in candidates {
+        let Ok(bytes) = kernel_modules::module_bytes(&path) else {
+            continue;
+        };
+        let map = symvers_map(&String::from_utf8_lossy(&bytes));
+        if !map.is_empty() {
+            return (map, Some(path));
+        }
     }
     let map_file = root.join("boot").join(format!("System.map-{release}"));
     if let Ok(text) = std::fs::read_to_string(&map_file) {
-        let map = text
+        let map: BTreeMap<String, Option<u32>> = text
             .lines()
             .filter_map(|l| l.split_whitespace().nth(2)?.strip_prefix("__ksymtab_"))
             .map(|n| (n.to_owned(), None))
             .collect();
-        return (map, Some(map_file));
+        if !map.is_empty() {
+            return (map, Some(map_file));
+        }
     }
     (BTreeMap::new(), None)
 }
@@ -360,7 +375,7 @@ fn symbol_facts(
                 }
                 Some(Some(_)) => *by_provider.entry("the kernel".into()).or_default() += 1,
                 Some(None) => kernel_unchecked += 1,
-                None if kernel_source.is_some() => {
+                None if kernel_source.is_some() || from_a_provider(symbol) => {
                     facts.push(fail(
                         "symbols",
                         format!(
@@ -398,6 +413,15 @@ fn symbol_facts(
             summary.join(", ")
         ),
     ));
+}
+
+/// Symbols only MLNX_OFED's ib_core or the NVIDIA driver export, never
+/// the kernel itself (the inbox ib_core has no PeerDirect API): missing
+/// from modules.symbols, they are missing, whatever the kernel's list.
+fn from_a_provider(symbol: &str) -> bool {
+    symbol.starts_with("nvidia_p2p_")
+        || symbol == "ib_register_peer_memory_client"
+        || symbol == "ib_unregister_peer_memory_client"
 }
 
 fn provider_hint(symbol: &str) -> &'static str {

@@ -163,6 +163,45 @@ fn a_dkms_build_that_fits_will_load() {
     );
 }
 
+/// Debian's /boot/System.map is a stub that lists nothing: the kernel's
+/// own symbols are then not checked, never called missing (found by the
+/// booted fleet node, whose nodes have no kernel headers).
+#[test]
+fn debians_stub_system_map_is_no_list_of_exports() {
+    let r = Root::new("stub-map");
+    r.kernel(
+        K2,
+        0x1111_1111,
+        Some(("updates/nv_peer_mem.ko", ours(K2, 0x1111_1111))),
+    );
+    r.write(
+        &format!("boot/System.map-{K2}"),
+        "ffffffffffffffff B The real System.map is in the linux-image-<version>-dbg package\n",
+    );
+    let v = r.verdict(K2);
+    assert_eq!(v.loads(), Some(true), "{v:#?}");
+    assert!(
+        line(&v, "symbols").contains("1 not found in any module, taken as the kernel's own"),
+        "{}",
+        line(&v, "symbols")
+    );
+    // a Module.symvers from the kernel's headers checks them by CRC
+    r.write(
+        &format!("lib/modules/{K2}/build/Module.symvers"),
+        "0x12345678\tkmalloc\tvmlinux\tEXPORT_SYMBOL\t\n",
+    );
+    assert!(
+        line(&r.verdict(K2), "symbols").contains("the kernel 1"),
+        "{}",
+        line(&r.verdict(K2), "symbols")
+    );
+    r.write(
+        &format!("lib/modules/{K2}/build/Module.symvers"),
+        "0x0badc0de\tkmalloc\tvmlinux\tEXPORT_SYMBOL\t\n",
+    );
+    assert_eq!(r.verdict(K2).loads(), Some(false));
+}
+
 #[test]
 fn a_provider_with_other_crcs_is_named_and_it_will_not_load() {
     let r = Root::new("crc");
@@ -208,6 +247,11 @@ fn a_missing_provider_is_an_unknown_symbol() {
     assert_eq!(v.loads(), Some(false));
     let s = line(&v, "symbols");
     assert!(s.contains("nothing installed for 6.12.95+deb12-amd64 exports ib_register_peer_memory_client (Unknown symbol): MLNX_OFED kernel modules"), "{s}");
+    // the same on a node with no list of the kernel's exports (no headers,
+    // Debian's stub System.map): the PeerDirect API is never the kernel's
+    std::fs::remove_file(r.0.join(format!("boot/System.map-{K2}"))).unwrap();
+    let v = r.verdict(K2);
+    assert_eq!(v.loads(), Some(false), "{v:#?}");
 }
 
 #[test]
