@@ -423,7 +423,9 @@ kernel_upgrade() {
     rm -f "$work/kernel-update-seconds"
     local t0=$SECONDS
     in_image env LC_ALL=C DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-        $(for d in "${k2debs[@]}"; do echo "/tmp/debs/$(basename "$d")"; done) || return 1
+        $(for d in "${k2debs[@]}"; do echo "/tmp/debs/$(basename "$d")"; done) >"$work/kernel-upgrade.out" 2>&1 ||
+        { cat "$work/kernel-upgrade.out"; return 1; }
+    cat "$work/kernel-upgrade.out"
     echo $((SECONDS - t0)) >"$work/kernel-update-seconds"
     echo "kernel update to a loadable nv_peer_mem (DKMS route): $((SECONDS - t0)) s"
 }
@@ -435,6 +437,10 @@ installed_for() {
 }
 check "the hook installed mlnx-ofed-kernel, nvidia-current and nv_peer_mem for $k2" \
     installed_for "$k2" mlnx-ofed-kernel nvidia-current nv_peer_mem
+# Our hook (/etc/kernel/postinst.d/zz-nv-peer-mem) runs after dkms's and
+# reads what DKMS built (docs/next-boot.md, "The kernel hook").
+check "the kernel's installation said nv_peer_mem will load on $k2 (zz-nv-peer-mem, after DKMS's hook)" \
+    grep -q "nv_peer_mem: GPUDirect RDMA: nv_peer_mem will load on $k2" "$work/kernel-upgrade.out"
 # built_after KVER: nv_peer_mem's build log for KVER is newer than both
 # prerequisites' (BUILD_DEPENDS ordered the autoinstall).
 built_after() {
