@@ -124,28 +124,19 @@ fn parse_items(lines: &mut std::iter::Peekable<std::str::Lines>) -> Vec<Item> {
         }
         if line.starts_with("menuentry ") {
             let (title, id) = title_and_id(line);
-            let mut linux = None;
-            let mut depth = 1;
-            for body in lines.by_ref() {
-                let b = body.trim();
-                depth += b.matches('{').count();
-                depth -= b.matches('}').count().min(depth);
-                if linux.is_none()
-                    && (b.starts_with("linux ")
+            let linux = block_body(lines)
+                .into_iter()
+                .find(|b| {
+                    b.starts_with("linux ")
                         || b.starts_with("linux\t")
-                        || b.starts_with("linuxefi "))
-                {
-                    linux = Some(
-                        b.split_once(char::is_whitespace)
-                            .map_or("", |(_, r)| r)
-                            .trim()
-                            .to_owned(),
-                    );
-                }
-                if depth == 0 {
-                    break;
-                }
-            }
+                        || b.starts_with("linuxefi ")
+                })
+                .map(|b| {
+                    b.split_once(char::is_whitespace)
+                        .map_or("", |(_, r)| r)
+                        .trim()
+                        .to_owned()
+                });
             items.push(Item::Entry { title, id, linux });
         } else if line.starts_with("submenu ") {
             let (title, id) = title_and_id(line);
@@ -160,18 +151,27 @@ fn parse_items(lines: &mut std::iter::Peekable<std::str::Lines>) -> Vec<Item> {
         } else if line.ends_with('{') {
             // Another block (`function load_video {`): not a menu item,
             // and its closing brace is not this level's.
-            let mut depth = 1;
-            for body in lines.by_ref() {
-                let b = body.trim();
-                depth += b.matches('{').count();
-                depth -= b.matches('}').count().min(depth);
-                if depth == 0 {
-                    break;
-                }
-            }
+            block_body(lines);
         }
     }
     items
+}
+
+/// The trimmed lines of a block whose opening `{` was just read, up to
+/// and including the line that closes it (braces counted per line).
+fn block_body<'a>(lines: &mut std::iter::Peekable<std::str::Lines<'a>>) -> Vec<&'a str> {
+    let mut body = Vec::new();
+    let mut depth = 1;
+    for line in lines.by_ref() {
+        let b = line.trim();
+        depth += b.matches('{').count();
+        depth -= b.matches('}').count().min(depth);
+        body.push(b);
+        if depth == 0 {
+            break;
+        }
+    }
+    body
 }
 
 /// The value grub.cfg gives `default` when no `next_entry` is set: the

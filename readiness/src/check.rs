@@ -98,13 +98,12 @@ pub fn check(host: &Host) -> Report {
     let mut summaries = Vec::new();
     for gpu in &gpus {
         let all = nic_distances(gpu, &nics, &devices);
-        // The first of the nearest, by name (min_by_key keeps the first).
+        // The first of the nearest, by name, as Gpu::closest_nic picks it.
         let closest = all.iter().copied().min_by_key(|(_, _, d)| *d);
         summaries.push(Gpu {
             address: gpu.address.clone(),
             device_id: gpu.device,
             bar1_bytes: nvidia::bar1_bytes(gpu),
-            closest_nic: closest.map(|(nic, _, d)| (nic.name.clone(), d)),
             nic_distances: all.iter().map(|(n, _, d)| (n.name.clone(), *d)).collect(),
         });
         facts.push(Fact::info(

@@ -6,7 +6,6 @@
 //! that kernel would refuse it for its signature, and DKMS's state.
 
 use crate::elf::{self, Module};
-use crate::host::Unreadable;
 use crate::kernel_modules::{self, Installed};
 use crate::report::{Fact, Problem, Status};
 use std::collections::BTreeMap;
@@ -152,7 +151,7 @@ pub fn verdict(root: &Path, release: &str, chosen: String, cmdline: Option<&str>
             format!("no {MODULE} for {release}: modprobe finds none{also}"),
             fix,
         ));
-        dkms_facts(root, release, false, &mut facts);
+        dkms_facts(root, release, &mut facts);
         return done(facts);
     };
     facts.push(Fact::ok(
@@ -177,12 +176,7 @@ pub fn verdict(root: &Path, release: &str, chosen: String, cmdline: Option<&str>
     vermagic_fact(&installed, &module, release, &mut facts);
     symbol_facts(root, &installed, &module, release, &mut facts);
     signature_fact(root, &module, release, cmdline, &mut facts);
-    dkms_facts(
-        root,
-        release,
-        relative.starts_with("updates/dkms/"),
-        &mut facts,
-    );
+    dkms_facts(root, release, &mut facts);
     done(facts)
 }
 
@@ -518,7 +512,7 @@ fn signature_fact(
 /// DKMS's state for @release: built or installed for it, per DKMS's tree
 /// (/var/lib/dkms/<module>/<version>/<release>/<arch>, and the
 /// kernel-<release>-<arch> link `dkms install` makes).
-fn dkms_facts(root: &Path, release: &str, loaded_is_dkms: bool, facts: &mut Vec<Fact>) {
+fn dkms_facts(root: &Path, release: &str, facts: &mut Vec<Fact>) {
     let tree = root.join("var/lib/dkms").join(MODULE);
     let Ok(entries) = std::fs::read_dir(&tree) else {
         return;
@@ -562,7 +556,6 @@ fn dkms_facts(root: &Path, release: &str, loaded_is_dkms: bool, facts: &mut Vec<
     };
     // The module's own line says whether one loads; this says what DKMS
     // has, for the admin who expected DKMS to build it.
-    let _ = loaded_is_dkms;
     facts.push(Fact::info("dkms", "node", message));
 }
 
@@ -577,11 +570,4 @@ fn last_build_error(tree: &Path, versions: &[String]) -> Option<String> {
             .find(|l| l.contains("error") || l.contains("Error"))
             .map(|l| l.trim().chars().take(200).collect())
     })
-}
-
-/// A module file and the path it was read from, for tests.
-pub fn read_module(path: &Path) -> Result<Module, Unreadable> {
-    kernel_modules::module_bytes(path)
-        .and_then(|b| elf::parse(&b))
-        .map_err(|e| Unreadable::new(path, e))
 }

@@ -41,35 +41,30 @@ pub fn json(v: &Verdict) -> String {
 pub fn prometheus(v: &Verdict) -> String {
     let mut out = String::new();
     let kernel = format!("{{kernel=\"{}\"}}", label(&v.release));
-    let _ = writeln!(
-        out,
-        "# HELP gpudirect_rdma_next_boot 1 when {MODULE} will load on the kernel checked (the next boot's, or --kernel), 0 when it will not or that cannot be told (see gpudirect_rdma_next_boot_known)."
+    let mut gauge = |name: &str, help: &str, labels: &str, value: String| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        let _ = writeln!(out, "{name}{labels} {value}");
+    };
+    gauge(
+        "gpudirect_rdma_next_boot",
+        &format!(
+            "1 when {MODULE} will load on the kernel checked (the next boot's, or --kernel), 0 when it will not or that cannot be told (see gpudirect_rdma_next_boot_known)."
+        ),
+        &kernel,
+        u8::from(v.loads() == Some(true)).to_string(),
     );
-    let _ = writeln!(out, "# TYPE gpudirect_rdma_next_boot gauge");
-    let _ = writeln!(
-        out,
-        "gpudirect_rdma_next_boot{kernel} {}",
-        u8::from(v.loads() == Some(true))
+    gauge(
+        "gpudirect_rdma_next_boot_known",
+        &format!("1 when the check could tell whether {MODULE} will load on that kernel."),
+        &kernel,
+        u8::from(v.loads().is_some()).to_string(),
     );
-    let _ = writeln!(
-        out,
-        "# HELP gpudirect_rdma_next_boot_known 1 when the check could tell whether {MODULE} will load on that kernel."
-    );
-    let _ = writeln!(out, "# TYPE gpudirect_rdma_next_boot_known gauge");
-    let _ = writeln!(
-        out,
-        "gpudirect_rdma_next_boot_known{kernel} {}",
-        u8::from(v.loads().is_some())
-    );
-    let _ = writeln!(
-        out,
-        "# HELP gpudirect_rdma_next_boot_exit_status gpudirect-rdma-check --next-boot's exit status (docs/next-boot.md)."
-    );
-    let _ = writeln!(out, "# TYPE gpudirect_rdma_next_boot_exit_status gauge");
-    let _ = writeln!(
-        out,
-        "gpudirect_rdma_next_boot_exit_status {}",
-        v.exit_status()
+    gauge(
+        "gpudirect_rdma_next_boot_exit_status",
+        "gpudirect-rdma-check --next-boot's exit status (docs/next-boot.md).",
+        "",
+        v.exit_status().to_string(),
     );
     out
 }

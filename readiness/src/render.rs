@@ -3,7 +3,8 @@
 //! node_exporter's textfile collector.
 
 use crate::registration::Path;
-use crate::report::{Fact, Problem, Report, Status};
+use crate::report::{Fact, Gpu, Problem, Report, Status};
+use crate::topology::Distance;
 use std::fmt::Write;
 
 pub const SCHEMA: &str = "gpudirect-rdma-check/1";
@@ -112,8 +113,8 @@ pub fn json(r: &Report) -> String {
             json_string(&g.address),
             json_string(&format!("0x{:04x}", g.device_id)),
             g.bar1_bytes.map_or("null".to_owned(), |b| b.to_string()),
-            opt_string(g.closest_nic.as_ref().map(|(n, _)| n.as_str())),
-            opt_string(g.closest_nic.as_ref().map(|(_, d)| d.name())),
+            opt_string(g.closest_nic().map(|(n, _)| n.as_str())),
+            opt_string(g.closest_nic().map(|(_, d)| d.name())),
             g.nic_distances
                 .iter()
                 .map(|(n, d)| format!(
@@ -228,6 +229,19 @@ pub(crate) fn label(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// One sample of a GPU-NIC distance metric: its labels and the level.
+fn distance_sample(g: &Gpu, nic: &str, d: Distance) -> (String, String) {
+    (
+        format!(
+            "{{gpu=\"{}\",nic=\"{}\",class=\"{}\"}}",
+            label(&g.address),
+            label(nic),
+            d.name()
+        ),
+        d.level().to_string(),
+    )
+}
+
 pub fn prometheus(r: &Report) -> String {
     let mut out = String::new();
     let mut typed = |name: &str, kind: &str, help: &str, samples: Vec<(String, String)>| {
@@ -281,18 +295,7 @@ pub fn prometheus(r: &Report) -> String {
         "PCIe distance from each GPU to its closest RDMA device: 1 PIX, 2 PXB, 3 PHB, 4 NODE, 5 SYS.",
         r.gpus
             .iter()
-            .filter_map(|g| {
-                let (nic, d) = g.closest_nic.as_ref()?;
-                Some((
-                    format!(
-                        "{{gpu=\"{}\",nic=\"{}\",class=\"{}\"}}",
-                        label(&g.address),
-                        label(nic),
-                        d.name()
-                    ),
-                    d.level().to_string(),
-                ))
-            })
+            .filter_map(|g| g.closest_nic().map(|(nic, d)| distance_sample(g, nic, *d)))
             .collect(),
     );
     metric(
@@ -301,17 +304,9 @@ pub fn prometheus(r: &Report) -> String {
         r.gpus
             .iter()
             .flat_map(|g| {
-                g.nic_distances.iter().map(move |(nic, d)| {
-                    (
-                        format!(
-                            "{{gpu=\"{}\",nic=\"{}\",class=\"{}\"}}",
-                            label(&g.address),
-                            label(nic),
-                            d.name()
-                        ),
-                        d.level().to_string(),
-                    )
-                })
+                g.nic_distances
+                    .iter()
+                    .map(move |(nic, d)| distance_sample(g, nic, *d))
             })
             .collect(),
     );

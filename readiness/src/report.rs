@@ -159,10 +159,16 @@ pub struct Gpu {
     pub address: String,
     pub device_id: u16,
     pub bar1_bytes: Option<u64>,
-    /// The closest RDMA device's name and the distance to it.
-    pub closest_nic: Option<(String, crate::topology::Distance)>,
     /// Every RDMA device's name and its distance from this GPU, by name.
     pub nic_distances: Vec<(String, crate::topology::Distance)>,
+}
+
+impl Gpu {
+    /// The closest RDMA device's name and the distance to it: the first
+    /// by name of the nearest (min_by_key keeps the first).
+    pub fn closest_nic(&self) -> Option<&(String, crate::topology::Distance)> {
+        self.nic_distances.iter().min_by_key(|(_, d)| *d)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -725,6 +725,22 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// The real service helper (packaging/nv_peer_mem-service) over @t's
+/// tree: its conf file and kernel log in the tree's root, kernel 6.1.
+fn helper_env(t: &Tree) -> Vec<(&'static str, std::path::PathBuf)> {
+    vec![
+        (
+            "NV_PEER_MEM_SERVICE",
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../packaging/nv_peer_mem-service"),
+        ),
+        ("NV_PEER_MEM_CONF", t.root.join("nv_peer_mem.conf")),
+        ("NV_PEER_MEM_KLOG", t.root.join("klog")),
+        ("NV_PEER_MEM_ROOT", t.root.clone()),
+        ("NV_PEER_MEM_KVER", "6.1.0-56-amd64".into()),
+    ]
+}
+
 /// MLNX_OFED's core is there but nv_peer_mem is not loaded: no path, and
 /// the service helper's own diagnosis (packaging/nv_peer_mem-service, run
 /// for real over the same tree) says why.
@@ -736,16 +752,7 @@ fn an_unloaded_nv_peer_mem_brings_the_helpers_diagnosis() {
     t.kallsyms(&[("ib_register_peer_memory_client", "ib_core")]);
     std::fs::write(t.root.join("nv_peer_mem.conf"), "ONBOOT=no\n").unwrap();
     std::fs::write(t.root.join("klog"), "").unwrap();
-    let helper =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/nv_peer_mem-service");
-    let env = [
-        ("NV_PEER_MEM_SERVICE", helper),
-        ("NV_PEER_MEM_CONF", t.root.join("nv_peer_mem.conf")),
-        ("NV_PEER_MEM_KLOG", t.root.join("klog")),
-        ("NV_PEER_MEM_ROOT", t.root.clone()),
-        ("NV_PEER_MEM_KVER", "6.1.0-56-amd64".into()),
-    ];
-    let (status, out) = t.run_with(&[], &env);
+    let (status, out) = t.run_with(&[], &helper_env(&t));
     assert_eq!(status, 4, "{out}");
     assert_line(&out, &["FAIL", "path", "no path"]);
     consumers_decide(
@@ -797,21 +804,13 @@ fn the_helpers_symbol_version_and_dkms_diagnoses_reach_the_check() {
     let dkms = bin.join("dkms");
     std::fs::write(&dkms, "#!/bin/sh\necho 'nv_peer_mem/1.4.0: added'\n").unwrap();
     std::fs::set_permissions(&dkms, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let helper =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/nv_peer_mem-service");
     let path = format!(
         "{}:{}",
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let env = [
-        ("NV_PEER_MEM_SERVICE", helper),
-        ("NV_PEER_MEM_CONF", t.root.join("nv_peer_mem.conf")),
-        ("NV_PEER_MEM_KLOG", t.root.join("klog")),
-        ("NV_PEER_MEM_ROOT", t.root.clone()),
-        ("NV_PEER_MEM_KVER", "6.1.0-56-amd64".into()),
-        ("PATH", path.into()),
-    ];
+    let mut env = helper_env(&t);
+    env.push(("PATH", path.into()));
     let (status, out) = t.run_with(&[], &env);
     assert_eq!(status, 4, "{out}");
     assert_line(
