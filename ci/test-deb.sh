@@ -241,9 +241,23 @@ not_built_line() {  # not_built_line FILE KVER: the skip line for KVER, naming b
         grep -qF "then run: dkms autoinstall -k $2"
 }
 no_module() { ! find "/lib/modules/$1" -name 'nv_peer_mem.ko*' 2>/dev/null | grep -q .; }
+# skip_verdict KVER: before a reboot into KVER, gpudirect-rdma-check
+# --kernel gives the same reason DKMS gave when it skipped the kernel
+# (docs/next-boot.md), and the fix, and says the module will not load.
+skip_verdict() {
+    local out rc=0
+    out=$(/usr/sbin/gpudirect-rdma-check --kernel "$1" 2>&1) || rc=$?
+    echo "$out"
+    [ "$rc" = 4 ] &&
+        echo "$out" | grep -qF "its dkms.conf skips that kernel: it lacks MLNX_OFED (no ib_register_peer_memory_client) and the NVIDIA driver (no nvidia_p2p_get_pages)" &&
+        echo "$out" | grep -qF "fix: install what $1 lacks (MLNX_OFED (no ib_register_peer_memory_client) and the NVIDIA driver (no nvidia_p2p_get_pages)), then run: dkms autoinstall -k $1"
+}
 for kver in "${kernels[@]}"; do
     check "$kver: skipped with the line naming what is missing and the fix" not_built_line "$work/dpkg-i.txt" "$kver"
     check "$kver: no nv_peer_mem.ko installed" no_module "$kver"
+    if [ -e "/lib/modules/$kver/modules.dep" ]; then
+        check "$kver: gpudirect-rdma-check --kernel $kver says NEXT BOOT LOST (exit 4) with DKMS's reason and the fix" skip_verdict "$kver"
+    fi
 done
 
 echo "== another linux-headers install, still without the prerequisites"

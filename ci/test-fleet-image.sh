@@ -25,6 +25,12 @@
 #                    vmlinuz and initrd): the service loaded the prebuilt
 #                    module at boot; gpudirect-rdma-check runs on this node,
 #                    which has no toolchain and no pciutils
+#                    then the old kernel's module package removed and the
+#                    node pointed back at that kernel (/vmlinuz):
+#                    --next-boot's verdict (LOST) saved on the disk
+#   fleet-rollback   the same disk, booted on the old kernel as /vmlinuz
+#                    says: the saved verdict is what the boot shows (not
+#                    loaded; status: no module for this kernel)
 # Stand-ins, and how faithful: MLNX_OFED is one mlnx-ofed-kernel-modules
 # package carrying both kernels' ib_core (MLNX_OFED's own peer_mem.c with
 # the test HCA driver, `cargo xtask vm-standins`) and their Module.symvers
@@ -278,7 +284,7 @@ installed_now() {
 check "both kernels' module packages installed; the metapackages at $m2" installed_now
 ours=$(cat "$work/kernel-update-seconds" 2>/dev/null) && ours="$ours s" || ours="not measured (the update failed)"
 dkms=$(cat "${NVPM_TEST_IMAGE_DIR:-/var/tmp/nv-peer-mem-test-image}/kernel-update-seconds" 2>/dev/null) && dkms="$dkms s" ||
-    dkms="not measured in this run (ci/test-image.sh, which ci/test.sh runs first, did not record it)"
+    dkms="not recorded yet (ci/test-image.sh, which ci/test.sh runs beside this suite, writes it; ci/test.sh prints both figures once both suites ended)"
 echo "   kernel update to a loadable nv_peer_mem, natively in the image:"
 echo "     prebuilt route (apt-get upgrade of kernel + module package): $ours"
 echo "     DKMS route (ci/test-image.sh, kernel install + DKMS builds):   $dkms"
@@ -287,7 +293,20 @@ check "no toolchain came with the update" host_no_toolchain
 
 echo "== boot $k2 from the node's own disk: the module loads at boot"
 append="nvpm_oldkernel=$k1" boot "$k2" fleet-newkernel service_loaded_module loaded_is_prebuilt providers_are_standins status_prebuilt no_toolchain readiness_booted \
-    old_kernel_lost
+    old_kernel_lost rollback_links next_boot_predicts_none
+
+echo "== boot $k1 again, as the node's /vmlinuz now says: the saved verdict against the boot"
+# Issue 26 item 3: the last boot removed $k1's module package, pointed the
+# node's /vmlinuz at $k1 and saved gpudirect-rdma-check --next-boot's
+# verdict (LOST); the host boots the kernel that link names.
+vmlinuz_names() {  # KVER: the node's /vmlinuz link (debugfs: "Fast link dest")
+    local dest
+    dest=$(debugfs -R "stat /vmlinuz" "$work/disk.img" 2>/dev/null | sed -n 's/^Fast link dest: "\(.*\)"$/\1/p')
+    echo "/vmlinuz -> $dest"
+    [ "$dest" = "boot/vmlinuz-$1" ]
+}
+check "the node's /vmlinuz names $k1's kernel" vmlinuz_names "$k1"
+boot "$k1" fleet-rollback outcome_matches_none status_none_after_boot
 
 echo "   (test-fleet-image: $((SECONDS - start)) s in all)"
 finish

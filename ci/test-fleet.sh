@@ -17,7 +17,9 @@
 #   nothing installed on this host): the modules metapackage installs the
 #   running kernel's module; a kernel update is held back until the
 #   repository has its module, then `apt upgrade` brings kernel and module
-#   together; -dkms and the modules replace each other both ways.
+#   together; -dkms and the modules replace each other both ways;
+#   gpudirect-rdma-check --kernel/--next-boot over fake roots made of these
+#   real modules and Debian's kernel package (ci/next-boot-trees.sh).
 # What stands in, and how faithfully: the kernels, MLNX_OFED's DKMS package
 # and the nvidia-peer-memory service package are index entries (stub .debs
 # with the real names, versions and dependencies, no files): apt's resolver
@@ -429,5 +431,10 @@ if [ -f "$fixtures/kernel-srpm-macros/macros.kmp" ]; then
 else
     echo "SKIP: the RHEL family's kmods per kernel: no kernel-srpm-macros in $fixtures"
 fi
+
+
+# --- before the reboot: the next-boot verdict over trees of these modules ---
+echo "== the next-boot verdict over fake roots of the real built modules"
+. "$here/next-boot-trees.sh"
 
 finish

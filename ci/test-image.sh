@@ -13,15 +13,24 @@
 #              API) and an MLNX_OFED update with other ib_* symbol
 #              versions: the service fails and `systemctl status` says why
 #   peermem    nvidia_peermem loaded at boot: the service refuses, naming
-#              the fix; then DKMS's build removed: status says there is
-#              no module and how to build it
+#              the fix; then DKMS's build removed: status says there is no
+#              module and how to build it; then MLNX_OFED's stand-in
+#              updated to a build for another kernel only: DKMS skips
+#              nv_peer_mem, the kernel hook warns, --next-boot's verdict
+#              (LOST, DKMS's reason) saved
+#   next-boot-skip  rebooted: the saved verdict is what the boot shows
 #   newkernel  MLNX_OFED and NVIDIA stand-ins that are DKMS packages
 #              themselves (mlnx-ofed-kernel, nvidia-current) registered,
 #              then bookworm-backports' kernel installed as unattended-
 #              upgrades does (LC_ALL=C apt-get): the kernel's hook builds
-#              both and then nv_peer_mem; booted: the service loaded the
-#              module over DKMS's ib_core and nvidia; then apt-get purge
-#              leaves nothing
+#              both and then nv_peer_mem; natively, -dkms swapped for the
+#              prebuilt package and back with dpkg; booted: the service
+#              loaded the module over DKMS's ib_core and nvidia; then an
+#              MLNX_OFED update with another ib_* CRC put in place, the
+#              kernel hook's warning, --next-boot's verdict (LOST) saved
+#   next-boot-crc  rebooted: the saved verdict is what the boot shows (not
+#              loaded, status names the CRC); DKMS's ib_core back, the
+#              module loads; then apt-get purge leaves nothing
 # Last line: "N passed, M failed"; exit 1 on any failure, 2 when the host
 # is not set up. Scratch: $NVPM_TEST_DIR (default /var/tmp/nv-peer-mem-test-image).
 set -uo pipefail
@@ -36,6 +45,8 @@ debs=$work/debs
 require_root_and_tools test-image.sh cargo dpkg-buildpackage dpkg-deb mmdebstrap mke2fs qemu-system-x86_64 unshare
 mkdir -p "$work"
 : >"$work/log"
+# ci/test-fleet-image.sh and ci/test.sh read this run's figure, never an older one.
+rm -f "$work/kernel-update-seconds"
 start=$SECONDS
 lap() { echo "   ($1: $((SECONDS - lap_start)) s)"; lap_start=$SECONDS; }
 lap_start=$SECONDS
@@ -181,7 +192,10 @@ dkms_deb() {
     dpkg-deb --root-owner-group --build "$dir" "$debs/${name}_${dkms_standin_version}-test_all.deb" >/dev/null
 }
 stage_dkms_standins() {
-    local doubles=$root/target/test-image/$k1/doubles s=$work/standins/$k1 src
+    # vm-standins' work tree for this --out (xtask/src/vm/standins.rs: the
+    # absolute --out, slashes as underscores).
+    local s=$work/standins/$k1 src doubles key
+    key=$(realpath -ms "$s") && key=${key#/} && doubles=$root/target/test-image/$k1/${key//\//_}/doubles
     src=$debs/mlnx-ofed-kernel-dkms/usr/src/mlnx-ofed-kernel-$dkms_standin_version
     rm -rf "$debs/mlnx-ofed-kernel-dkms"
     copy_sources "$doubles/peer_core" "$src/peer_core" && copy_sources "$doubles/include" "$src/include" &&
@@ -274,6 +288,25 @@ stage_abi_update() {
         dpkg-deb --root-owner-group --build "$d" "$debs/update/${name}_1-test_amd64.deb" >/dev/null
 }
 check "stand-in MLNX_OFED update deb (1-test) built" stage_abi_update
+# MLNX_OFED's stand-in rebuilt for another kernel only (2-test: $k2's
+# ib_core and Module.symvers, nothing for $k1), as a node's MLNX_OFED
+# kmod package is after an update built for the other kernel: the
+# next-boot-skip scenario (DKMS skips nv_peer_mem for $k1). Its scripts run
+# depmod for $k2 once that kernel is installed.
+stage_other_kernel_update() {
+    local name=nvpm-standin-mofed-$k1 d=$work/other-kernel-update s
+    rm -rf "$d" && mkdir -p "$d/DEBIAN" &&
+        sed 's/^Version: 0-test$/Version: 2-test/' "$debs/$name/DEBIAN/control" >"$d/DEBIAN/control" &&
+        install -D -m 0644 "$work/standins/$k2/ib_core.ko" "$d/lib/modules/$k2/updates/ib_core.ko" &&
+        install -D -m 0644 "$work/standins/$k2/ofa_kernel/Module.symvers" "$d/usr/src/ofa_kernel/x86_64/$k2/Module.symvers" || return 1
+    for s in postinst postrm; do
+        printf '#!/bin/sh\nset -e\nif [ -e /lib/modules/%s/modules.order ]; then depmod -a %s; fi\n' "$k2" "$k2" >"$d/DEBIAN/$s"
+        chmod 0755 "$d/DEBIAN/$s"
+    done
+    grep -qx 'Version: 2-test' "$d/DEBIAN/control" &&
+        dpkg-deb --root-owner-group --build "$d" "$debs/update/${name}_2-test_amd64.deb" >/dev/null
+}
+check "stand-in MLNX_OFED update for $k2 only (2-test) built" stage_other_kernel_update
 
 echo "== install into the image (chroot)"
 unpack() { rm -rf "$tree" && mkdir -p "$tree" && tar -C "$tree" -xf "$tarball"; }
@@ -324,12 +357,16 @@ install_test_unit() {
     install -D -m 0644 "$root/kmod/tests/vm/image/nvpm-image-test.service" "$tree/etc/systemd/system/nvpm-image-test.service" || return 1
     # The guest switches MLNX_OFED stand-ins for $k1 with dpkg -i.
     install -D -m 0644 "$debs/nvpm-standin-mofed-${k1}_0-test_amd64.deb" "$t/debs/nvpm-standin-mofed-${k1}_0-test_amd64.deb" &&
-    install -D -m 0644 "$debs/update/nvpm-standin-mofed-${k1}_1-test_amd64.deb" "$t/debs/nvpm-standin-mofed-${k1}_1-test_amd64.deb" || return 1
+    install -D -m 0644 "$debs/update/nvpm-standin-mofed-${k1}_1-test_amd64.deb" "$t/debs/nvpm-standin-mofed-${k1}_1-test_amd64.deb" &&
+    install -D -m 0644 "$debs/update/nvpm-standin-mofed-${k1}_2-test_amd64.deb" "$t/debs/nvpm-standin-mofed-${k1}_2-test_amd64.deb" || return 1
     for k in "$k1" "$k2"; do
         install -D -m 0644 "$work/standins/$k/nvpm_scenarios.ko" "$t/$k/nvpm_scenarios.ko" &&
         install -D -m 0644 "$work/standins/$k/nv_peer_mem_no_persistent.ko" "$t/$k/nv_peer_mem_no_persistent.ko" &&
         install -D -m 0644 "$work/standins/$k/mofed_config.h" "$t/$k/mofed_config.h" || return 1
     done
+    # The next-boot scenario's MLNX_OFED update for $k2 (other ib_* CRCs).
+    install -D -m 0644 "$work/standins/$k2/abi_variant/ib_core.ko" "$t/$k2/ib_core_abi_variant.ko" &&
+    install -D -m 0644 "$work/standins/$k2/abi_variant/Module.symvers" "$t/$k2/Module.symvers.abi_variant" || return 1
     mkdir -p "$tree/etc/systemd/system/multi-user.target.wants"
     ln -sf /etc/systemd/system/nvpm-image-test.service "$tree/etc/systemd/system/multi-user.target.wants/"
     # The console is the test's channel: no login prompt on it.
@@ -357,6 +394,7 @@ ITER_DIVISOR=10
 # boot KVER PHASE CHECKS... [--vm-scenarios]: boots the disk with the
 # image's own kernel and initrd; each guest check becomes one of ours
 # (--vm-scenarios: then the VM harness's scenarios, the list test-vm expects).
+# $append: more kernel command line for this boot.
 boot() {
     local k=$1 phase=$2; shift 2
     local checks=() flags=() a
@@ -366,7 +404,7 @@ boot() {
     local out=$work/boot-$phase.out
     "$root/target/release/xtask" boot-image --label "$k $phase" \
         --kernel "$work/vmlinuz-$k" --initrd "$work/initrd.img-$k" --disk "$work/disk.img" \
-        --append "nvpm_phase=$phase nvpm.iter_divisor=$ITER_DIVISOR" --expect "$(IFS=,; echo "${checks[*]}")" "${flags[@]}" \
+        --append "nvpm_phase=$phase nvpm.iter_divisor=$ITER_DIVISOR${append:+ $append}" --expect "$(IFS=,; echo "${checks[*]}")" "${flags[@]}" \
         --log "$work/console-$phase.log" 2>&1 | tee "$out"
     local p f
     read -r p f < <(sed -n 's/^  boot-image .*: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$out")
@@ -396,8 +434,12 @@ boot "$k1" onboot-no not_loaded_onboot_no journal_says_onboot_no status_onboot_n
     abi_update_installed crc_start_fails status_crc systemctl_status_crc no_splat_crc
 lap "boot onboot-no"
 boot "$k1" peermem peermem_loaded refused_beside_peermem journal_names_fix status_names_peermem \
-    systemctl_status_peermem dkms_remove status_no_module
+    systemctl_status_peermem dkms_remove status_no_module mofed_for_another_kernel dkms_skips hook_warns_skip next_boot_predicts_skip
 lap "boot peermem"
+# Issue 26 item 3: the verdict the last boot saved (LOST: DKMS skips
+# nv_peer_mem for want of MLNX_OFED) is what this boot shows.
+boot "$k1" next-boot-skip outcome_matches_skip status_skip_after_boot
+lap "boot next-boot-skip"
 
 echo "== a second kernel: $k2"
 # What arrives with a kernel upgrade: the MLNX_OFED and NVIDIA modules for
@@ -460,14 +502,109 @@ dkms_providers_in_modules_dep() {
 check "$k2's modules.dep names DKMS's ib_core and nvidia (updates/dkms/)" dkms_providers_in_modules_dep "$k2"
 check "DKMS built nv_peer_mem for $k2 (kernel hook) against the DKMS-built stand-ins" dkms_built_with_providers "$k2"
 check "DKMS signed nv_peer_mem for $k2 with the MOK key" signed_by_mok "$k2"
-rm -rf "$tree/tmp/debs"
 lap "install $k2"
+
+echo "== -dkms and the prebuilt module package replace each other, both ways (dpkg)"
+# Issue 21 item 1: nvidia-peer-memory-modules-<release> conflicts with and
+# replaces nvidia-peer-memory-dkms (docs/fleet.md); real dpkg, through apt,
+# swaps them in this image and back, the service package and its
+# configuration staying. The prebuilt package is build-modules' for $k2,
+# built on this host against the doubles the DKMS stand-ins build here
+# (same sources, so the same symbol versions), and depends on the
+# mlnx-ofed-kernel-dkms the image has.
+mkdir -p "$work/ofa/x86_64" && ln -sfn "$work/standins/$k2/ofa_kernel" "$work/ofa/x86_64/$k2"
+build_prebuilt() {
+    rm -rf "$work/prebuilt" && mkdir -p "$work/prebuilt" &&
+        "$root/target/release/xtask" build-modules --kernel "$k2" --out "$work/prebuilt" --no-metapackage \
+            --ofed-root "$work/ofa" --nvidia-src "$work/standins/$k2/nvidia" \
+            --ofed-package "mlnx-ofed-kernel-dkms=${dkms_standin_version}-test" &&
+        cp "$work/prebuilt/nvidia-peer-memory-modules-${k2}_"*.deb "$tree/tmp/debs/"
+}
+check "build-modules for $k2 (the prebuilt package, depending on mlnx-ofed-kernel-dkms ${dkms_standin_version}-test)" build_prebuilt
+prebuilt_deb=$(cd "$work/prebuilt" 2>/dev/null && ls "nvidia-peer-memory-modules-${k2}_"*.deb 2>/dev/null | head -n 1)
+dpkg_state() { in_image dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null | tr -d ' '; }
+# states_are PACKAGE=ii|gone...: installed, or not installed (removed,
+# config files only, or never).
+states_are() {
+    local a p have
+    for a in "$@"; do
+        p=${a%%=*} have=$(dpkg_state "${a%%=*}")
+        case "${a#*=}" in ii) [ "$have" = ii ] ;; *) [ "$have" != ii ] ;; esac || { echo "$p: ${have:-unknown}"; return 1; }
+    done
+}
+# swap_to OUT PACKAGE-FILE REMOVED: apt-get installs PACKAGE-FILE, and dpkg
+# removes REMOVED on the way (the Conflicts), as its output says.
+swap_to() {
+    in_image env LC_ALL=C DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$2" >"$work/$1" 2>&1
+    local rc=$?
+    cat "$work/$1"
+    [ $rc = 0 ] && grep -q "^Removing $3 " "$work/$1"
+}
+check "apt-get install the prebuilt package: dpkg removes nvidia-peer-memory-dkms, installs nvidia-peer-memory-modules-$k2" \
+    swap_to to-prebuilt.out "/tmp/debs/$prebuilt_deb" nvidia-peer-memory-dkms
+check "states: -modules-$k2 installed, -dkms not, the service package still installed" \
+    states_are "nvidia-peer-memory-modules-$k2=ii" nvidia-peer-memory-dkms=gone nvidia-peer-memory=ii
+no_dkms_builds() {
+    local k
+    for k in "$k1" "$k2"; do ! ls "$tree/lib/modules/$k/updates/dkms/"nv_peer_mem.ko* 2>/dev/null || return 1; done
+    [ -z "$(in_image dkms status -m nv_peer_mem)" ] && [ ! -e "$tree/usr/src/nv_peer_mem-$upstream" ]
+}
+check "DKMS's builds, its registration and its source are gone (-dkms's prerm: dkms remove)" no_dkms_builds
+check "the configuration stayed: $tree/etc/infiniband/nv_peer_mem.conf says ONBOOT=yes" grep -qx 'ONBOOT=yes' "$tree/etc/infiniband/nv_peer_mem.conf"
+modules_dep_names() { grep -Eq "^$2\.ko(\.xz)?:" "$tree/lib/modules/$1/modules.dep" || { grep -E 'nv_peer_mem' "$tree/lib/modules/$1/modules.dep"; return 1; }; }
+check "$k2's modules.dep resolves nv_peer_mem to the package's updates/nv_peer_mem.ko" modules_dep_names "$k2" updates/nv_peer_mem
+# next_boot_says KVER EXIT PATTERN: the image's gpudirect-rdma-check
+# --kernel KVER (files only: the verdict needs no booted kernel) exits EXIT
+# and says PATTERN.
+next_boot_says() {
+    local out rc
+    out=$(in_image gpudirect-rdma-check --kernel "$1" 2>&1)
+    rc=$?
+    echo "$out"
+    [ $rc = "$2" ] && echo "$out" | grep -qF -- "$3"
+}
+check "gpudirect-rdma-check --kernel $k2: NEXT BOOT OK, from the prebuilt package" \
+    next_boot_says "$k2" 0 "updates/nv_peer_mem.ko, from the prebuilt package nvidia-peer-memory-modules-$k2"
+check "gpudirect-rdma-check --kernel $k1: NEXT BOOT LOST (exit 4): the switch took $k1's DKMS build, and no package has one" \
+    next_boot_says "$k1" 4 "no nv_peer_mem for $k1: modprobe finds none"
+check "apt-get install nvidia-peer-memory-dkms: dpkg removes the prebuilt package, DKMS builds again" \
+    swap_to to-dkms.out "/tmp/debs/$(basename "${our_debs[1]}")" "nvidia-peer-memory-modules-$k2"
+back_on_dkms() {
+    states_are nvidia-peer-memory-dkms=ii nvidia-peer-memory=ii "nvidia-peer-memory-modules-$k2=gone" &&
+        [ ! -e "$tree/lib/modules/$k2/updates/nv_peer_mem.ko" ]
+}
+check "states: -dkms and the service installed, -modules-$k2 not; its module file gone" back_on_dkms
+check "DKMS installed nv_peer_mem for $k2 again" installed_for "$k2" nv_peer_mem
+check "$k2's modules.dep resolves nv_peer_mem to DKMS's build again" modules_dep_names "$k2" updates/dkms/nv_peer_mem
+check "DKMS's new build for $k2 is signed with the MOK key" signed_by_mok "$k2"
+rm -rf "$tree/tmp/debs"
+lap "switch -dkms / prebuilt"
+# Issue 26 item 3: the verdict for the kernel the image boots next, saved
+# where the guest's outcome_matches reads it (kmod/tests/vm/image/run).
+# --next-boot in the image's chroot: it reads files only.
+predict_update() {
+    local d=$tree/var/log/nvpm-image-test rc=0
+    mkdir -p "$d"
+    in_image gpudirect-rdma-check --next-boot >"$d/prediction" 2>&1 || rc=$?
+    echo "$rc" >"$d/prediction.rc"
+    cat "$d/prediction"
+    [ "$rc" = 0 ] && grep -qx "NEXT BOOT OK: nv_peer_mem will load on $k2" "$d/prediction"
+}
+check "gpudirect-rdma-check --next-boot in the image: $k2 (its /vmlinuz link), NEXT BOOT OK; saved for the boot" predict_update
 check "disk image (mke2fs -d)" make_disk
 check "kernel and initrd of $k2 from the image's /boot" kernel_from_image "$k2"
 lap "disk"
-boot "$k2" newkernel service_loaded_module loaded_is_dkms_build providers_are_dkms_builds \
-    purge purge_unloaded purge_leaves_nothing modprobe_fails_after_purge
+boot "$k2" newkernel service_loaded_module outcome_matches_update loaded_is_dkms_build providers_are_dkms_builds \
+    crc_update_installed hook_warns_crc next_boot_predicts_crc
 lap "boot newkernel"
+
+echo "== reboot $k2 after an MLNX_OFED update nv_peer_mem was not rebuilt for: the saved verdict against the boot"
+# Issue 26 item 3: the verdict the last boot saved (NEXT BOOT LOST) is what
+# this boot shows. loglevel=3: the expected load failure's kernel lines
+# stay off the console, the guest checks the kernel log instead (quiet_end).
+append=loglevel=3 boot "$k2" next-boot-crc outcome_matches_crc status_crc_after_boot no_splat_crc_boot crc_undone \
+    purge purge_unloaded purge_leaves_nothing modprobe_fails_after_purge
+lap "boot next-boot-crc"
 
 echo "   (test-image: $((SECONDS - start)) s in all)"
 finish

@@ -14,6 +14,7 @@ pub mod iommu;
 pub mod kernel_modules;
 pub mod memory;
 pub mod next_boot;
+pub mod next_boot_dkms;
 pub mod next_boot_render;
 #[cfg(test)]
 mod next_boot_tests;

@@ -7,6 +7,7 @@
 
 use crate::elf::{self, Module};
 use crate::kernel_modules::{self, Installed};
+use crate::next_boot_dkms;
 use crate::report::{Fact, Problem, Status};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -151,7 +152,7 @@ pub fn verdict(root: &Path, release: &str, chosen: String, cmdline: Option<&str>
             format!("no {MODULE} for {release}: modprobe finds none{also}"),
             fix,
         ));
-        dkms_facts(root, release, &mut facts);
+        next_boot_dkms::facts(root, release, &mut facts);
         return done(facts);
     };
     facts.push(Fact::ok(
@@ -176,7 +177,7 @@ pub fn verdict(root: &Path, release: &str, chosen: String, cmdline: Option<&str>
     vermagic_fact(&installed, &module, release, &mut facts);
     symbol_facts(root, &installed, &module, release, &mut facts);
     signature_fact(root, &module, release, cmdline, &mut facts);
-    dkms_facts(root, release, &mut facts);
+    next_boot_dkms::facts(root, release, &mut facts);
     done(facts)
 }
 
@@ -184,7 +185,12 @@ pub fn verdict(root: &Path, release: &str, chosen: String, cmdline: Option<&str>
 /// the prebuilt package for that kernel.
 fn install_fix(root: &Path, release: &str) -> String {
     if root.join("var/lib/dkms").join(MODULE).is_dir() {
-        format!("dkms autoinstall -k {release} (DKMS needs that kernel's headers)")
+        match next_boot_dkms::missing_prerequisites(root, release) {
+            Some(missing) => format!(
+                "install what {release} lacks ({missing}), then run: dkms autoinstall -k {release}"
+            ),
+            None => format!("dkms autoinstall -k {release} (DKMS needs that kernel's headers)"),
+        }
     } else {
         format!(
             "apt-get install nvidia-peer-memory-modules-{release} (build it with `cargo xtask build-modules --kernel {release}` and publish it first), or on RHEL the kmod for that kernel"
@@ -507,67 +513,4 @@ fn signature_fact(
             )),
         )),
     }
-}
-
-/// DKMS's state for @release: built or installed for it, per DKMS's tree
-/// (/var/lib/dkms/<module>/<version>/<release>/<arch>, and the
-/// kernel-<release>-<arch> link `dkms install` makes).
-fn dkms_facts(root: &Path, release: &str, facts: &mut Vec<Fact>) {
-    let tree = root.join("var/lib/dkms").join(MODULE);
-    let Ok(entries) = std::fs::read_dir(&tree) else {
-        return;
-    };
-    let mut versions: Vec<String> = entries
-        .flatten()
-        .filter(|e| e.path().is_dir() && !e.file_name().to_string_lossy().starts_with("kernel-"))
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    versions.sort();
-    let installed = std::fs::read_dir(&tree)
-        .map(|d| {
-            d.flatten().any(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .starts_with(&format!("kernel-{release}-"))
-            })
-        })
-        .unwrap_or(false);
-    let built = versions
-        .iter()
-        .filter(|v| tree.join(v).join(release).is_dir())
-        .cloned()
-        .collect::<Vec<_>>();
-    let message = match (installed, built.is_empty()) {
-        (true, _) => format!(
-            "DKMS: {MODULE} {} installed for {release}",
-            built.join(", ")
-        ),
-        (false, false) => format!(
-            "DKMS: {MODULE} {} built for {release}, not installed",
-            built.join(", ")
-        ),
-        (false, true) => format!(
-            "DKMS: {MODULE} {} added, not built for {release}{}",
-            versions.join(", "),
-            last_build_error(&tree, &versions)
-                .map(|e| format!("; its last failed build's log says: {e}"))
-                .unwrap_or_default()
-        ),
-    };
-    // The module's own line says whether one loads; this says what DKMS
-    // has, for the admin who expected DKMS to build it.
-    facts.push(Fact::info("dkms", "node", message));
-}
-
-/// The last line that reports an error in the make.log a failed DKMS
-/// build leaves in its build directory (dkms 3: /var/lib/dkms/<module>/
-/// <version>/build/make.log), for the one-line reason.
-fn last_build_error(tree: &Path, versions: &[String]) -> Option<String> {
-    versions.iter().rev().find_map(|v| {
-        let log = std::fs::read_to_string(tree.join(v).join("build/make.log")).ok()?;
-        log.lines()
-            .rev()
-            .find(|l| l.contains("error") || l.contains("Error"))
-            .map(|l| l.trim().chars().take(200).collect())
-    })
 }

@@ -309,6 +309,48 @@ fn no_module_names_the_package_or_dkms_and_an_unlisted_copy_names_depmod() {
         d.contains("its last failed build's log says: make: *** [Makefile:9] Error 1"),
         "{d}"
     );
+    // both prerequisites there: dkms.conf would build; no skip is claimed
+    assert!(!line(&r.verdict(K2), "dkms").contains("skips"));
+    // MLNX_OFED exports nothing for K2: dkms.conf skips it, and says why
+    let symbols = format!("lib/modules/{K2}/modules.symbols");
+    r.write(&symbols, "alias symbol:nvidia_p2p_get_pages nvidia\n");
+    let v = r.verdict(K2);
+    let d = line(&v, "dkms");
+    assert!(
+        d.contains("its dkms.conf skips that kernel: it lacks MLNX_OFED (no ib_register_peer_memory_client)")
+            && !d.contains("NVIDIA"),
+        "{d}"
+    );
+    let m = line(&v, "module");
+    assert!(
+        m.contains(&format!("install what {K2} lacks (MLNX_OFED (no ib_register_peer_memory_client)), then run: dkms autoinstall -k {K2}")),
+        "{m}"
+    );
+    // MLNX_OFED's per-kernel build tree counts, as in dkms.conf
+    r.write(
+        &format!("usr/src/ofa_kernel/x86_64/{K2}/Module.symvers"),
+        "0x11111111\tib_register_peer_memory_client\tdrivers/infiniband/core/ib_core\tEXPORT_SYMBOL\t\n",
+    );
+    assert!(!line(&r.verdict(K2), "dkms").contains("skips"));
+    std::fs::remove_file(r.0.join(format!("usr/src/ofa_kernel/x86_64/{K2}/Module.symvers")))
+        .unwrap();
+    // neither: both named; a DKMS-registered MLNX_OFED counts as present
+    r.write(&symbols, "");
+    assert!(line(&r.verdict(K2), "dkms").contains(
+        "it lacks MLNX_OFED (no ib_register_peer_memory_client) and the NVIDIA driver (no nvidia_p2p_get_pages)"
+    ));
+    r.write("var/lib/dkms/mlnx-ofed-kernel/25.10/source/dkms.conf", "");
+    let d = line(&r.verdict(K2), "dkms");
+    assert!(
+        d.contains("it lacks the NVIDIA driver (no nvidia_p2p_get_pages)")
+            && !d.contains("MLNX_OFED"),
+        "{d}"
+    );
+    r.write(
+        "var/lib/dkms/nvidia-tesla-535/535.216.03/source/dkms.conf",
+        "",
+    );
+    assert!(!line(&r.verdict(K2), "dkms").contains("skips"));
     // not installed at all, depmod never ran
     assert!(line(&r.verdict("6.19.0-1-amd64"), "kernel").contains("is not installed"));
     r.write("lib/modules/6.19.0-1-amd64/kernel/x.ko", "");

@@ -41,7 +41,7 @@ pub const SHARED_PACKAGING_FILES: [&str; 8] = [
 /// gpudirect-rdma-check as the packages build it: the crate's sources
 /// (not its tests) and its manual page. `readiness_files_are_listed` keeps
 /// the list in step with readiness/src/.
-pub const READINESS_FILES: [&str; 28] = [
+pub const READINESS_FILES: [&str; 29] = [
     "readiness/Cargo.toml",
     "readiness/gpudirect-rdma-check.8",
     "readiness/src/boot_loader.rs",
@@ -57,6 +57,7 @@ pub const READINESS_FILES: [&str; 28] = [
     "readiness/src/main.rs",
     "readiness/src/memory.rs",
     "readiness/src/next_boot.rs",
+    "readiness/src/next_boot_dkms.rs",
     "readiness/src/next_boot_render.rs",
     "readiness/src/next_boot_tests.rs",
     "readiness/src/nfd.rs",

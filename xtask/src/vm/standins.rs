@@ -46,8 +46,15 @@ pub fn vm_standins_command(args: &VmStandinsArgs) -> Result<()> {
     let mofed = fixtures::file(fixtures::MOFED_TARBALL).map_err(|why| anyhow::anyhow!(why))?;
     let nv_src = nvidia_src()?;
     // Its own work tree: the harness's target/test-vm/<kver> builds the
-    // doubles under other names.
-    let work = workspace::path(&format!("target/test-image/{kver}"));
+    // doubles under other names; and one per --out, as the suites that call
+    // this run side by side (ci/test.sh: the booted image beside the fleet
+    // node), each still reusing its own tree's last build.
+    let out_key = std::path::absolute(&args.out)
+        .with_context(|| format!("resolving {}", args.out.display()))?
+        .to_string_lossy()
+        .trim_start_matches('/')
+        .replace('/', "_");
+    let work = workspace::path(&format!("target/test-image/{kver}/{out_key}"));
     fs::create_dir_all(&work)?;
     let mods = build_doubles(kver, &kdir, &work, &nv_src, &mofed, &IMAGE_NAMES)?;
     let peermem = build_nvidia_peermem_standin(kver, &kdir, &work)?;
