@@ -14,11 +14,7 @@
 #              versions: the service fails and `systemctl status` says why
 #   peermem    nvidia_peermem loaded at boot: the service refuses, naming
 #              the fix; then DKMS's build removed: status says there is no
-#              module and how to build it; then MLNX_OFED's stand-in
-#              updated to a build for another kernel only: DKMS skips
-#              nv_peer_mem, the kernel hook warns, --next-boot's verdict
-#              (LOST, DKMS's reason) saved
-#   next-boot-skip  rebooted: the saved verdict is what the boot shows
+#              module and how to build it
 #   newkernel  MLNX_OFED and NVIDIA stand-ins that are DKMS packages
 #              themselves (mlnx-ofed-kernel, nvidia-current) registered,
 #              then bookworm-backports' kernel installed as unattended-
@@ -288,25 +284,6 @@ stage_abi_update() {
         dpkg-deb --root-owner-group --build "$d" "$debs/update/${name}_1-test_amd64.deb" >/dev/null
 }
 check "stand-in MLNX_OFED update deb (1-test) built" stage_abi_update
-# MLNX_OFED's stand-in rebuilt for another kernel only (2-test: $k2's
-# ib_core and Module.symvers, nothing for $k1), as a node's MLNX_OFED
-# kmod package is after an update built for the other kernel: the
-# next-boot-skip scenario (DKMS skips nv_peer_mem for $k1). Its scripts run
-# depmod for $k2 once that kernel is installed.
-stage_other_kernel_update() {
-    local name=nvpm-standin-mofed-$k1 d=$work/other-kernel-update s
-    rm -rf "$d" && mkdir -p "$d/DEBIAN" &&
-        sed 's/^Version: 0-test$/Version: 2-test/' "$debs/$name/DEBIAN/control" >"$d/DEBIAN/control" &&
-        install -D -m 0644 "$work/standins/$k2/ib_core.ko" "$d/lib/modules/$k2/updates/ib_core.ko" &&
-        install -D -m 0644 "$work/standins/$k2/ofa_kernel/Module.symvers" "$d/usr/src/ofa_kernel/x86_64/$k2/Module.symvers" || return 1
-    for s in postinst postrm; do
-        printf '#!/bin/sh\nset -e\nif [ -e /lib/modules/%s/modules.order ]; then depmod -a %s; fi\n' "$k2" "$k2" >"$d/DEBIAN/$s"
-        chmod 0755 "$d/DEBIAN/$s"
-    done
-    grep -qx 'Version: 2-test' "$d/DEBIAN/control" &&
-        dpkg-deb --root-owner-group --build "$d" "$debs/update/${name}_2-test_amd64.deb" >/dev/null
-}
-check "stand-in MLNX_OFED update for $k2 only (2-test) built" stage_other_kernel_update
 
 echo "== install into the image (chroot)"
 unpack() { rm -rf "$tree" && mkdir -p "$tree" && tar -C "$tree" -xf "$tarball"; }
@@ -357,8 +334,7 @@ install_test_unit() {
     install -D -m 0644 "$root/kmod/tests/vm/image/nvpm-image-test.service" "$tree/etc/systemd/system/nvpm-image-test.service" || return 1
     # The guest switches MLNX_OFED stand-ins for $k1 with dpkg -i.
     install -D -m 0644 "$debs/nvpm-standin-mofed-${k1}_0-test_amd64.deb" "$t/debs/nvpm-standin-mofed-${k1}_0-test_amd64.deb" &&
-    install -D -m 0644 "$debs/update/nvpm-standin-mofed-${k1}_1-test_amd64.deb" "$t/debs/nvpm-standin-mofed-${k1}_1-test_amd64.deb" &&
-    install -D -m 0644 "$debs/update/nvpm-standin-mofed-${k1}_2-test_amd64.deb" "$t/debs/nvpm-standin-mofed-${k1}_2-test_amd64.deb" || return 1
+    install -D -m 0644 "$debs/update/nvpm-standin-mofed-${k1}_1-test_amd64.deb" "$t/debs/nvpm-standin-mofed-${k1}_1-test_amd64.deb" || return 1
     for k in "$k1" "$k2"; do
         install -D -m 0644 "$work/standins/$k/nvpm_scenarios.ko" "$t/$k/nvpm_scenarios.ko" &&
         install -D -m 0644 "$work/standins/$k/nv_peer_mem_no_persistent.ko" "$t/$k/nv_peer_mem_no_persistent.ko" &&
@@ -434,12 +410,8 @@ boot "$k1" onboot-no not_loaded_onboot_no journal_says_onboot_no status_onboot_n
     abi_update_installed crc_start_fails status_crc systemctl_status_crc no_splat_crc
 lap "boot onboot-no"
 boot "$k1" peermem peermem_loaded refused_beside_peermem journal_names_fix status_names_peermem \
-    systemctl_status_peermem dkms_remove status_no_module mofed_for_another_kernel dkms_skips hook_warns_skip next_boot_predicts_skip
+    systemctl_status_peermem dkms_remove status_no_module
 lap "boot peermem"
-# Issue 26 item 3: the verdict the last boot saved (LOST: DKMS skips
-# nv_peer_mem for want of MLNX_OFED) is what this boot shows.
-boot "$k1" next-boot-skip outcome_matches_skip status_skip_after_boot
-lap "boot next-boot-skip"
 
 echo "== a second kernel: $k2"
 # What arrives with a kernel upgrade: the MLNX_OFED and NVIDIA modules for
