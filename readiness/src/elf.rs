@@ -49,6 +49,11 @@ pub struct Module {
     pub imports: BTreeMap<String, u32>,
     /// Exported symbol -> its CRC (empty without CONFIG_MODVERSIONS).
     pub exports: BTreeMap<String, u32>,
+    /// The symbols it leaves undefined (`.symtab`, `SHN_UNDEF`): every
+    /// import, also those `__versions` has no entry for (a build that had
+    /// no Module.symvers for their provider; the kernel then resolves
+    /// them by name alone, kernel/module/version.c `check_version()`).
+    pub undefined: std::collections::BTreeSet<String>,
     pub signature: Option<Signature>,
 }
 
@@ -164,6 +169,7 @@ pub fn parse(bytes: &[u8]) -> Result<Module, String> {
     }
 
     let mut exports = BTreeMap::new();
+    let mut undefined = std::collections::BTreeSet::new();
     if let Some(symtab) = sections.iter().find(|s| s.kind == SHT_SYMTAB) {
         let strtab = sections
             .get(symtab.link as usize)
@@ -176,10 +182,14 @@ pub fn parse(bytes: &[u8]) -> Result<Module, String> {
             let Some(name) = c_string(data(strtab), name_at) else {
                 continue;
             };
+            let shndx = u16_at(sym, 6).ok_or_else(|| malformed("symbol"))?;
+            if shndx == SHN_UNDEF && !name.is_empty() {
+                undefined.insert(name);
+                continue;
+            }
             let Some(exported) = name.strip_prefix("__crc_") else {
                 continue;
             };
-            let shndx = u16_at(sym, 6).ok_or_else(|| malformed("symbol"))?;
             let value = u64_at(sym, 8).ok_or_else(|| malformed("symbol"))?;
             // libkmod's rule: an absolute symbol's value is the CRC;
             // otherwise it is where in its section (__kcrctab*) the CRC is.
@@ -204,6 +214,7 @@ pub fn parse(bytes: &[u8]) -> Result<Module, String> {
         modinfo,
         imports,
         exports,
+        undefined,
         signature,
     })
 }
@@ -243,6 +254,8 @@ pub mod tests {
         /// (symbol, crc, absolute): absolute CRC symbols as older kernels
         /// wrote them, else an offset into __kcrctab as 6.1 and 6.12 do.
         pub exports: Vec<(String, u32, bool)>,
+        /// Undefined symbols with no `__versions` entry.
+        pub undefined: Vec<String>,
     }
 
     impl ModuleBytes {
@@ -259,6 +272,10 @@ pub mod tests {
         }
         pub fn export(mut self, name: &str, crc: u32, absolute: bool) -> Self {
             self.exports.push((name.into(), crc, absolute));
+            self
+        }
+        pub fn undefined(mut self, name: &str) -> Self {
+            self.undefined.push(name.into());
             self
         }
 
@@ -292,6 +309,16 @@ pub mod tests {
                 s[0..4].copy_from_slice(&name_at.to_le_bytes());
                 s[6..8].copy_from_slice(&shndx.to_le_bytes());
                 s[8..16].copy_from_slice(&value.to_le_bytes());
+                symtab.extend(s);
+            }
+            // every import is undefined in .symtab too, as in a real module
+            let undefined = self.imports.iter().map(|(n, _)| n).chain(&self.undefined);
+            for name in undefined {
+                let name_at = strtab.len() as u32;
+                strtab.extend(format!("{name}\0").bytes());
+                let mut s = vec![0u8; SYM_SIZE];
+                s[0..4].copy_from_slice(&name_at.to_le_bytes());
+                s[4] = 0x10; // STB_GLOBAL, STT_NOTYPE
                 symtab.extend(s);
             }
             // sections: 0 null, 1 .shstrtab, 2 .modinfo, 3 __versions,

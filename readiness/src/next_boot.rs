@@ -393,6 +393,24 @@ fn symbol_facts(
             }
         }
     }
+    // A provider's symbol with no recorded version (built without its
+    // Module.symvers): the kernel resolves it by name, so it must be
+    // exported by something installed, or the load fails with "Unknown
+    // symbol" whatever __versions says.
+    let unversioned = module.undefined.iter().find(|s| {
+        from_a_provider(s) && !module.imports.contains_key(*s) && installed.exporter_of(s).is_none()
+    });
+    if let Some(symbol) = unversioned {
+        facts.push(fail(
+            "symbols",
+            format!(
+                "nothing installed for {release} exports {symbol} (Unknown symbol), which {MODULE} imports with no recorded version (built without that provider's Module.symvers): {}",
+                provider_hint(symbol)
+            ),
+            Some(format!("install the {} for {release}, then rebuild {MODULE} against it", provider_hint(symbol))),
+        ));
+        return;
+    }
     let mut summary: Vec<String> = by_provider
         .iter()
         .map(|(p, n)| format!("{p} {n}"))

@@ -659,3 +659,43 @@ fn the_vmlinuz_link_is_the_last_resort_and_nothing_is_cannot_tell() {
     assert_eq!(n.release.as_deref(), Some(K2));
     assert!(n.how.contains("/vmlinuz points at"), "{n:?}");
 }
+
+/// A build that had no Module.symvers for MLNX_OFED imports its symbols
+/// with no `__versions` entry: the kernel resolves them by name, so the
+/// verdict must find them exported (test-image's DKMS-skip attempt built
+/// such a module, and `__versions` alone called it loadable).
+#[test]
+fn an_unversioned_provider_import_needs_an_exporter() {
+    let r = Root::new("unversioned");
+    let built_without_mofed = ModuleBytes::new()
+        .info("version", "1.4.0")
+        .info("vermagic", &format!("{K1} {MAGIC_FLAGS}"))
+        .import("nvidia_p2p_get_pages", 0x5555_5555)
+        .import("kmalloc", 0x1234_5678)
+        .undefined("ib_register_peer_memory_client")
+        .build();
+    r.kernel(
+        K1,
+        0x1111_1111,
+        Some(("updates/dkms/nv_peer_mem.ko", built_without_mofed)),
+    );
+    // MLNX_OFED's ib_core installed: it loads (no version to compare)
+    assert_eq!(
+        r.verdict(K1).loads(),
+        Some(true),
+        "{}",
+        line(&r.verdict(K1), "symbols")
+    );
+    // nothing exports it: Unknown symbol at load, so LOST
+    r.write(
+        &format!("lib/modules/{K1}/modules.symbols"),
+        "alias symbol:nvidia_p2p_get_pages nvidia\n",
+    );
+    let v = r.verdict(K1);
+    assert_eq!(v.loads(), Some(false));
+    let s = line(&v, "symbols");
+    assert!(
+        s.contains("nothing installed for 6.1.0-56-amd64 exports ib_register_peer_memory_client (Unknown symbol), which nv_peer_mem imports with no recorded version"),
+        "{s}"
+    );
+}
