@@ -70,6 +70,14 @@ impl Root {
             "ffffffff81000000 T _text\nffffffff82a5b0c0 r __ksymtab_kmalloc\n",
         );
     }
+    /// MLNX_OFED gone for @k: modules.symbols lists the NVIDIA driver's
+    /// export only, as depmod writes it once ib_core is removed.
+    fn without_mofed(&self, k: &str) {
+        self.write(
+            &format!("lib/modules/{k}/modules.symbols"),
+            "alias symbol:nvidia_p2p_get_pages nvidia\n",
+        );
+    }
     fn verdict(&self, k: &str) -> Verdict {
         next_boot::verdict(&self.0, k, "--kernel".into(), None)
     }
@@ -239,10 +247,7 @@ fn a_missing_provider_is_an_unknown_symbol() {
         Some(("updates/nv_peer_mem.ko", ours(K2, 0x1111_1111))),
     );
     // MLNX_OFED not installed for K2: nothing exports the PeerDirect API
-    r.write(
-        &format!("lib/modules/{K2}/modules.symbols"),
-        "alias symbol:nvidia_p2p_get_pages nvidia\n",
-    );
+    r.without_mofed(K2);
     let v = r.verdict(K2);
     assert_eq!(v.loads(), Some(false));
     let s = line(&v, "symbols");
@@ -312,8 +317,7 @@ fn no_module_names_the_package_or_dkms_and_an_unlisted_copy_names_depmod() {
     // both prerequisites there: dkms.conf would build; no skip is claimed
     assert!(!line(&r.verdict(K2), "dkms").contains("skips"));
     // MLNX_OFED exports nothing for K2: dkms.conf skips it, and says why
-    let symbols = format!("lib/modules/{K2}/modules.symbols");
-    r.write(&symbols, "alias symbol:nvidia_p2p_get_pages nvidia\n");
+    r.without_mofed(K2);
     let v = r.verdict(K2);
     let d = line(&v, "dkms");
     assert!(
@@ -335,7 +339,7 @@ fn no_module_names_the_package_or_dkms_and_an_unlisted_copy_names_depmod() {
     std::fs::remove_file(r.0.join(format!("usr/src/ofa_kernel/x86_64/{K2}/Module.symvers")))
         .unwrap();
     // neither: both named; a DKMS-registered MLNX_OFED counts as present
-    r.write(&symbols, "");
+    r.write(&format!("lib/modules/{K2}/modules.symbols"), "");
     assert!(line(&r.verdict(K2), "dkms").contains(
         "it lacks MLNX_OFED (no ib_register_peer_memory_client) and the NVIDIA driver (no nvidia_p2p_get_pages)"
     ));
@@ -687,10 +691,7 @@ fn an_unversioned_provider_import_needs_an_exporter() {
         line(&r.verdict(K1), "symbols")
     );
     // nothing exports it: Unknown symbol at load, so LOST
-    r.write(
-        &format!("lib/modules/{K1}/modules.symbols"),
-        "alias symbol:nvidia_p2p_get_pages nvidia\n",
-    );
+    r.without_mofed(K1);
     let v = r.verdict(K1);
     assert_eq!(v.loads(), Some(false));
     let s = line(&v, "symbols");
