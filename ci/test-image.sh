@@ -15,6 +15,11 @@
 #   peermem    nvidia_peermem loaded at boot: the service refuses, naming
 #              the fix; then DKMS's build removed: status says there is no
 #              module and how to build it
+#   next-boot-skip  natively first: MLNX_OFED's stand-in updated to a build
+#              for another kernel only, DKMS skips nv_peer_mem, the kernel
+#              hook warns, --next-boot's verdict (LOST, DKMS's reason)
+#              saved; booted: the saved verdict is what the boot shows;
+#              then (natively) the stand-in and DKMS's build are put back
 #   newkernel  MLNX_OFED and NVIDIA stand-ins that are DKMS packages
 #              themselves (mlnx-ofed-kernel, nvidia-current) registered,
 #              then bookworm-backports' kernel installed as unattended-
@@ -284,6 +289,30 @@ stage_abi_update() {
         dpkg-deb --root-owner-group --build "$d" "$debs/update/${name}_1-test_amd64.deb" >/dev/null
 }
 check "stand-in MLNX_OFED update deb (1-test) built" stage_abi_update
+# MLNX_OFED's stand-in rebuilt for another kernel only (2-test: $k2's
+# ib_core and Module.symvers, nothing for $k1), as a node's MLNX_OFED kmod
+# package is after an update built for the other kernel: the
+# next-boot-skip scenario (DKMS skips nv_peer_mem for $k1). Its scripts run
+# depmod for every kernel that has a modules.order: dpkg calls the old
+# version's `postrm upgrade` before it removes the old version's files that
+# the new one lacks (Debian Policy 6.6, "Details of unpack phase of
+# installation or upgrade", steps 5 and 6), so only the new postinst's
+# depmod sees $k1 without ib_core, and our dkms.conf's rule reads
+# modules.symbols.
+stage_other_kernel_update() {
+    local name=nvpm-standin-mofed-$k1 d=$work/other-kernel-update s
+    rm -rf "$d" && mkdir -p "$d/DEBIAN" &&
+        sed 's/^Version: 0-test$/Version: 2-test/' "$debs/$name/DEBIAN/control" >"$d/DEBIAN/control" &&
+        install -D -m 0644 "$work/standins/$k2/ib_core.ko" "$d/lib/modules/$k2/updates/ib_core.ko" &&
+        install -D -m 0644 "$work/standins/$k2/ofa_kernel/Module.symvers" "$d/usr/src/ofa_kernel/x86_64/$k2/Module.symvers" || return 1
+    for s in postinst postrm; do
+        printf '#!/bin/sh\nset -e\nfor k in %s %s; do if [ -e /lib/modules/$k/modules.order ]; then depmod -a $k; fi; done\n' "$k1" "$k2" >"$d/DEBIAN/$s"
+        chmod 0755 "$d/DEBIAN/$s"
+    done
+    grep -qx 'Version: 2-test' "$d/DEBIAN/control" &&
+        dpkg-deb --root-owner-group --build "$d" "$debs/update/${name}_2-test_amd64.deb" >/dev/null
+}
+check "stand-in MLNX_OFED update for $k2 only (2-test) built" stage_other_kernel_update
 
 echo "== install into the image (chroot)"
 unpack() { rm -rf "$tree" && mkdir -p "$tree" && tar -C "$tree" -xf "$tarball"; }
@@ -412,6 +441,69 @@ lap "boot onboot-no"
 boot "$k1" peermem peermem_loaded refused_beside_peermem journal_names_fix status_names_peermem \
     systemctl_status_peermem dkms_remove status_no_module
 lap "boot peermem"
+
+echo "== $k1 with MLNX_OFED built for another kernel only: DKMS skips nv_peer_mem; the saved verdict against the boot"
+# Issue 26 item 3, the DKMS skip: MLNX_OFED's kmod package updated to a
+# build for $k2 only (the stand-in's 2-test), so $k1 has no peer memory
+# API. DKMS's build of nv_peer_mem for $k1 is removed and asked for again:
+# our dkms.conf skips it with its one line, the kernel hook warns, and
+# --next-boot (the /vmlinuz link still names $k1) says LOST with DKMS's
+# reason; the next boot must show it. In the image's chroot, as the kernel
+# install below: dpkg, depmod and DKMS run natively, the verdict reads
+# files only, and the boot after it is the proof.
+cp "$debs/update/nvpm-standin-mofed-${k1}_2-test_amd64.deb" "$tree/tmp/debs/"
+check "dpkg -i MLNX_OFED's stand-in 2-test: built for $k2 only, $k1's ib_core and Module.symvers gone" \
+    in_image dpkg -i "/tmp/debs/nvpm-standin-mofed-${k1}_2-test_amd64.deb"
+no_ib_core_for() { ! grep -q 'ib_register_peer_memory_client' "$tree/lib/modules/$1/modules.symbols"; }
+check "$k1's modules.symbols (the new postinst's depmod) has no ib_register_peer_memory_client" no_ib_core_for "$k1"
+# dkms remove of a module's last kernel drops it from DKMS's tree: the
+# registration is made again (dkms add), as the -dkms package's postinst
+# made it, before DKMS is asked to build.
+dkms_skips() {
+    in_image dkms remove "nv_peer_mem/$upstream" -k "$k1" >"$work/dkms-skip.out" 2>&1 &&
+        in_image dkms add "nv_peer_mem/$upstream" >>"$work/dkms-skip.out" 2>&1 || { cat "$work/dkms-skip.out"; return 1; }
+    in_image dkms autoinstall -k "$k1" >>"$work/dkms-skip.out" 2>&1
+    cat "$work/dkms-skip.out"
+    grep -qF "nv_peer_mem: not built for kernel $k1: it lacks MLNX_OFED (no ib_register_peer_memory_client)" "$work/dkms-skip.out" &&
+        [ -z "$(in_image dkms status -m nv_peer_mem -k "$k1" | grep ": installed")" ] &&
+        ! ls "$tree/lib/modules/$k1/updates/dkms/"nv_peer_mem.ko* 2>/dev/null
+}
+check "dkms remove, add and autoinstall -k $k1: nv_peer_mem skipped, it lacks MLNX_OFED; no module for $k1" dkms_skips
+hook_warns_skip() {
+    in_image /etc/kernel/postinst.d/zz-nv-peer-mem "$k1" >"$work/hook-skip.out" 2>&1
+    local rc=$?
+    cat "$work/hook-skip.out"
+    [ $rc = 0 ] && grep -qF "fix: install what $k1 lacks (MLNX_OFED (no ib_register_peer_memory_client)), then run: dkms autoinstall -k $k1" "$work/hook-skip.out"
+}
+check "the kernel hook (zz-nv-peer-mem $k1) warns, naming what DKMS found missing, and exits 0" hook_warns_skip
+# save_prediction WANT-EXIT KVER PATTERN: --next-boot in the image, saved
+# where the guest's outcome_matches reads it (kmod/tests/vm/image/run).
+save_prediction() {
+    local d=$tree/var/log/nvpm-image-test rc=0
+    mkdir -p "$d"
+    in_image gpudirect-rdma-check --next-boot >"$d/prediction" 2>&1 || rc=$?
+    echo "$rc" >"$d/prediction.rc"
+    cat "$d/prediction"
+    [ "$rc" = "$1" ] && grep -q "^NEXT BOOT [A-Z]*: .* on $2\$" "$d/prediction" && grep -qF -- "$3" "$d/prediction"
+}
+check "gpudirect-rdma-check --next-boot: $k1, NEXT BOOT LOST (exit 4), DKMS skips it for want of MLNX_OFED; saved for the boot" \
+    save_prediction 4 "$k1" "its dkms.conf skips that kernel: it lacks MLNX_OFED (no ib_register_peer_memory_client)"
+check "disk image (mke2fs -d)" make_disk
+lap "DKMS skip"
+boot "$k1" next-boot-skip outcome_matches_skip status_skip_after_boot kernel_verdict_skip
+lap "boot next-boot-skip"
+# MLNX_OFED's stand-in for $k1 back (0-test), and DKMS's build for $k1
+# again: what the kernel update below starts from.
+skip_undone() {
+    in_image dpkg -i "/tmp/debs/nvpm-standin-mofed-${k1}_0-test_amd64.deb" >"$work/skip-undo.out" 2>&1 &&
+        in_image dkms autoinstall -k "$k1" >>"$work/skip-undo.out" 2>&1
+    local rc=$?
+    cat "$work/skip-undo.out"
+    [ $rc = 0 ] && [ ! -e "$tree/lib/modules/$k2/updates/ib_core.ko" ] && dkms_built_with_providers "$k1"
+}
+check "MLNX_OFED's stand-in for $k1 back (dpkg -i 0-test); dkms autoinstall -k $k1 builds nv_peer_mem against it" skip_undone
+rm -f "$tree/tmp/debs/nvpm-standin-mofed-${k1}_2-test_amd64.deb"
+lap "skip undone"
 
 echo "== a second kernel: $k2"
 # What arrives with a kernel upgrade: the MLNX_OFED and NVIDIA modules for
@@ -554,15 +646,8 @@ lap "switch -dkms / prebuilt"
 # Issue 26 item 3: the verdict for the kernel the image boots next, saved
 # where the guest's outcome_matches reads it (kmod/tests/vm/image/run).
 # --next-boot in the image's chroot: it reads files only.
-predict_update() {
-    local d=$tree/var/log/nvpm-image-test rc=0
-    mkdir -p "$d"
-    in_image gpudirect-rdma-check --next-boot >"$d/prediction" 2>&1 || rc=$?
-    echo "$rc" >"$d/prediction.rc"
-    cat "$d/prediction"
-    [ "$rc" = 0 ] && grep -qx "NEXT BOOT OK: nv_peer_mem will load on $k2" "$d/prediction"
-}
-check "gpudirect-rdma-check --next-boot in the image: $k2 (its /vmlinuz link), NEXT BOOT OK; saved for the boot" predict_update
+check "gpudirect-rdma-check --next-boot in the image: $k2 (its /vmlinuz link), NEXT BOOT OK; saved for the boot" \
+    save_prediction 0 "$k2" "NEXT BOOT OK: nv_peer_mem will load on $k2"
 check "disk image (mke2fs -d)" make_disk
 check "kernel and initrd of $k2 from the image's /boot" kernel_from_image "$k2"
 lap "disk"

@@ -302,18 +302,32 @@ fn symbol_facts(
     release: &str,
     facts: &mut Vec<Fact>,
 ) {
+    if !installed.has_symbols() {
+        facts.push(if module.imports.is_empty() {
+            Fact::info(
+                "symbols",
+                "node",
+                "no symbol versions recorded (built without CONFIG_MODVERSIONS): not compared",
+            )
+        } else {
+            unknown(
+                "symbols",
+                format!("no modules.symbols for {release}: cannot tell which modules export what"),
+            )
+        });
+        return;
+    }
+    // Before the CRCs, and for a module built without CONFIG_MODVERSIONS
+    // too: an import with no version is resolved by name alone.
+    if let Some(missing) = unversioned_import_without_exporter(installed, module, release) {
+        facts.push(missing);
+        return;
+    }
     if module.imports.is_empty() {
         facts.push(Fact::info(
             "symbols",
             "node",
-            "no symbol versions recorded (built without CONFIG_MODVERSIONS): not compared",
-        ));
-        return;
-    }
-    if !installed.has_symbols() {
-        facts.push(unknown(
-            "symbols",
-            format!("no modules.symbols for {release}: cannot tell which modules export what"),
+            "no symbol versions recorded (built without CONFIG_MODVERSIONS): not compared; every MLNX_OFED and NVIDIA symbol it imports is exported by an installed module",
         ));
         return;
     }
@@ -393,24 +407,6 @@ fn symbol_facts(
             }
         }
     }
-    // A provider's symbol with no recorded version (built without its
-    // Module.symvers): the kernel resolves it by name, so it must be
-    // exported by something installed, or the load fails with "Unknown
-    // symbol" whatever __versions says.
-    let unversioned = module.undefined.iter().find(|s| {
-        from_a_provider(s) && !module.imports.contains_key(*s) && installed.exporter_of(s).is_none()
-    });
-    if let Some(symbol) = unversioned {
-        facts.push(fail(
-            "symbols",
-            format!(
-                "nothing installed for {release} exports {symbol} (Unknown symbol), which {MODULE} imports with no recorded version (built without that provider's Module.symvers): {}",
-                provider_hint(symbol)
-            ),
-            Some(format!("install the {} for {release}, then rebuild {MODULE} against it", provider_hint(symbol))),
-        ));
-        return;
-    }
     let mut summary: Vec<String> = by_provider
         .iter()
         .map(|(p, n)| format!("{p} {n}"))
@@ -431,6 +427,32 @@ fn symbol_facts(
             summary.join(", ")
         ),
     ));
+}
+
+/// A provider's symbol the module imports with no recorded version (built
+/// without that provider's Module.symvers, or without CONFIG_MODVERSIONS
+/// at all): the kernel resolves it by name, so it must be exported by
+/// something installed, or the load fails with "Unknown symbol" whatever
+/// __versions says (docs/next-boot.md, "Symbols").
+fn unversioned_import_without_exporter(
+    installed: &Installed,
+    module: &Module,
+    release: &str,
+) -> Option<Fact> {
+    let symbol = module.undefined.iter().find(|s| {
+        from_a_provider(s) && !module.imports.contains_key(*s) && installed.exporter_of(s).is_none()
+    })?;
+    Some(fail(
+        "symbols",
+        format!(
+            "nothing installed for {release} exports {symbol} (Unknown symbol), which {MODULE} imports with no recorded version (built without that provider's Module.symvers): {}",
+            provider_hint(symbol)
+        ),
+        Some(format!(
+            "install the {} for {release}, then rebuild {MODULE} against it",
+            provider_hint(symbol)
+        )),
+    ))
 }
 
 /// Symbols only MLNX_OFED's ib_core or the NVIDIA driver export, never

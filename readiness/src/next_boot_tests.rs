@@ -700,3 +700,39 @@ fn an_unversioned_provider_import_needs_an_exporter() {
         "{s}"
     );
 }
+
+#[test]
+fn a_module_without_modversions_still_needs_its_providers_exporters() {
+    let r = Root::new("no-modversions");
+    // No __versions at all (built without CONFIG_MODVERSIONS): its imports
+    // are resolved by name alone. Without CRCs same_magic() compares the
+    // whole vermagic, so it is the fake kernel's own string.
+    let no_modversions = ModuleBytes::new()
+        .info("version", "1.4.0")
+        .info("vermagic", &format!("{K1} {MAGIC_FLAGS}"))
+        .undefined("ib_register_peer_memory_client")
+        .undefined("nvidia_p2p_get_pages")
+        .undefined("kmalloc")
+        .build();
+    r.kernel(
+        K1,
+        0x1111_1111,
+        Some(("updates/dkms/nv_peer_mem.ko", no_modversions)),
+    );
+    let v = r.verdict(K1);
+    let s = line(&v, "symbols");
+    assert!(
+        s.contains("not compared") && s.contains("exported by an installed module"),
+        "{s}"
+    );
+    assert_eq!(v.loads(), Some(true), "{s}");
+    // MLNX_OFED gone: Unknown symbol at load, whatever the CRCs
+    r.without_mofed(K1);
+    let v = r.verdict(K1);
+    assert_eq!(v.loads(), Some(false), "{}", line(&v, "symbols"));
+    let s = line(&v, "symbols");
+    assert!(
+        s.contains("nothing installed for 6.1.0-56-amd64 exports ib_register_peer_memory_client (Unknown symbol)"),
+        "{s}"
+    );
+}

@@ -19,13 +19,20 @@ const BOOT_BOUND: Duration = Duration::from_secs(120);
 /// A quiet console gets a "still running" line this often.
 const QUIET_NOTICE: Duration = Duration::from_secs(30);
 
+/// oops=panic + panic=-1 + -no-reboot: a crash ends QEMU at once.
+/// loglevel=5: warnings and worse reach the console as they happen.
+macro_rules! crash_args {
+    () => {
+        "panic=-1 oops=panic loglevel=5"
+    };
+}
+/// The benchmark's boot (bench.rs): [`KERNEL_ARGS`] without slub_debug.
+pub const BENCH_KERNEL_ARGS: &str = crash_args!();
 /// slub_debug=FZP: sanity checks, red zones and poisoning, so a double free
 /// or a write after free is reported (and fails the run) instead of passing
-/// silently. oops=panic + panic=-1 + -no-reboot: a crash ends QEMU at once.
-/// loglevel=5: warnings and worse reach the console as they happen.
-/// The console device comes first (Arch::qemu), the iteration divisor
-/// after (Arch::iter_divisor; the guest's scenarios read it).
-pub const KERNEL_ARGS: &str = "panic=-1 oops=panic loglevel=5 slub_debug=FZP";
+/// silently. The console device comes first (Arch::qemu), the iteration
+/// divisor after (Arch::iter_divisor; the guest's scenarios read it).
+pub const KERNEL_ARGS: &str = concat!(crash_args!(), " slub_debug=FZP");
 
 /// What QEMU boots.
 pub struct Guest {
@@ -102,12 +109,23 @@ pub fn boot_until(
 }
 
 pub(super) fn busybox_guest(arch: Arch, vmlinuz: &Path, initrd: &Path, run_to: RunTo) -> Guest {
+    busybox_guest_with(arch, vmlinuz, initrd, run_to, KERNEL_ARGS)
+}
+
+/// [`busybox_guest`] with @kernel_args in place of [`KERNEL_ARGS`].
+pub(super) fn busybox_guest_with(
+    arch: Arch,
+    vmlinuz: &Path,
+    initrd: &Path,
+    run_to: RunTo,
+    kernel_args: &str,
+) -> Guest {
     let (_, _, console) = arch.qemu();
     Guest {
         kernel: vmlinuz.to_path_buf(),
         initrd: initrd.to_path_buf(),
         append: format!(
-            "console={console} {KERNEL_ARGS} nvpm.iter_divisor={}",
+            "console={console} {kernel_args} nvpm.iter_divisor={}",
             arch.iter_divisor()
         ),
         disks: Vec::new(),

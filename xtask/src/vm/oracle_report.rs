@@ -121,7 +121,7 @@ pub fn report_bench(kver: &str, plan: &Plan, seen: &Observed) {
         return;
     }
     println!(
-        "  [{kver}] benchmark: full registration lifecycle through the real core (get_pages, dma_map, activate, stop, dma_unmap, put_pages, release), fastest of 5 alternating rounds, in a boot of its own under QEMU -icount (1 virtual ns per guest instruction, so the figures count instructions, whatever the host's load); they include the core and doubles, with slub_debug:"
+        "  [{kver}] benchmark: full registration lifecycle through the real core (get_pages, dma_map, activate, stop, dma_unmap, put_pages, release), fastest of 5 alternating rounds, in a boot of its own under QEMU -icount (1 virtual ns per guest instruction, so the figures count instructions, whatever the host's load); they include the core and doubles; no slub_debug in this boot:"
     );
     println!(
         "    {:<22} {:>14} {:>12} {:>16} {:>12} {:>12}  goal ours <= 1.0x",
