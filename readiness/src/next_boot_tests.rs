@@ -89,11 +89,16 @@ impl Drop for Root {
     }
 }
 
-/// nv_peer_mem built for @k against ib_core's @core_crc.
-fn ours(k: &str, core_crc: u32) -> Vec<u8> {
+/// nv_peer_mem's modinfo for @k (version, vermagic), its symbols to add.
+fn ours_for(k: &str) -> ModuleBytes {
     ModuleBytes::new()
         .info("version", "1.4.0")
         .info("vermagic", &format!("{k} {MAGIC_FLAGS}"))
+}
+
+/// nv_peer_mem built for @k against ib_core's @core_crc.
+fn ours(k: &str, core_crc: u32) -> Vec<u8> {
+    ours_for(k)
         .import("ib_register_peer_memory_client", core_crc)
         .import("nvidia_p2p_get_pages", 0x5555_5555)
         .import("kmalloc", 0x1234_5678)
@@ -671,9 +676,7 @@ fn the_vmlinuz_link_is_the_last_resort_and_nothing_is_cannot_tell() {
 #[test]
 fn an_unversioned_provider_import_needs_an_exporter() {
     let r = Root::new("unversioned");
-    let built_without_mofed = ModuleBytes::new()
-        .info("version", "1.4.0")
-        .info("vermagic", &format!("{K1} {MAGIC_FLAGS}"))
+    let built_without_mofed = ours_for(K1)
         .import("nvidia_p2p_get_pages", 0x5555_5555)
         .import("kmalloc", 0x1234_5678)
         .undefined("ib_register_peer_memory_client")
@@ -707,9 +710,7 @@ fn a_module_without_modversions_still_needs_its_providers_exporters() {
     // No __versions at all (built without CONFIG_MODVERSIONS): its imports
     // are resolved by name alone. Without CRCs same_magic() compares the
     // whole vermagic, so it is the fake kernel's own string.
-    let no_modversions = ModuleBytes::new()
-        .info("version", "1.4.0")
-        .info("vermagic", &format!("{K1} {MAGIC_FLAGS}"))
+    let no_modversions = ours_for(K1)
         .undefined("ib_register_peer_memory_client")
         .undefined("nvidia_p2p_get_pages")
         .undefined("kmalloc")
