@@ -18,7 +18,6 @@
 #include <linux/scatterlist.h>
 #include <linux/string.h>
 #include <linux/build_bug.h>
-#include <linux/idr.h>
 #include <linux/spinlock.h>
 #include <linux/mutex.h>
 #include <linux/sched.h>
@@ -311,49 +310,10 @@ void nvpm_c_unregister(u32 kind)
 }
 
 /*
- * Live contexts by ticket: the NVIDIA free callbacks' data (see
- * registry_insert in kmod/src/platform.rs). A ticket is a slot of the IDR
- * (its low 31 bits) and a sequence number (the bits above), so it is never
- * reused although slots are: the lowest free slot is taken, which keeps
- * the IDR in one node of 64 slots while few registrations are live, and
- * slot 1 holds an anchor for the module's life so that node is never freed.
- * Cyclic slots made the IDR build and free a path of nodes for every
- * registration (docs/contracts.md, "The context registry").
+ * The lock of the context registry, which is kept by the Rust logic
+ * (kmod/src/registry.rs): a few stores per registration, never a sleep.
  */
-#define NVPM_TICKET_SLOT_BITS 31
 static DEFINE_SPINLOCK(nvpm_registry_lock);
-static DEFINE_IDR(nvpm_registry);
-static u64 nvpm_registry_seq;
-static char nvpm_registry_anchor;
-
-static int nvpm_registry_init(void)
-{
-	int id = idr_alloc(&nvpm_registry, &nvpm_registry_anchor, 1, 2, GFP_KERNEL);
-
-	return id < 0 ? id : 0;
-}
-
-u64 nvpm_c_registry_insert(void *ctx)
-{
-	u64 ticket = 0;
-	int id;
-
-	idr_preload(GFP_KERNEL);
-	spin_lock(&nvpm_registry_lock);
-	id = idr_alloc(&nvpm_registry, ctx, 2, 0, GFP_NOWAIT);
-	if (id >= 0)
-		ticket = (++nvpm_registry_seq << NVPM_TICKET_SLOT_BITS) | id;
-	spin_unlock(&nvpm_registry_lock);
-	idr_preload_end();
-	return ticket;
-}
-
-void nvpm_c_registry_remove(u64 ticket)
-{
-	spin_lock(&nvpm_registry_lock);
-	idr_remove(&nvpm_registry, ticket & INT_MAX);
-	spin_unlock(&nvpm_registry_lock);
-}
 
 void nvpm_c_registry_lock(void)
 {
@@ -388,14 +348,6 @@ void nvpm_c_yield(void)
 	schedule_timeout_uninterruptible(1);
 }
 
-void *nvpm_c_registry_find(u64 ticket)
-{
-	void *ctx = idr_find(&nvpm_registry, ticket & INT_MAX);
-
-	/* The slot's context; the caller checks that it is this ticket's. */
-	return ctx == &nvpm_registry_anchor ? NULL : ctx;
-}
-
 void *nvpm_c_alloc(size_t size)
 {
 	return kzalloc(size, GFP_KERNEL);
@@ -426,14 +378,7 @@ void nvpm_c_log(u32 level, const char *what, size_t len, s64 value)
 
 static int __init nv_peer_mem_init(void)
 {
-	int err = nvpm_registry_init();
-
-	if (err)
-		return err;
-	err = nvpm_rs_init(peerdirect_support, persistent_api_support, NVPM_HAVE_PERSISTENT);
-	if (err)
-		idr_destroy(&nvpm_registry);
-	return err;
+	return nvpm_rs_init(peerdirect_support, persistent_api_support, NVPM_HAVE_PERSISTENT);
 }
 
 /*
@@ -450,8 +395,8 @@ static void nvpm_wait_for_running_free_callbacks(void)
 {
 	struct nvidia_p2p_page_table *page_table = NULL;
 
-	/* The data is no ticket (their sequence number is never all ones): a
-	 * callback finds no context with it. */
+	/* The data is no ticket (tickets count up from 1 and never reach all
+	 * ones, kmod/src/registry.rs): a callback finds no context with it. */
 	if (!nvidia_p2p_get_pages(0, 0, 0, 64u << 10, &page_table,
 				  nv_mem_probe_free_callback, (void *)ULONG_MAX))
 		nvidia_p2p_put_pages(0, 0, 0, page_table);
@@ -461,8 +406,6 @@ static void __exit nv_peer_mem_exit(void)
 {
 	nvpm_rs_exit();
 	nvpm_wait_for_running_free_callbacks();
-	/* Empty: every context held a module reference until it left. */
-	idr_destroy(&nvpm_registry);
 }
 
 module_init(nv_peer_mem_init);

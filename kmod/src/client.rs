@@ -11,6 +11,7 @@ use crate::platform::{
     dma_mapping_version_compatible, version_compatible,
 };
 use crate::range::{GPU_PAGE_SIZE, GpuRange};
+use crate::registry::Registry;
 use core::ffi::c_void;
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicU8, Ordering};
@@ -43,6 +44,8 @@ fn lock_client<P: Platform>(p: &P) -> ClientLockGuard<'_, P> {
 /// The module: the platform plus which clients are registered.
 pub struct Driver<P: Platform> {
     platform: P,
+    /// Live contexts by ticket, for the free callbacks.
+    registry: Registry,
     /// Bit per [`ClientKind`] registered with the core.
     registered: AtomicU8,
 }
@@ -55,12 +58,18 @@ impl<P: Platform> Driver<P> {
     pub const fn new(platform: P) -> Driver<P> {
         Driver {
             platform,
+            registry: Registry::new(),
             registered: AtomicU8::new(0),
         }
     }
 
     pub fn platform(&self) -> &P {
         &self.platform
+    }
+
+    /// How many contexts are in the registry (see [`Registry::count`]).
+    pub fn registered_contexts(&self) -> usize {
+        self.registry.count(&self.platform)
     }
 
     /// Module load: validates the parameters, then registers the clients
@@ -165,17 +174,7 @@ impl<P: Platform> Driver<P> {
         unsafe { ctx.as_ptr().write(Context::new(kind, range)) };
         // SAFETY: initialised above; alive until its last reference goes.
         let c = unsafe { ctx.as_ref() };
-        let ticket = p.registry_insert(ctx.as_ptr().cast());
-        if ticket == 0 {
-            p.log(
-                Level::Error,
-                "acquire: out of memory for the context registry",
-                ENOMEM.to_kernel().into(),
-            );
-            self.put_ref(c);
-            return Acquired::NotMine;
-        }
-        c.ticket.store(ticket, Ordering::Release);
+        let ticket = self.registry.insert(p, c);
         c.in_registry.store(true, Ordering::Release);
         let data = ticket as usize as *mut c_void;
         if p.p2p_get_pages(
@@ -227,7 +226,7 @@ impl<P: Platform> Driver<P> {
     /// was freed between the probe's pin and unpin. Frees the probe's page
     /// table, as the driver requires, unless `acquire` unpinned it first.
     ///
-    /// `data` is a ticket (see [`Platform::registry_insert`]); a ticket whose
+    /// `data` is a ticket (see [`crate::registry`]); a ticket whose
     /// context is gone means there is nothing left to do.
     pub fn probe_free_callback(&self, data: *mut c_void) {
         let p = &self.platform;
@@ -284,12 +283,9 @@ impl<P: Platform> Driver<P> {
         let p = &self.platform;
         let ticket = data as usize as u64;
         p.registry_lock();
-        let raw = p.registry_find(ticket).cast::<Context>();
-        // SAFETY: a registered context is alive: it leaves the registry
-        // (under this lock) before its last reference can be dropped.
-        let c = unsafe { raw.as_ref() };
-        // The slot may hold a later registration: a stale ticket finds none.
-        let c = c.filter(|c| c.ticket.load(Ordering::Acquire) == ticket);
+        // The ticket is the context's own: tickets are never reused, and
+        // one whose context has left the registry finds none.
+        let c = self.registry.find(ticket);
         if let Some(c) = c {
             c.refs.fetch_add(1, Ordering::AcqRel);
             c.callbacks_running.fetch_add(1, Ordering::AcqRel);
@@ -312,8 +308,7 @@ impl<P: Platform> Driver<P> {
     /// Removes the context's ticket from the registry, once.
     fn leave_registry(&self, c: &Context) {
         if c.in_registry.swap(false, Ordering::AcqRel) {
-            self.platform
-                .registry_remove(c.ticket.load(Ordering::Acquire));
+            self.registry.remove(&self.platform, c);
         }
     }
 
@@ -671,7 +666,7 @@ impl<P: Platform> Driver<P> {
     /// leaked the page table).
     ///
     /// `data` is the registration's ticket (see
-    /// [`Platform::registry_insert`]); the callback holds a reference on the
+    /// [`crate::registry`]); the callback holds a reference on the
     /// context while it runs, so a concurrent `release` cannot free it.
     pub fn free_callback(&self, data: *mut c_void) {
         let p = &self.platform;

@@ -3,6 +3,7 @@
 
 use crate::platform::{ClientKind, SavedSgTable};
 use crate::range::GpuRange;
+use crate::registry::Links;
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64};
@@ -45,9 +46,11 @@ pub struct Context {
     /// (swapped to null) by whichever of the probe's unpin and its free
     /// callback comes first.
     pub probe_page_table: AtomicPtr<c_void>,
-    /// This context's ticket in the platform's registry (the NVIDIA free
+    /// This context's ticket in the driver's registry (the NVIDIA free
     /// callbacks' data); fixed once `acquire` has registered it.
     pub ticket: AtomicU64,
+    /// Its place in the registry's chains (see [`crate::registry`]).
+    pub links: Links,
     /// Whether the ticket is still in the registry; whoever swaps it to
     /// false removes it (release and an orphan's callback may both try).
     pub in_registry: AtomicBool,
@@ -95,6 +98,7 @@ impl Context {
             saved_sg: UnsafeCell::new(SavedSgTable::default()),
             probe_page_table: AtomicPtr::new(core::ptr::null_mut()),
             ticket: AtomicU64::new(0),
+            links: Links::default(),
             in_registry: AtomicBool::new(false),
             callback_task: AtomicPtr::new(core::ptr::null_mut()),
             callbacks_running: AtomicU32::new(0),

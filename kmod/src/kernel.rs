@@ -53,15 +53,12 @@ mod ffi {
         pub fn nvpm_c_invalidate(core_context: u64);
         pub fn nvpm_c_register(kind: u32, style: u32, name: *const u8, len: usize) -> i32;
         pub fn nvpm_c_unregister(kind: u32);
-        pub fn nvpm_c_registry_insert(ctx: *mut c_void) -> u64;
-        pub fn nvpm_c_registry_remove(ticket: u64);
         pub fn nvpm_c_registry_lock();
         pub fn nvpm_c_client_lock();
         pub fn nvpm_c_client_unlock();
         pub fn nvpm_c_current_task() -> *mut c_void;
         pub fn nvpm_c_yield();
         pub fn nvpm_c_registry_unlock();
-        pub fn nvpm_c_registry_find(ticket: u64) -> *mut c_void;
         pub fn nvpm_c_alloc(size: usize) -> *mut c_void;
         pub fn nvpm_c_free(ptr: *mut c_void);
         pub fn nvpm_c_module_get();
@@ -200,14 +197,6 @@ impl Platform for Kernel {
         // SAFETY: see the impl comment.
         unsafe { ffi::nvpm_c_unregister(kind as u32) }
     }
-    fn registry_insert(&self, ctx: *mut c_void) -> u64 {
-        // SAFETY: see the impl comment.
-        unsafe { ffi::nvpm_c_registry_insert(ctx) }
-    }
-    fn registry_remove(&self, ticket: u64) {
-        // SAFETY: see the impl comment.
-        unsafe { ffi::nvpm_c_registry_remove(ticket) }
-    }
     fn registry_lock(&self) {
         // SAFETY: see the impl comment; the logic pairs it with unlock.
         unsafe { ffi::nvpm_c_registry_lock() }
@@ -232,10 +221,6 @@ impl Platform for Kernel {
     fn yield_now(&self) {
         // SAFETY: sleeps one tick; callers are in process context.
         unsafe { ffi::nvpm_c_yield() }
-    }
-    fn registry_find(&self, ticket: u64) -> *mut c_void {
-        // SAFETY: see the impl comment.
-        unsafe { ffi::nvpm_c_registry_find(ticket) }
     }
     fn alloc(&self, size: usize, align: usize) -> *mut u8 {
         // kmalloc aligns to at least 8 bytes (ARCH_KMALLOC_MINALIGN), all a

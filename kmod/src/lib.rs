@@ -15,6 +15,7 @@ pub mod errno;
 pub mod params;
 pub mod platform;
 pub mod range;
+pub mod registry;
 
 #[cfg(nvpm_kernel)]
 mod kernel;

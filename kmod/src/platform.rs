@@ -176,18 +176,10 @@ pub trait Platform {
     /// Unregisters one client.
     fn unregister(&self, kind: ClientKind);
 
-    /// Registers a live context and returns its ticket (never 0), or 0 when
-    /// out of memory. The NVIDIA free callbacks get tickets, not context
-    /// pointers, as their data: NVIDIA 535's put_pages reports success for a
-    /// page table its teardown already unlinked, with the free callback
-    /// still to come, so a callback can outlive the context it was given.
-    /// A ticket is a slot and a sequence number: slots are reused, tickets
-    /// are not (for 2^33 registrations).
-    fn registry_insert(&self, ctx: *mut c_void) -> u64;
-    /// Unregisters a ticket.
-    fn registry_remove(&self, ticket: u64);
-    /// Takes the registry lock; `registry_find` is only valid under it.
+    /// Takes the registry lock, a spinlock: [`crate::registry`]'s chains
+    /// change and are walked only under it.
     fn registry_lock(&self);
+    fn registry_unlock(&self);
     /// The client lock of MLNX_OFED's peer_mem.c contract (its comment
     /// above `ib_peer_unmap_on_invalidate`): serialises the free callback's
     /// takeover of a registration with `dma_map`'s publication and with
@@ -201,11 +193,6 @@ pub trait Platform {
     fn current_task(&self) -> *mut c_void;
     /// Lets other threads run while waiting for a free callback to finish.
     fn yield_now(&self);
-    fn registry_unlock(&self);
-    /// The context in `ticket`'s slot, or null. It may be a later
-    /// registration's: the caller compares the context's own ticket.
-    fn registry_find(&self, ticket: u64) -> *mut c_void;
-
     /// Zeroed memory for one context, or null.
     fn alloc(&self, size: usize, align: usize) -> *mut u8;
     /// Frees what `alloc` returned.

@@ -8,6 +8,7 @@ mod common;
 
 use common::{Call, Env, PAGE, PtState};
 use nv_peer_mem::ClientKind;
+use nv_peer_mem::registry::BUCKETS;
 
 /// Under both registration styles (the double's core unmaps from inside
 /// the callback in both).
@@ -217,12 +218,12 @@ fn free_callback_after_release_finds_nothing() {
     );
 }
 
-/// The same late callback when a new registration has taken the released
-/// context's registry slot (the glue reuses slots at once; tickets carry a
-/// sequence number): the stale ticket must not reach the new registration,
-/// which stays registered and is not invalidated.
+/// The same late callback when a later registration shares the released
+/// context's registry bucket (tickets are sequence numbers, buckets their
+/// low bits): the stale ticket must not reach it, which stays registered
+/// and is not invalidated.
 #[test]
-fn late_callback_does_not_reach_the_registration_in_its_slot() {
+fn late_callback_does_not_reach_the_registration_in_its_bucket() {
     let env = Env::new();
     let sim = env.sim();
     sim.put_of_unlinked_succeeds();
@@ -230,20 +231,23 @@ fn late_callback_does_not_reach_the_registration_in_its_slot() {
     let reg = env.reg_mr(ClientKind::Mem, va, 2 * PAGE);
     let pending = sim.cuda_free_unlink(va);
     env.dereg_mr(&reg);
+    // The next BUCKETS registrations take the BUCKETS tickets after the
+    // stale one: the last lands in its bucket.
     let vb = sim.cuda_malloc(2 * PAGE);
-    let next = env.reg_mr(ClientKind::Mem, vb, 2 * PAGE);
-    assert_eq!(
-        sim.registered_tickets(),
-        1,
-        "the new registration holds the slot"
-    );
+    let later: Vec<_> = (0..BUCKETS)
+        .map(|_| env.reg_mr(ClientKind::Mem, vb, 2 * PAGE))
+        .collect();
+    assert_eq!(sim.registered_tickets(), BUCKETS);
     sim.run_free_callbacks(pending);
     assert!(
         sim.invalidations().is_empty(),
-        "the stale ticket invalidated the registration in its slot"
+        "the stale ticket invalidated a registration in its bucket"
     );
     assert!(sim.violations().is_empty(), "{:?}", sim.violations());
-    env.dereg_mr(&next);
+    assert_eq!(sim.registered_tickets(), BUCKETS, "all still registered");
+    for reg in &later {
+        env.dereg_mr(reg);
+    }
     sim.cuda_free(vb);
     assert!(sim.invalidations().is_empty());
     assert_eq!(sim.module_refs(), 0);
@@ -252,6 +256,45 @@ fn late_callback_does_not_reach_the_registration_in_its_slot() {
         sim.context_allocs(),
         "each context freed once"
     );
+}
+
+/// Many live registrations, several per bucket: a free callback reaches
+/// exactly its own registrations wherever they sit in their chains, and
+/// removing from the head, the middle and the tail of chains (every third
+/// one, then the rest backwards) leaves the registry consistent and empty.
+#[test]
+fn free_callbacks_find_their_registrations_among_many() {
+    let env = Env::new();
+    let sim = env.sim();
+    let n = 3 * BUCKETS + 5;
+    let regs: Vec<_> = (0..n)
+        .map(|_| {
+            let va = sim.cuda_malloc(2 * PAGE);
+            (va, env.reg_mr(ClientKind::Mem, va, 2 * PAGE))
+        })
+        .collect();
+    assert_eq!(sim.registered_tickets(), n);
+    for (va, reg) in regs.iter().step_by(3) {
+        sim.cuda_free(*va);
+        assert_eq!(
+            sim.invalidations().last(),
+            Some(&reg.core_context),
+            "the callback invalidated another registration"
+        );
+    }
+    assert_eq!(sim.invalidations().len(), n.div_ceil(3));
+    for (_, reg) in regs.iter().step_by(3) {
+        env.dereg_mr(reg);
+    }
+    assert_eq!(sim.registered_tickets(), n - n.div_ceil(3));
+    for (i, (va, reg)) in regs.iter().enumerate().rev() {
+        if i % 3 != 0 {
+            env.dereg_mr(reg);
+            sim.cuda_free(*va);
+        }
+    }
+    assert_eq!(sim.invalidations().len(), n.div_ceil(3), "no more");
+    sim.assert_clean();
 }
 
 /// The same with the callback running while the context is still held:

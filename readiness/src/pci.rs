@@ -8,10 +8,10 @@
 use crate::host::{Host, Unreadable};
 use std::path::PathBuf;
 
-/// PCI vendor ids (the PCI-SIG's assignments, as pciutils' pci.ids and
-/// Linux include/linux/pci_ids.h name them).
+/// NVIDIA's PCI vendor id (the PCI-SIG's assignment, as pciutils' pci.ids
+/// and Linux include/linux/pci_ids.h name it). RDMA devices are not told
+/// apart by vendor (see rdma.rs).
 pub const VENDOR_NVIDIA: u16 = 0x10de;
-pub const VENDOR_MELLANOX: u16 = 0x15b3;
 
 /// A function's place and identity.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,7 +1,8 @@
 //! RDMA devices: `/sys/class/infiniband/<name>/device` links to the PCI
-//! function (Documentation/ABI/stable/sysfs-class-infiniband); the
-//! Mellanox/NVIDIA networking vendor id marks the adapters GPUDirect RDMA
-//! is documented for.
+//! function (Documentation/ABI/stable/sysfs-class-infiniband). Every RDMA
+//! device backed by a PCI function counts, whatever its vendor: the
+//! verdict's other checks (the peer memory API, DMA-BUF, the path to the
+//! GPU) decide whether it can do GPUDirect RDMA, not its vendor id.
 
 use crate::host::{Host, Unreadable};
 use crate::pci::PciDevice;

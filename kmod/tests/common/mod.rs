@@ -367,9 +367,8 @@ pub struct Sim {
     st: Mutex<State>,
     driver: OnceLock<Weak<Driver<Sim>>>,
     background: Mutex<Vec<std::thread::JoinHandle<()>>>,
-    /// The context registry (tickets -> context addresses) and its lock,
-    /// taken and released by separate calls as the glue's spinlock is.
-    registry: Mutex<Registry>,
+    /// The context registry's lock, taken and released by separate calls
+    /// as the glue's spinlock is.
     registry_lock: SplitLock,
     /// The client lock (the glue's mutex).
     client_lock: SplitLock,
@@ -415,24 +414,6 @@ impl SplitLock {
         self.unlocked.notify_one();
         true
     }
-}
-
-/// As the glue's IDR (kmod/glue/nv_peer_mem_glue.c): a ticket is the
-/// lowest free slot from 2 (slot 1 is the glue's anchor) and a sequence
-/// number above bit 31; slots are reused at once, tickets never, and
-/// `registry_find` returns whatever context holds the slot, so a stale
-/// ticket meets a later registration as it would in the kernel.
-#[derive(Default)]
-struct Registry {
-    /// Slot -> (ticket, context address).
-    live: HashMap<u64, (u64, usize)>,
-    next: u64,
-}
-
-const TICKET_SLOT_BITS: u32 = 31;
-
-fn slot(ticket: u64) -> u64 {
-    ticket & ((1 << TICKET_SLOT_BITS) - 1)
 }
 
 impl Sim {
@@ -724,21 +705,16 @@ impl Sim {
         assert_eq!(st.context_allocs, st.context_frees);
         assert_eq!(st.module_refs, 0, "module references left");
         drop(st);
-        let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
-        assert!(
-            registry.live.is_empty(),
-            "tickets left registered: {:?}",
-            registry.live.keys()
+        assert_eq!(
+            self.registered_tickets(),
+            0,
+            "tickets left in the driver's registry"
         );
     }
 
-    /// Registered tickets.
+    /// Contexts in the driver's registry.
     pub fn registered_tickets(&self) -> usize {
-        self.registry
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .live
-            .len()
+        self.driver().registered_contexts()
     }
 }
 
@@ -1153,31 +1129,6 @@ impl Platform for Sim {
         }
     }
 
-    fn registry_insert(&self, ctx: *mut c_void) -> u64 {
-        let mut registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
-        registry.next += 1;
-        let free = (2..).find(|n| !registry.live.contains_key(n)).unwrap();
-        let ticket = (registry.next << TICKET_SLOT_BITS) | free;
-        registry
-            .live
-            .insert(free, (ticket, ctx.expose_provenance()));
-        ticket
-    }
-
-    fn registry_remove(&self, ticket: u64) {
-        let removed = self
-            .registry
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .live
-            .remove(&slot(ticket));
-        if removed.is_none_or(|(held, _)| held != ticket) {
-            self.lock().violation(format!(
-                "registry_remove of ticket {ticket}, which is not registered"
-            ));
-        }
-    }
-
     fn client_lock(&self) {
         self.client_lock.lock();
     }
@@ -1209,20 +1160,6 @@ impl Platform for Sim {
             self.lock()
                 .violation("registry_unlock without registry_lock".into());
         }
-    }
-
-    fn registry_find(&self, ticket: u64) -> *mut c_void {
-        if !*self.registry_lock.held() {
-            self.lock()
-                .violation("registry_find without registry_lock".into());
-        }
-        let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
-        registry
-            .live
-            .get(&slot(ticket))
-            .map_or(std::ptr::null_mut(), |&(_, addr)| {
-                std::ptr::with_exposed_provenance_mut(addr)
-            })
     }
 
     fn alloc(&self, size: usize, align: usize) -> *mut u8 {
@@ -1295,7 +1232,6 @@ impl Env {
                 st: Mutex::new(State::default()),
                 driver: OnceLock::new(),
                 background: Mutex::new(Vec::new()),
-                registry: Mutex::new(Registry::default()),
                 registry_lock: SplitLock::new(),
                 client_lock: SplitLock::new(),
             };
