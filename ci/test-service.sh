@@ -310,6 +310,11 @@ check "DKMS has the sources but no build: the autoinstall command" \
     status_says 3 "DKMS has no build of nv_peer_mem for kernel $kver \\(nv_peer_mem/1.4.0: added\\): run 'dkms autoinstall -k $kver'"
 printf '#!/bin/sh\nexit 0\n' >"$fake/bin/dkms"
 check "DKMS has no build: the autoinstall command" status_says 3 "DKMS has no build of nv_peer_mem for kernel $kver: run 'dkms autoinstall -k $kver'"
+new_machine; load ib_core; load nvidia
+printf 'ffffffffc0a01000 T ib_register_client\t[ib_core]\n' >"$fake/proc/kallsyms"
+printf '#!/bin/sh\necho "nv_peer_mem/1.4.0: added"\n' >"$fake/bin/dkms"
+check "DKMS has no build under the inbox ib_core: MLNX_OFED first, since dkms.conf skips the kernel without it" \
+    status_says 3 "DKMS has no build of nv_peer_mem for kernel $kver \\(nv_peer_mem/1.4.0: added\\): DKMS skips nv_peer_mem for a kernel without MLNX_OFED \\(its dkms.conf\\), and the running ib_core has no peer memory API: install MLNX_OFED for kernel $kver, then run 'dkms autoinstall -k $kver'"
 
 echo "== the kernel hook (packaging/nv_peer_mem-kernel-hook)"
 # A stand-in for gpudirect-rdma-check --kernel that answers with the exit
