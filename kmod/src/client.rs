@@ -177,6 +177,9 @@ impl<P: Platform> Driver<P> {
         let ticket = self.registry.insert(p, c);
         c.in_registry.store(true, Ordering::Release);
         let data = ticket as usize as *mut c_void;
+        if kind == ClientKind::Mem {
+            return self.acquire_pinned(c, ctx, data);
+        }
         if p.p2p_get_pages(
             range.start,
             range.len,
@@ -218,6 +221,34 @@ impl<P: Platform> Driver<P> {
         // Unpinned: a late callback (535 reports an unlinked page table as
         // unpinned) must not free it again.
         c.probe_page_table.store(ptr::null_mut(), Ordering::Release);
+        p.module_get();
+        Acquired::Mine(ctx.cast())
+    }
+
+    /// `acquire` for `nv_mem`: pins the range with the invalidating free
+    /// callback and keeps the pin for `get_pages`, so a registration pins
+    /// once (docs/contracts.md, "The kept pin"). A free callback before
+    /// `get_pages` revokes the registration; `release` unpins a range the
+    /// core never passed to `get_pages`.
+    fn acquire_pinned(&self, c: &Context, ctx: NonNull<Context>, data: *mut c_void) -> Acquired {
+        let p = &self.platform;
+        if let Err(e) = p.p2p_get_pages(
+            c.range.start,
+            c.range.len,
+            &c.page_table,
+            FreeCallback::Invalidate,
+            data,
+        ) {
+            // The driver may have written (and freed) a table before failing.
+            c.page_table.store(ptr::null_mut(), Ordering::Release);
+            p.log(
+                Level::Debug,
+                "acquire: not GPU memory, nvidia_p2p_get_pages",
+                e.to_kernel().into(),
+            );
+            self.forget(c);
+            return Acquired::NotMine;
+        }
         p.module_get();
         Acquired::Mine(ctx.cast())
     }
@@ -337,19 +368,26 @@ impl<P: Platform> Driver<P> {
         };
         let p = &self.platform;
         c.core_context.store(core_context, Ordering::Release);
-        let result = match c.kind {
-            ClientKind::Mem => {
-                let ticket = c.ticket.load(Ordering::Acquire) as usize as *mut c_void;
-                p.p2p_get_pages(
-                    c.range.start,
-                    c.range.len,
-                    &c.page_table,
-                    FreeCallback::Invalidate,
-                    ticket,
-                )
+        if c.kind == ClientKind::Mem {
+            // The pin `acquire` kept. A free callback since then took the
+            // registration over and freed the page table: fail, as a pin
+            // of freed memory would. (A callback from now on is dma_map's
+            // to handle.)
+            if c.in_callback.load(Ordering::SeqCst) {
+                p.log(
+                    Level::Debug,
+                    "get_pages: GPU memory freed since acquire",
+                    EINVAL.to_kernel().into(),
+                );
+                return Err(EINVAL);
             }
-            ClientKind::Nc => p.p2p_get_pages_persistent(c.range.start, c.range.len, &c.page_table),
-        };
+            c.pages_with_core.store(true, Ordering::Release);
+            return Ok(());
+        }
+        let result = p.p2p_get_pages_persistent(c.range.start, c.range.len, &c.page_table);
+        if result.is_ok() {
+            c.pages_with_core.store(true, Ordering::Release);
+        }
         if let Err(e) = result {
             // The driver may have written (and freed) a table before failing.
             c.page_table.store(ptr::null_mut(), Ordering::Release);
@@ -404,7 +442,7 @@ impl<P: Platform> Driver<P> {
             );
             return Err(EINVAL);
         }
-        if page_table.is_null() {
+        if page_table.is_null() || !c.pages_with_core.load(Ordering::Acquire) {
             p.log(
                 Level::Error,
                 "dma_map: called without pinned pages",
@@ -581,9 +619,19 @@ impl<P: Platform> Driver<P> {
         // the driver call is made outside it: nvidia_p2p_put_pages takes the
         // driver's lock, which the driver holds while it runs a free
         // callback (which takes the client lock).
-        let page_table = if c.callback_task.load(Ordering::Acquire) == p.current_task() {
-            ptr::null_mut()
-        } else {
+        if c.callback_task.load(Ordering::Acquire) != p.current_task() {
+            self.unpin(c);
+        }
+        if c.sg_allocated.swap(false, Ordering::AcqRel) {
+            p.sg_free(sg_head);
+        }
+    }
+
+    /// Unpins the registration's pages, unless the free callback took them
+    /// over: it frees the page table then.
+    fn unpin(&self, c: &Context) {
+        let p = &self.platform;
+        let page_table = {
             let _guard = lock_client(p);
             if c.in_callback.load(Ordering::Acquire) {
                 ptr::null_mut()
@@ -613,9 +661,6 @@ impl<P: Platform> Driver<P> {
                 }
             }
         }
-        if c.sg_allocated.swap(false, Ordering::AcqRel) {
-            p.sg_free(sg_head);
-        }
     }
 
     /// `get_page_size`: the GPU page size, 64 KiB.
@@ -633,6 +678,12 @@ impl<P: Platform> Driver<P> {
             return;
         };
         let p = &self.platform;
+        // Acquired but never passed to get_pages (the core's error paths
+        // between acquire and get_pages, or a get_pages that found the
+        // memory freed): the pin acquire kept is still ours to put.
+        if c.kind == ClientKind::Mem && !c.pages_with_core.load(Ordering::Acquire) {
+            self.unpin(c);
+        }
         // No free callback can find the context after this; one that did
         // holds a reference and counts as running. An orphan (a failed
         // put_pages) stays findable: its callback is still due.

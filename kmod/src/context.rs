@@ -28,6 +28,9 @@ pub struct Context {
     /// null) by whichever of `dma_unmap` and the free callback comes first,
     /// so it is unmapped or freed exactly once.
     pub dma_mapping: AtomicPtr<c_void>,
+    /// `get_pages` succeeded: the core owns the pin from then on and gives
+    /// it back through `put_pages`; until then `release` unpins it.
+    pub pages_with_core: AtomicBool,
     /// `struct pci_dev *` given to `dma_map`.
     pub pci_dev: AtomicPtr<c_void>,
     /// Set by the free callback before it calls the core's invalidate
@@ -92,6 +95,7 @@ impl Context {
             core_context: AtomicU64::new(0),
             page_table: AtomicPtr::new(core::ptr::null_mut()),
             dma_mapping: AtomicPtr::new(core::ptr::null_mut()),
+            pages_with_core: AtomicBool::new(false),
             pci_dev: AtomicPtr::new(core::ptr::null_mut()),
             in_callback: AtomicBool::new(false),
             sg_allocated: AtomicBool::new(false),

@@ -17,8 +17,9 @@ fn failed_probe_unpin_keeps_the_module_until_the_probe_callback() {
     let sim = env.sim();
     let va = sim.cuda_malloc(2 * PAGE);
     sim.fail_nth(Op::PutPages, 1, ENOMEM);
+    // nv_mem_nc probes (nv_mem keeps acquire's pin instead).
     assert_eq!(
-        env.drv.acquire(ClientKind::Mem, va, 2 * PAGE),
+        env.drv.acquire(ClientKind::Nc, va, 2 * PAGE),
         Acquired::NotMine
     );
     assert_eq!(sim.live_page_tables(), 1, "the probe's table stays pinned");
@@ -65,8 +66,29 @@ fn unpin_failing_after_the_callback_took_the_table_keeps_nothing() {
     sim.free_before(Op::PutPages, 1, va);
     sim.fail_nth(Op::PutPages, 1, ENOMEM);
     assert_eq!(
-        env.drv.acquire(ClientKind::Mem, va, 2 * PAGE),
+        env.drv.acquire(ClientKind::Nc, va, 2 * PAGE),
         Acquired::NotMine
+    );
+    assert_eq!(sim.module_refs(), 0);
+    sim.assert_clean();
+}
+
+/// nv_mem's kept pin, released without get_pages, whose unpin fails:
+/// the module stays until the free callback comes.
+#[test]
+fn failed_unpin_of_a_kept_pin_keeps_the_module_until_the_free_callback() {
+    let env = Env::new();
+    let sim = env.sim();
+    let va = sim.cuda_malloc(2 * PAGE);
+    let reg = env.acquire(ClientKind::Mem, va, 2 * PAGE).expect("mine");
+    sim.fail_nth(Op::PutPages, 1, ENOMEM);
+    env.release(&reg);
+    assert_eq!(sim.module_refs(), 1, "the free callback is still due");
+    assert_eq!(sim.live_page_tables(), 1);
+    sim.cuda_free(va);
+    assert!(
+        sim.invalidations().is_empty(),
+        "a released registration is not invalidated"
     );
     assert_eq!(sim.module_refs(), 0);
     sim.assert_clean();

@@ -22,7 +22,8 @@ fn acquire_gpu_memory_is_mine() {
     let reg = env
         .acquire(ClientKind::Mem, va + 0x1234, 2 * PAGE)
         .expect("GPU memory is mine");
-    // Widened to [va, va + 3 pages): the probe pins and puts back exactly that.
+    // Widened to [va, va + 3 pages): acquire pins exactly that, with the
+    // invalidating callback, and keeps the pin for get_pages.
     assert_eq!(
         sim.take_calls(),
         [
@@ -30,9 +31,8 @@ fn acquire_gpu_memory_is_mine() {
             Call::GetPages {
                 va,
                 len: 3 * PAGE,
-                callback: FreeCallback::Probe
+                callback: FreeCallback::Invalidate
             },
-            Call::PutPages { va },
             Call::ModuleGet,
         ]
     );
@@ -45,8 +45,7 @@ fn acquire_gpu_memory_is_mine() {
     );
     let pts = sim.page_tables();
     assert_eq!(pts.len(), 1);
-    assert_eq!(pts[0].state, PtState::Freed);
-    assert_eq!(pts[0].freed_by, Some("put_pages"));
+    assert_eq!(pts[0].state, PtState::Live, "acquire keeps its pin");
     assert_eq!(
         sim.module_refs(),
         1,
@@ -54,8 +53,14 @@ fn acquire_gpu_memory_is_mine() {
     );
     assert_eq!(sim.live_contexts(), 1);
 
+    // Released without get_pages (the core's error paths after acquire):
+    // release puts the pin back.
     env.release(&reg);
-    assert_eq!(sim.take_calls(), [Call::Free, Call::ModulePut]);
+    assert_eq!(
+        sim.take_calls(),
+        [Call::PutPages { va }, Call::Free, Call::ModulePut]
+    );
+    assert_eq!(sim.page_tables()[0].freed_by, Some("put_pages"));
     sim.assert_clean();
 }
 
@@ -156,10 +161,10 @@ fn acquire_memory_freed_during_the_probe_is_not_mine() {
     let env = Env::new();
     let sim = env.sim();
     let va = sim.cuda_malloc(2 * PAGE);
-    // cudaFree between the probe's get_pages and put_pages.
+    // cudaFree between nv_mem_nc's probe's get_pages and put_pages.
     sim.free_before(Op::PutPages, 1, va);
     assert_eq!(
-        env.drv.acquire(ClientKind::Mem, va, 2 * PAGE),
+        env.drv.acquire(ClientKind::Nc, va, 2 * PAGE),
         Acquired::NotMine
     );
     assert_eq!(sim.count(Op::Alloc), 1, "one context, for the probe");
@@ -179,8 +184,34 @@ fn acquire_memory_freed_during_the_probe_leaks_nothing() {
     let va = sim.cuda_malloc(2 * PAGE);
     sim.free_before(Op::PutPages, 1, va);
     assert_eq!(
-        env.drv.acquire(ClientKind::Mem, va, 2 * PAGE),
+        env.drv.acquire(ClientKind::Nc, va, 2 * PAGE),
         Acquired::NotMine
+    );
+    sim.assert_clean();
+}
+
+/// nv_mem's kept pin freed between acquire and get_pages: the free
+/// callback frees the page table without invalidating (the core has no
+/// mapping yet), get_pages fails, and release puts nothing back.
+#[test]
+fn memory_freed_between_acquire_and_get_pages_fails_get_pages() {
+    let env = Env::new();
+    let sim = env.sim();
+    let va = sim.cuda_malloc(2 * PAGE);
+    let reg = env.acquire(ClientKind::Mem, va, 2 * PAGE).expect("mine");
+    sim.cuda_free(va);
+    assert!(
+        sim.invalidations().is_empty(),
+        "nothing mapped to invalidate"
+    );
+    assert_eq!(sim.page_tables()[0].freed_by, Some("free_page_table"));
+    sim.take_calls();
+    assert_eq!(env.get_pages(&reg), Err(EINVAL));
+    env.release(&reg);
+    assert_eq!(
+        sim.take_calls(),
+        [Call::Free, Call::ModulePut],
+        "no put of a table the callback freed"
     );
     sim.assert_clean();
 }
@@ -193,18 +224,24 @@ fn whole_lifecycle_exact_calls_and_everything_freed() {
     let (addr, size) = (va + 0x10, 5 * PAGE);
     let pages = 6u64; // [va, va + 6 pages) covers [va + 0x10, va + 0x10 + 5 pages)
 
+    // nv_mem pins once, in acquire, with the invalidating callback, and
+    // keeps that pin for get_pages.
     let reg = env.acquire(ClientKind::Mem, addr, size).expect("mine");
-    sim.take_calls();
-
-    env.get_pages(&reg).expect("get_pages");
     assert_eq!(
         sim.take_calls(),
-        [Call::GetPages {
-            va,
-            len: pages * PAGE,
-            callback: FreeCallback::Invalidate
-        }]
+        [
+            Call::Alloc,
+            Call::GetPages {
+                va,
+                len: pages * PAGE,
+                callback: FreeCallback::Invalidate
+            },
+            Call::ModuleGet,
+        ]
     );
+
+    env.get_pages(&reg).expect("get_pages");
+    assert!(sim.take_calls().is_empty(), "get_pages uses acquire's pin");
     // SAFETY: the registration is live.
     let core_context = unsafe {
         (*reg.ctx().cast::<Context>())
@@ -251,7 +288,7 @@ fn whole_lifecycle_exact_calls_and_everything_freed() {
         sim.take_calls(),
         [Call::SgMatches, Call::PutPages { va }, Call::SgFree]
     );
-    assert_eq!(sim.page_tables()[1].freed_by, Some("put_pages"));
+    assert_eq!(sim.page_tables()[0].freed_by, Some("put_pages"));
     assert_eq!(sim.live_sg_tables(), 0);
     assert_eq!(sim.module_refs(), 1);
 
@@ -299,20 +336,18 @@ fn several_registrations_at_once() {
     sim.assert_clean();
 }
 
+/// nv_mem's pin in acquire failing (not GPU memory, or the driver out of
+/// memory): not mine, nothing left.
 #[test]
-fn get_pages_failure_then_release() {
+fn acquire_pin_failure_is_not_mine() {
     let env = Env::new();
     let sim = env.sim();
     let va = sim.cuda_malloc(PAGE);
-    let reg = env.acquire(ClientKind::Mem, va, PAGE).expect("mine");
     sim.fail_nth(Op::GetPages, 1, ENOMEM);
     assert_eq!(
-        env.get_pages(&reg),
-        Err(ENOMEM),
-        "the driver's error is passed on"
+        env.drv.acquire(ClientKind::Mem, va, PAGE),
+        Acquired::NotMine
     );
-    assert!(sim.errors_logged() >= 1);
-    env.release(&reg);
     sim.assert_clean();
 }
 

@@ -125,7 +125,7 @@ pub const ORACLE_SCENARIOS: &[&str] = &[
 pub const DIFFERENCES: &[(&str, &str)] = &[
     (
         "nc",
-        "580/595 only: their nv_mem_nc acquire probes with nvidia_p2p_get_pages_persistent/put_pages_persistent (nv_mem_acquire_nc, new since 550), so one nv_mem_nc registration pins the pages twice; ours, as 535/550, probes the same way for both clients and pins once (docs/contracts.md, \"NVIDIA 580 and 595\")",
+        "580/595 only: their nv_mem_nc acquire probes with nvidia_p2p_get_pages_persistent/put_pages_persistent (nv_mem_acquire_nc, new since 550), so one nv_mem_nc registration pins the pages twice; ours, as 535/550, probes nv_mem_nc with nvidia_p2p_get_pages and makes one persistent pin (docs/contracts.md, \"NVIDIA 580 and 595\")",
     ),
     (
         "page_table_version",
