@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{Env, Op, PAGE};
+use common::{Env, Op, PAGE, Sim};
 use nv_peer_mem::errno::ENOMEM;
 use nv_peer_mem::{Acquired, ClientKind};
 
@@ -33,6 +33,21 @@ fn failed_probe_unpin_keeps_the_module_until_the_probe_callback() {
     sim.assert_clean();
 }
 
+/// After a released registration's failed unpin: the table stays pinned
+/// and the module loaded until cudaFree delivers the free callback, which
+/// invalidates nothing and leaves nothing behind.
+fn callback_due_until_the_memory_is_freed(sim: &Sim, va: u64) {
+    assert_eq!(sim.module_refs(), 1, "the free callback is still due");
+    assert_eq!(sim.live_page_tables(), 1);
+    sim.cuda_free(va);
+    assert!(
+        sim.invalidations().is_empty(),
+        "a released registration is not invalidated"
+    );
+    assert_eq!(sim.module_refs(), 0);
+    sim.assert_clean();
+}
+
 #[test]
 fn failed_teardown_unpin_keeps_the_module_until_the_free_callback() {
     let env = Env::new();
@@ -45,15 +60,7 @@ fn failed_teardown_unpin_keeps_the_module_until_the_free_callback() {
     sim.fail_nth(Op::PutPages, 1, ENOMEM);
     env.put_pages(&reg);
     env.release(&reg);
-    assert_eq!(sim.module_refs(), 1, "the free callback is still due");
-    assert_eq!(sim.live_page_tables(), 1);
-    sim.cuda_free(va);
-    assert!(
-        sim.invalidations().is_empty(),
-        "a released registration is not invalidated"
-    );
-    assert_eq!(sim.module_refs(), 0);
-    sim.assert_clean();
+    callback_due_until_the_memory_is_freed(sim, va);
 }
 
 #[test]
@@ -83,13 +90,5 @@ fn failed_unpin_of_a_kept_pin_keeps_the_module_until_the_free_callback() {
     let reg = env.acquire(ClientKind::Mem, va, 2 * PAGE).expect("mine");
     sim.fail_nth(Op::PutPages, 1, ENOMEM);
     env.release(&reg);
-    assert_eq!(sim.module_refs(), 1, "the free callback is still due");
-    assert_eq!(sim.live_page_tables(), 1);
-    sim.cuda_free(va);
-    assert!(
-        sim.invalidations().is_empty(),
-        "a released registration is not invalidated"
-    );
-    assert_eq!(sim.module_refs(), 0);
-    sim.assert_clean();
+    callback_due_until_the_memory_is_freed(sim, va);
 }
