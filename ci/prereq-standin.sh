@@ -9,6 +9,12 @@
 #   prereq-standin.sh dkms-add       DKMS: register both with DKMS, which
 #                                    builds them for each kernel (autoinstall)
 #   prereq-standin.sh dkms-remove    undo that (only what dkms-add registered)
+#   prereq-standin.sh remove-all     undo every install (any kernel) and
+#                                    dkms-add this script's markers show,
+#                                    whichever run placed them: the
+#                                    leftovers of a run that was stopped
+#                                    before its own cleanup (a killed test,
+#                                    a machine snapshot taken mid-run)
 # Prebuilt (as MLNX_OFED's kmod packages and a .run-installed driver):
 # - NVIDIA: nvpm_standin_nvidia.ko exports nvidia_p2p_get_pages and goes to
 #   /lib/modules/KVER/extra/nvpm-standin/, so depmod lists the symbol in
@@ -34,7 +40,7 @@
 # Needs the kernel's build tree (/lib/modules/KVER/build), gcc and make;
 # dkms-add needs dkms.
 set -euo pipefail
-usage="usage: prereq-standin.sh install|remove KVER, or prereq-standin.sh dkms-add|dkms-remove"
+usage="usage: prereq-standin.sh install|remove KVER, or prereq-standin.sh dkms-add|dkms-remove|remove-all"
 action=${1:-}
 dkms_version=99.0
 # DKMS module name -> the stand-in module it builds (write_sources).
@@ -128,6 +134,15 @@ dkms-remove)
         dkms remove -m "$name" -v "$dkms_version" --all >&2 || true
         rm -rf "$src" "/var/lib/dkms/$name"
     done
+    ;;
+remove-all)
+    [ $# = 1 ] || { echo "$usage" >&2; exit 2; }
+    for marker in /lib/modules/*/extra/nvpm-standin/placed-by-prereq-standin; do
+        [ -f "$marker" ] || continue
+        kver=${marker#/lib/modules/}
+        bash "$0" remove "${kver%%/*}"
+    done
+    bash "$0" dkms-remove
     ;;
 *) echo "$usage" >&2; exit 2 ;;
 esac

@@ -13,7 +13,9 @@
 #   nv_peer_mem in the kernel hook's one autoinstall; once
 #   ci/prereq-standin.sh places real modules
 #   exporting those symbols, `dkms autoinstall -k` builds and installs
-#   nv_peer_mem.ko; the service helper behaves; dpkg -P leaves nothing behind.
+#   nv_peer_mem.ko; the service helper behaves; dpkg -P leaves nothing behind;
+#   the leftovers of a run stopped before its cleanup (stand-ins, DKMS
+#   registrations, the equivs package) are removed before it starts.
 # It installs packages system-wide and undoes that on exit (also on failure
 # or Ctrl-C); running it again starts from a clean state.
 # Last line: "N passed, M failed"; exit status 1 when anything failed,
@@ -64,6 +66,9 @@ cleanup() {
         bash "$here/prereq-standin.sh" dkms-remove >/dev/null 2>&1
     fi
     rm -f "$work/standin-installed" "$work/extra-headers" "$work/extra-kver" "$work/standin-kernels" "$work/standin-dkms"
+    # What another run (this suite's or ci/test-dkms.sh's) left when it was
+    # stopped before its cleanup: its state files are not ours to read.
+    bash "$here/remove-test-leftovers.sh"
 }
 trap 'cleanup' EXIT
 trap 'echo "interrupted"; exit 130' INT TERM
@@ -187,6 +192,30 @@ check "lintian: 0 errors on source and debs ($errors)" test "$errors" = 0
 unexpected=$(sed -n 's/^W: [^:]*: \([^ ]*\).*/\1/p' "$work/lintian.txt" | sort -u | grep -vxF -f <(printf '%s\n' "${accepted_warnings[@]}") || true)
 check "lintian: only accepted warnings${unexpected:+ (not accepted: $unexpected)}" test -z "$unexpected"
 
+# A run stopped half-way (here: ci/test-dkms.sh's, after it placed its
+# stand-ins) leaves the host with prerequisites; the next run must start
+# without them, or its skip checks below fail for the wrong reason. Made
+# here for real, then removed by the same call every suite's cleanup makes.
+echo "== leftovers of an interrupted run"
+leftover_kver=
+for build in /lib/modules/*/build; do
+    [ -e "$build/include" ] && { leftover_kver=$(basename "$(dirname "$build")"); break; }
+done
+if [ -n "$leftover_kver" ]; then
+    bash "$here/mofed-standin.sh" "$work/equivs-leftover" "$standin" \
+        "Installed by ci/test-deb.sh as another run's leftover, and purged by it." >>"$work/log" 2>&1
+    check "leftovers made: equivs stand-in, $leftover_kver's stand-in modules, DKMS stand-ins" sh -c \
+        "dpkg -i '$work/equivs-leftover/${standin}_0-test_all.deb' && bash '$here/prereq-standin.sh' install '$leftover_kver' && bash '$here/prereq-standin.sh' dkms-add"
+    check "remove-test-leftovers.sh removes them" bash "$here/remove-test-leftovers.sh"
+    left=$(grep -ls 'symbol:\(ib_register_peer_memory_client\|nvidia_p2p_get_pages\) ' /lib/modules/*/modules.symbols
+           ls -d /usr/src/ofa_kernel /var/lib/dkms/mlnx-ofed-kernel /var/lib/dkms/nvidia-current /usr/src/mlnx-ofed-kernel-* /usr/src/nvidia-current-* 2>/dev/null
+           dpkg-query -W -f='${Status}' "$standin" 2>/dev/null | grep -q 'install ok installed' && echo "$standin")
+    check "nothing of them is left${left:+: $left}" test -z "$left"
+    rm -rf "$work/equivs-leftover"
+else
+    fail "no kernel here has headers for the leftover stand-ins"
+fi
+
 echo "== install on kernels without MLNX_OFED and the NVIDIA driver"
 if ! dpkg-query -W -f='${Status}' mlnx-ofed-kernel-dkms mlnx-ofed-kernel-modules 2>/dev/null | grep -q 'install ok installed'; then
     bash "$here/mofed-standin.sh" "$work/equivs" "$standin" \
@@ -260,35 +289,42 @@ for kver in "${kernels[@]}"; do
     fi
 done
 
+# another_headers_install: installs the -cloud flavour of the oldest
+# installed kernel: a different headers package whose kernel the module
+# supports, so the kernel's dkms hook runs autoinstall for it as after a
+# kernel upgrade. That kernel has neither prerequisite: dkms 3.0.10
+# (bookworm) would fail the headers' postinst on a BUILD_EXCLUSIVE skip
+# there, so dkms.conf must keep nv_peer_mem out of that autoinstall, whether
+# the module is built for no kernel yet or already for others (then 3.0.10
+# reads dkms.conf with those kernels' $kernelver: docs/packaging.md).
+another_headers_install() {
+    local base extra_kver extra
+    base=$(printf '%s\n' "${kernels[@]}" | grep -- '-amd64$' | sort -V | head -n 1)
+    extra_kver=${base%-amd64}-cloud-amd64
+    extra=linux-headers-$extra_kver
+    if [ -z "$base" ]; then
+        fail "another linux-headers install: no -amd64 kernel with headers to pick a sibling flavour of"
+    elif dpkg-query -W -f='${Status}' "$extra" 2>/dev/null | grep -qx 'install ok installed'; then
+        # Already on the machine: run what its postinst runs, the dkms hook.
+        check "dkms kernel hook for the installed $extra succeeds" sh -c "/etc/kernel/header_postinst.d/dkms '$extra_kver' >'$work/headers.txt' 2>&1"
+        check "$extra_kver: skipped with the line naming what is missing and the fix" not_built_line "$work/headers.txt" "$extra_kver"
+    elif apt-cache show "$extra" >/dev/null 2>&1; then
+        echo "$extra" >"$work/extra-headers"
+        echo "$extra_kver" >"$work/extra-kver"
+        check "apt-get install $extra succeeds" \
+            sh -c "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends '$extra' >'$work/headers.txt' 2>&1"
+        sed -n '/dkms\|nv_peer_mem/s/^/  | /p' "$work/headers.txt"
+        check "$extra is configured" sh -c "dpkg-query -W -f='\${Status}' $extra | grep -qx 'install ok installed'"
+        check "$extra_kver: skipped with the line naming what is missing and the fix" not_built_line "$work/headers.txt" "$extra_kver"
+        check "$extra_kver: no nv_peer_mem.ko installed" no_module "$extra_kver"
+        check "apt-get purge $extra succeeds" env DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq "$extra"
+        rm -f "$work/extra-headers"
+    else
+        fail "another linux-headers install: $extra is not available; run apt-get update"
+    fi
+}
 echo "== another linux-headers install, still without the prerequisites"
-# The -cloud flavour of the oldest installed kernel: a different headers
-# package whose kernel the module supports, so the kernel's dkms hook runs
-# autoinstall for it as after a kernel upgrade. dkms 3.0.10 (bookworm) would
-# fail the headers' postinst on a BUILD_EXCLUSIVE skip there; dkms.conf
-# must keep nv_peer_mem out of that autoinstall.
-base=$(printf '%s\n' "${kernels[@]}" | grep -- '-amd64$' | sort -V | head -n 1)
-extra_kver=${base%-amd64}-cloud-amd64
-extra=linux-headers-$extra_kver
-if [ -z "$base" ]; then
-    fail "another linux-headers install: no -amd64 kernel with headers to pick a sibling flavour of"
-elif dpkg-query -W -f='${Status}' "$extra" 2>/dev/null | grep -qx 'install ok installed'; then
-    # Already on the machine: run what its postinst runs, the dkms hook.
-    check "dkms kernel hook for the installed $extra succeeds" sh -c "/etc/kernel/header_postinst.d/dkms '$extra_kver' >'$work/headers.txt' 2>&1"
-    check "$extra_kver: skipped with the line naming what is missing and the fix" not_built_line "$work/headers.txt" "$extra_kver"
-elif apt-cache show "$extra" >/dev/null 2>&1; then
-    echo "$extra" >"$work/extra-headers"
-    echo "$extra_kver" >"$work/extra-kver"
-    check "apt-get install $extra succeeds" \
-        sh -c "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends '$extra' >'$work/headers.txt' 2>&1"
-    sed -n '/dkms\|nv_peer_mem/s/^/  | /p' "$work/headers.txt"
-    check "$extra is configured" sh -c "dpkg-query -W -f='\${Status}' $extra | grep -qx 'install ok installed'"
-    check "$extra_kver: skipped with the line naming what is missing and the fix" not_built_line "$work/headers.txt" "$extra_kver"
-    check "$extra_kver: no nv_peer_mem.ko installed" no_module "$extra_kver"
-    check "apt-get purge $extra succeeds" env DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq "$extra"
-    rm -f "$work/extra-headers"
-else
-    fail "another linux-headers install: $extra is not available; run apt-get update"
-fi
+another_headers_install
 
 echo "== a kernel update with MLNX_OFED and NVIDIA from DKMS"
 # Both prerequisites registered with DKMS (ci/prereq-standin.sh dkms-add:
@@ -329,6 +365,9 @@ for kver in "${kernels[@]}"; do
     check "dkms status: nv_peer_mem installed for $kver" sh -c "dkms status -m nv_peer_mem -v '$upstream' -k '$kver' | grep -q ': installed'"
     check "modinfo -k $kver nv_peer_mem finds version $version" sh -c "modinfo -k '$kver' -F version nv_peer_mem | grep -qx '$version'"
 done
+
+echo "== another linux-headers install, nv_peer_mem built for the other kernels"
+another_headers_install
 
 # BUILD_EXCLUSIVE_KERNEL: a kernel older than 4.18 is skipped (dkms exit 77,
 # which the package's postinst reports as "Skipped."), not a build failure.

@@ -252,6 +252,9 @@ cleanup() {
         while read -r kver; do bash "$here/prereq-standin.sh" remove "$kver" >/dev/null 2>&1; done <"$work/standin-kernels"
         rm -f "$work/standin-kernels"
     fi
+    # What another run (this suite's or ci/test-deb.sh's) left when it was
+    # stopped before its cleanup.
+    bash "$here/remove-test-leftovers.sh"
 }
 trap 'cleanup' EXIT
 trap 'echo "interrupted"; exit 130' INT TERM
