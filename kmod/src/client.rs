@@ -355,9 +355,10 @@ impl<P: Platform> Driver<P> {
         }
     }
 
-    /// `get_pages`: pins the range for real. `nv_mem` installs the free
-    /// callback with this context's ticket as its data; `nv_mem_nc` uses persistent
-    /// pages, which the driver never revokes.
+    /// `get_pages`: the pages the core maps from now on. `nv_mem` hands over
+    /// the pin `acquire` kept, with the free callback already installed
+    /// (docs/contracts.md, "The kept pin"), and calls no driver; `nv_mem_nc`
+    /// pins here, with persistent pages, which the driver never revokes.
     ///
     /// # Safety
     /// `ctx` is null or a context returned by `acquire` and not released.
@@ -384,20 +385,22 @@ impl<P: Platform> Driver<P> {
             c.pages_with_core.store(true, Ordering::Release);
             return Ok(());
         }
-        let result = p.p2p_get_pages_persistent(c.range.start, c.range.len, &c.page_table);
-        if result.is_ok() {
-            c.pages_with_core.store(true, Ordering::Release);
+        match p.p2p_get_pages_persistent(c.range.start, c.range.len, &c.page_table) {
+            Ok(()) => {
+                c.pages_with_core.store(true, Ordering::Release);
+                Ok(())
+            }
+            Err(e) => {
+                // The driver may have written (and freed) a table before failing.
+                c.page_table.store(ptr::null_mut(), Ordering::Release);
+                p.log(
+                    Level::Error,
+                    "get_pages: nvidia_p2p_get_pages failed",
+                    e.to_kernel().into(),
+                );
+                Err(e)
+            }
         }
-        if let Err(e) = result {
-            // The driver may have written (and freed) a table before failing.
-            c.page_table.store(ptr::null_mut(), Ordering::Release);
-            p.log(
-                Level::Error,
-                "get_pages: nvidia_p2p_get_pages failed",
-                e.to_kernel().into(),
-            );
-        }
-        result
     }
 
     /// `dma_map`: maps the pinned pages for `pci_dev` and describes them in
