@@ -46,29 +46,20 @@ exec 9>/var/lock/nv-peer-mem-host-packages.lock
 flock 9
 
 # Everything this test may have installed or built, removed; safe to run
-# when nothing is there.
+# when nothing is there. Our packages, the equivs stand-in and
+# prereq-standin.sh's modules and DKMS stand-ins go by their own marks
+# (ci/remove-test-leftovers.sh), this run's and those of any run, this
+# suite's or ci/test-dkms.sh's, stopped before its cleanup; the extra
+# headers only this suite installs go by its state files.
 cleanup() {
-    dpkg -P "${packages[@]}" >/dev/null 2>&1
-    if [ -f "$work/standin-installed" ]; then
-        dpkg -P "$standin" >/dev/null 2>&1
-    fi
+    bash "$here/remove-test-leftovers.sh"
     if [ -f "$work/extra-headers" ]; then
         apt-get purge -y -qq "$(cat "$work/extra-headers")" >/dev/null 2>&1
     fi
     if [ -f "$work/extra-kver" ] && [ ! -e "/lib/modules/$(cat "$work/extra-kver")/build" ]; then
         rm -rf "/lib/modules/$(cat "$work/extra-kver")"
     fi
-    if [ -f "$work/standin-kernels" ]; then
-        local kver
-        while read -r kver; do bash "$here/prereq-standin.sh" remove "$kver" >/dev/null 2>&1; done <"$work/standin-kernels"
-    fi
-    if [ -f "$work/standin-dkms" ]; then
-        bash "$here/prereq-standin.sh" dkms-remove >/dev/null 2>&1
-    fi
-    rm -f "$work/standin-installed" "$work/extra-headers" "$work/extra-kver" "$work/standin-kernels" "$work/standin-dkms"
-    # What another run (this suite's or ci/test-dkms.sh's) left when it was
-    # stopped before its cleanup: its state files are not ours to read.
-    bash "$here/remove-test-leftovers.sh"
+    rm -f "$work/extra-headers" "$work/extra-kver" "$work/standin-kernels"
 }
 trap 'cleanup' EXIT
 trap 'echo "interrupted"; exit 130' INT TERM
@@ -197,18 +188,25 @@ check "lintian: only accepted warnings${unexpected:+ (not accepted: $unexpected)
 # without them, or its skip checks below fail for the wrong reason. Made
 # here for real, then removed by the same call every suite's cleanup makes.
 echo "== leftovers of an interrupted run"
-leftover_kver=
+kernels=()
 for build in /lib/modules/*/build; do
-    [ -e "$build/include" ] && { leftover_kver=$(basename "$(dirname "$build")"); break; }
+    [ -e "$build/include" ] && kernels+=("$(basename "$(dirname "$build")")")
 done
+# prerequisites_here: what exports either prerequisite's symbol for some
+# kernel here (depmod's modules.symbols, MLNX_OFED's per-kernel tree).
+prerequisites_here() {
+    grep -ls 'symbol:\(ib_register_peer_memory_client\|nvidia_p2p_get_pages\) ' /lib/modules/*/modules.symbols
+    ls -d /usr/src/ofa_kernel 2>/dev/null
+}
+leftover_kver=${kernels[0]:-}
 if [ -n "$leftover_kver" ]; then
     bash "$here/mofed-standin.sh" "$work/equivs-leftover" "$standin" \
         "Installed by ci/test-deb.sh as another run's leftover, and purged by it." >>"$work/log" 2>&1
     check "leftovers made: equivs stand-in, $leftover_kver's stand-in modules, DKMS stand-ins" sh -c \
         "dpkg -i '$work/equivs-leftover/${standin}_0-test_all.deb' && bash '$here/prereq-standin.sh' install '$leftover_kver' && bash '$here/prereq-standin.sh' dkms-add"
     check "remove-test-leftovers.sh removes them" bash "$here/remove-test-leftovers.sh"
-    left=$(grep -ls 'symbol:\(ib_register_peer_memory_client\|nvidia_p2p_get_pages\) ' /lib/modules/*/modules.symbols
-           ls -d /usr/src/ofa_kernel /var/lib/dkms/mlnx-ofed-kernel /var/lib/dkms/nvidia-current /usr/src/mlnx-ofed-kernel-* /usr/src/nvidia-current-* 2>/dev/null
+    left=$(prerequisites_here
+           ls -d /var/lib/dkms/mlnx-ofed-kernel /var/lib/dkms/nvidia-current /usr/src/mlnx-ofed-kernel-* /usr/src/nvidia-current-* 2>/dev/null
            dpkg-query -W -f='${Status}' "$standin" 2>/dev/null | grep -q 'install ok installed' && echo "$standin")
     check "nothing of them is left${left:+: $left}" test -z "$left"
     rm -rf "$work/equivs-leftover"
@@ -221,15 +219,10 @@ if ! dpkg-query -W -f='${Status}' mlnx-ofed-kernel-dkms mlnx-ofed-kernel-modules
     bash "$here/mofed-standin.sh" "$work/equivs" "$standin" \
         "Installed by ci/test-deb.sh only, and purged by it." >>"$work/log" 2>&1
     check "equivs stand-in for MLNX_OFED's package installed (no modules in it)" dpkg -i "$work/equivs/${standin}_0-test_all.deb"
-    touch "$work/standin-installed"
 fi
-kernels=()
-for build in /lib/modules/*/build; do
-    [ -e "$build/include" ] && kernels+=("$(basename "$(dirname "$build")")")
-done
 check "at least one kernel has headers (${kernels[*]:-none})" test "${#kernels[@]}" -gt 0
 # The skip is only honest where the prerequisites really are absent.
-exporters=$(grep -ls 'symbol:\(ib_register_peer_memory_client\|nvidia_p2p_get_pages\) ' /lib/modules/*/modules.symbols; ls -d /usr/src/ofa_kernel 2>/dev/null)
+exporters=$(prerequisites_here)
 check "no kernel here has MLNX_OFED or NVIDIA symbols yet${exporters:+ ($exporters)}" test -z "$exporters"
 check "dpkg -i of both debs succeeds" sh -c "dpkg -i '$deb' '$dkms_deb' >'$work/dpkg-i.txt' 2>&1"
 # gpudirect-rdma-check, compiled by dpkg-buildpackage with the distro's
@@ -336,7 +329,6 @@ echo "== a kernel update with MLNX_OFED and NVIDIA from DKMS"
 # until they are built; without BUILD_DEPENDS on them dkms 3.0.10 never
 # queues nv_peer_mem and the new kernel boots without it (issue 23).
 newest=$(printf '%s\n' "${kernels[@]}" | sort -V | tail -n 1)
-touch "$work/standin-dkms"
 check "MLNX_OFED and NVIDIA DKMS stand-ins registered (mlnx-ofed-kernel, nvidia-current)" bash "$here/prereq-standin.sh" dkms-add
 check "$newest: the kernel's dkms hook (postinst.d) succeeds" sh -c \
     "/etc/kernel/postinst.d/dkms '$newest' >'$work/kernel-update.txt' 2>&1; rc=\$?; grep -v '^readelf: Warning' '$work/kernel-update.txt' | tail -n 8; exit \$rc"
@@ -351,7 +343,6 @@ installed_last() {
 }
 check "$newest: nv_peer_mem installed after both stand-ins" installed_last
 check "DKMS stand-ins removed" bash "$here/prereq-standin.sh" dkms-remove
-rm -f "$work/standin-dkms"
 check "$newest: nv_peer_mem unbuilt again for the next steps" dkms unbuild -m nv_peer_mem -v "$upstream" -k "$newest"
 
 echo "== the prerequisites appear: dkms autoinstall builds the module"

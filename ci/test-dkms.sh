@@ -241,19 +241,10 @@ fi
 echo "== install on this host (waiting for the host package lock)"
 exec 9>/var/lock/nv-peer-mem-host-packages.lock
 flock 9
+# The package, the equivs stand-in and prereq-standin.sh's modules, this
+# run's and those of any run (this suite's or ci/test-deb.sh's) stopped
+# before its cleanup: ci/remove-test-leftovers.sh knows them by their marks.
 cleanup() {
-    dpkg -P "$package" >/dev/null 2>&1
-    if [ -f "$work/standin-installed" ]; then
-        dpkg -P "$standin" >/dev/null 2>&1
-        rm -f "$work/standin-installed"
-    fi
-    if [ -f "$work/standin-kernels" ]; then
-        local kver
-        while read -r kver; do bash "$here/prereq-standin.sh" remove "$kver" >/dev/null 2>&1; done <"$work/standin-kernels"
-        rm -f "$work/standin-kernels"
-    fi
-    # What another run (this suite's or ci/test-deb.sh's) left when it was
-    # stopped before its cleanup.
     bash "$here/remove-test-leftovers.sh"
 }
 trap 'cleanup' EXIT
@@ -263,7 +254,6 @@ if ! dpkg-query -W -f='${Status}' mlnx-ofed-kernel-dkms mlnx-ofed-kernel-modules
     bash "$here/mofed-standin.sh" "$work/equivs" "$standin" \
         "Installed by ci/test-dkms.sh only, and purged by it." >>"$work/log" 2>&1
     check "equivs stand-in for MLNX_OFED installed" dpkg -i "$work/equivs/${standin}_0-test_all.deb"
-    touch "$work/standin-installed"
 fi
 check "dpkg -i of build-dkms's deb" dpkg -i "$deb"
 check "$package is installed and configured" sh -c "dpkg-query -W -f='\${Status}' $package | grep -qx 'install ok installed'"
@@ -276,7 +266,6 @@ check "at least one kernel has headers (${kernels[*]:-none})" test "${#kernels[@
 # (dkms.conf); ci/prereq-standin.sh places real modules exporting them, as
 # ci/test-deb.sh does, and dkms autoinstall builds.
 for kver in "${kernels[@]}"; do
-    echo "$kver" >>"$work/standin-kernels"
     check "$kver: MLNX_OFED and NVIDIA stand-ins placed" bash "$here/prereq-standin.sh" install "$kver"
     check "$kver: dkms autoinstall -k $kver succeeds" dkms autoinstall -k "$kver"
     check "dkms status: nv_peer_mem installed for $kver" sh -c "dkms status -m nv_peer_mem -v '$upstream' -k '$kver' | grep -q ': installed'"
