@@ -2,7 +2,7 @@
 //! and RDMA devices, the distance from each GPU to its closest RDMA
 //! device, ACS on the bridges between them, IOMMU translation and BAR1.
 
-use crate::config_space::{AcsState, ConfigSpace, PortType};
+use crate::config_space::{self, AcsState, ConfigSpace, PortType};
 use crate::host::Host;
 use crate::nvidia;
 use crate::pci::{self, PciDevice};
@@ -12,7 +12,11 @@ use crate::report::{Fact, Gpu, Problem, Report, Status};
 use crate::topology::{self, Distance};
 use crate::{consumers, iommu, memory, peer_clients, service};
 
-pub fn check(host: &Host) -> Report {
+/// The checks over @host. @programs: whether the forms people read may
+/// ask programs (the service helper's status, nvidia-smi's memory sizes,
+/// each bounded by a timeout); the monitoring forms never do
+/// (docs/readiness.md, "What the check reads").
+pub fn check(host: &Host, programs: bool) -> Report {
     let mut facts = Vec::new();
     let (devices, pci_unreadable) = pci::devices(host);
     facts.extend(pci_unreadable.iter().map(read_fact));
@@ -86,24 +90,49 @@ pub fn check(host: &Host) -> Report {
         });
     }
 
-    let bound = gpus
+    let bound: Vec<(String, bool)> = gpus
         .iter()
-        .map(|g| (g.address.clone(), nvidia::bound_to_nvidia(g)))
+        .map(|g| (g.address.clone(), nvidia::bound_to_nvidia(host, g)))
         .collect();
-    let (path, dmabuf) = registration_facts(host, driver, bound, &mut facts);
-    let nccl_sees = consumer_facts(host, path, dmabuf, &mut facts);
-    let level = consumers::nccl_level();
+    for (address, _) in bound.iter().filter(|(_, b)| !b) {
+        let driver = gpus
+            .iter()
+            .find(|g| &g.address == address)
+            .and_then(|g| host.link_target(&g.dir.join("driver")).ok())
+            .and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()));
+        facts.push(Fact::info(
+            "gpu_driver",
+            address,
+            match driver {
+                Some(d) => format!("driven by {d}, not the NVIDIA driver: not this host's GPU for GPUDirect RDMA (e.g. passed through to a VM); the other GPUs are judged without it"),
+                None => "no driver drives it: not usable for GPUDirect RDMA until the NVIDIA driver binds it; the other GPUs are judged without it".to_owned(),
+            },
+        ));
+    }
+    let verbs = registration::verbs_library(host);
+    let (path, dmabuf) =
+        registration_facts(host, driver, bound, verbs, !nics.is_empty(), programs, &mut facts);
+    let nccl_sees = consumer_facts(host, path, dmabuf, !nics.is_empty(), &mut facts);
+    let level = consumers::nccl_level(host);
+    let vm = crate::vm::detect(host);
+    if let Some(how) = &vm {
+        facts.push(Fact::info("vm", "node", format!("a virtual machine ({how}): the host's IOMMU and ACS settings, which this VM cannot see, also lie on the peer-to-peer path")));
+    }
 
-    let memory = memory::gpu_memory(host);
+    let memory = if programs {
+        memory::gpu_memory(host)
+    } else {
+        Default::default()
+    };
     let mut summaries = Vec::new();
     for gpu in &gpus {
-        let all = nic_distances(gpu, &nics, &devices);
+        let all = nic_distances(host, gpu, &nics, &devices);
         // The first of the nearest, by name, as Gpu::closest_nic picks it.
         let closest = all.iter().copied().min_by_key(|(_, _, d)| *d);
         summaries.push(Gpu {
             address: gpu.address.clone(),
             device_id: gpu.device,
-            bar1_bytes: nvidia::bar1_bytes(gpu),
+            bar1_bytes: nvidia::bar1(gpu).ok().flatten(),
             nic_distances: all.iter().map(|(n, _, d)| (n.name.clone(), *d)).collect(),
         });
         facts.push(Fact::info(
@@ -119,9 +148,9 @@ pub fn check(host: &Host) -> Report {
         if let Some((nic, nic_dev, distance)) = closest {
             distance_fact(gpu, nic, distance, &level, &mut facts);
             nccl_pair_fact(gpu, nic, distance, &level, nccl_sees, &mut facts);
-            acs_facts(gpu, nic_dev, &devices, &mut facts);
+            acs_facts(host, gpu, nic_dev, distance, &devices, vm.is_some(), &mut facts);
         }
-        bar1_fact(gpu, memory.get(&gpu.address).copied(), &mut facts);
+        bar1_fact(gpu, memory.get(&gpu.address).copied(), programs, &mut facts);
     }
     for nic in &nics {
         let dev = devices.iter().find(|d| d.address == nic.address);
@@ -140,7 +169,7 @@ pub fn check(host: &Host) -> Report {
         nics.iter()
             .filter_map(|n| devices.iter().find(|d| d.address == n.address)),
     ) {
-        iommu_fact(dev, &mut facts);
+        iommu_fact(host, dev, vm.is_some(), &mut facts);
     }
     let (peer_clients, unreadable) = peer_clients::read(host);
     facts.extend(peer_clients.iter().map(counters_fact));
@@ -153,11 +182,34 @@ pub fn check(host: &Host) -> Report {
     Report {
         path,
         dmabuf,
-        facts,
+        facts: one_per_subject(facts),
         gpus: summaries,
         nics,
         peer_clients,
     }
+}
+
+/// One problem fact per (check, subject): a bridge on several GPUs' paths
+/// is one subject, and node_exporter refuses a textfile that repeats a
+/// series. Of problem facts about the same subject, the first kind of
+/// problem in precedence order stays (the first of those found).
+fn one_per_subject(facts: Vec<Fact>) -> Vec<Fact> {
+    let mut out: Vec<Fact> = Vec::with_capacity(facts.len());
+    for f in facts {
+        let Some(p) = f.problem else {
+            out.push(f);
+            continue;
+        };
+        let same = out
+            .iter()
+            .position(|o| o.problem.is_some() && o.check == f.check && o.subject == f.subject);
+        match same {
+            Some(i) if out[i].problem.is_some_and(|q| p < q) => out[i] = f,
+            Some(_) => {}
+            None => out.push(f),
+        }
+    }
+    out
 }
 
 /// What MLNX_OFED's core counts for one peer memory client.
@@ -185,9 +237,12 @@ fn registration_facts(
     host: &Host,
     driver: Option<nvidia::Driver>,
     bound: Vec<(String, bool)>,
+    verbs: Option<registration::Verbs>,
+    rdma_device: bool,
+    programs: bool,
     facts: &mut Vec<Fact>,
 ) -> (Path, bool) {
-    let f = match registration::read(host, driver, bound) {
+    let f = match registration::read(host, driver, bound, rdma_device, verbs) {
         Ok(f) => f,
         Err(u) => {
             facts.push(Fact::unreadable("path", "node", &u));
@@ -211,13 +266,13 @@ fn registration_facts(
     });
     let blocker = registration::dmabuf_blocker(&f);
     facts.push(match &blocker {
-        None => Fact::info("dmabuf", "node", "DMA-BUF can serve: the RDMA core imports DMA-BUF, the open NVIDIA kernel module exports it and drives every GPU"),
+        None => Fact::info("dmabuf", "node", "DMA-BUF can serve: the RDMA core imports DMA-BUF, the verbs library has ibv_reg_dmabuf_mr, the open NVIDIA kernel module exports it"),
         Some(why) => Fact::info("dmabuf", "node", format!("DMA-BUF cannot serve: {why}")),
     });
     let path = registration::serving(&f);
     // nv_peer_mem could serve here but does not: its own diagnosis says why
-    if f.peer_core && !f.nv_peer_mem_loaded && !f.nvidia_peermem_loaded {
-        match service::status_lines() {
+    if programs && f.peer_core && !f.nv_peer_mem_loaded && !f.nvidia_peermem_loaded {
+        match service::status_lines(host) {
             Some(lines) => facts.extend(lines.into_iter().map(|l| Fact::info("status", "nv_peer_mem", l))),
             None => facts.push(Fact::info(
                 "status",
@@ -254,11 +309,12 @@ fn registration_facts(
 /// Every RDMA device with its PCI function and its distance from @gpu, in
 /// the order of @nics (by name).
 fn nic_distances<'a>(
+    host: &Host,
     gpu: &PciDevice,
     nics: &'a [Nic],
     devices: &'a [PciDevice],
 ) -> Vec<(&'a Nic, &'a PciDevice, Distance)> {
-    let shape = |device: &str, index: usize| is_downstream(devices, device, index);
+    let shape = |device: &str, index: usize| is_downstream(host, devices, device, index);
     nics.iter()
         .filter_map(|nic| {
             let dev = devices.iter().find(|d| d.address == nic.address)?;
@@ -269,16 +325,22 @@ fn nic_distances<'a>(
 
 /// A switch downstream port: from config space where it can be read,
 /// else from the tree's shape.
-fn is_downstream(devices: &[PciDevice], address: &str, index: usize) -> bool {
+fn is_downstream(host: &Host, devices: &[PciDevice], address: &str, index: usize) -> bool {
     let from_config = devices
         .iter()
         .find(|d| d.address == address)
-        .and_then(|d| Host::bytes(&d.dir.join("config")).ok())
-        .and_then(|bytes| ConfigSpace::new(&bytes).port_type());
+        .and_then(|d| port_type(host, d));
     match from_config {
         Some(t) => t == PortType::DownstreamPort,
         None => topology::downstream_by_shape(index),
     }
+}
+
+/// A bridge's PCIe port type, from the dwords of config space that hold
+/// it (read once per bridge).
+fn port_type(host: &Host, d: &PciDevice) -> Option<PortType> {
+    let reader = host.config(&d.dir.join("config")).ok()?;
+    ConfigSpace::from_reader(&reader).port_type()
 }
 
 fn distance_fact(
@@ -306,39 +368,73 @@ fn distance_fact(
                 level.1
             ),
             Some(format!(
-                "put the GPU and an RDMA adapter under one PCIe switch; or, if measured faster, NCCL_NET_GDR_LEVEL={distance}"
+                "put the GPU and an RDMA adapter under one PCIe switch; or, if measured faster, NCCL_NET_GDR_LEVEL={}",
+                consumers::nccl_name(distance)
             )),
         ));
     }
 }
 
-fn acs_facts(gpu: &PciDevice, nic: &PciDevice, devices: &[PciDevice], facts: &mut Vec<Fact>) {
+/// ACS on the bridges between @gpu and @nic. Redirection (RR, CR, EC:
+/// the kernel's pci_bridge_has_acs_redir) matters on a switch's
+/// downstream port; on a root port it sends up to the root complex what a
+/// PHB pair's path already takes there (config_space::redirect_matters).
+/// In a VM the bridges are the hypervisor's model: their ACS is said,
+/// never judged.
+fn acs_facts(
+    host: &Host,
+    gpu: &PciDevice,
+    nic: &PciDevice,
+    distance: Distance,
+    devices: &[PciDevice],
+    vm: bool,
+    facts: &mut Vec<Fact>,
+) {
     for bridge in topology::bridges_between(gpu, nic) {
         let Some(dev) = devices.iter().find(|d| d.address == bridge) else {
             continue;
         };
-        let state = match Host::bytes(&dev.dir.join("config")) {
-            Ok(bytes) => ConfigSpace::new(&bytes).acs(),
+        let reader = match host.config(&dev.dir.join("config")) {
+            Ok(r) => r,
             Err(u) => {
                 facts.push(Fact::unreadable("acs", &bridge, &u));
                 continue;
             }
         };
+        let config = ConfigSpace::from_reader(&reader);
+        let state = config.acs();
+        let port = config.port_type();
         let between = format!("between {} and {}", gpu.address, nic.address);
         let subject = bridge.clone();
         match state {
-            AcsState::Present(acs) if acs.redirects() => facts.push(Fact::problem(
+            AcsState::Present(acs) if acs.redirects() && vm => facts.push(Fact::info(
                 "acs",
                 subject,
-                Status::Fail,
-                Problem::DataPath,
-                format!(
-                    "{between}: ACS redirects peer-to-peer traffic up to the root complex (ACSCtl: {})",
-                    acs.enabled().join(" ")
-                ),
-                Some(format!(
-                    "boot with pci=disable_acs_redir={bridge}; or, until reboot, setpci -s {bridge} ECAP_ACS+0x6.w=0000:001c (clears the same bits: ReqRedir CmpltRedir EgressCtrl)"
-                )),
+                format!("{between}: this VM's bridge shows ACS redirection ({}); what counts is the host's ACS, which a VM cannot see", acs.enabled().join(" ")),
+            )),
+            AcsState::Present(acs)
+                if acs.redirects()
+                    && (distance < Distance::Phb || config_space::redirect_matters(port)) =>
+            {
+                facts.push(Fact::problem(
+                    "acs",
+                    subject,
+                    Status::Fail,
+                    Problem::DataPath,
+                    format!(
+                        "{between}: ACS redirects peer-to-peer traffic up to the root complex (ACSCtl: {})",
+                        acs.enabled().join(" ")
+                    ),
+                    Some(format!(
+                        "boot with pci=disable_acs_redir={bridge}; or, until reboot, {}",
+                        config_space::setpci_fix(&bridge, &acs)
+                    )),
+                ))
+            }
+            AcsState::Present(acs) if acs.redirects() => facts.push(Fact::info(
+                "acs",
+                subject,
+                format!("{between}: ACS redirection on this root port ({}) changes nothing for a {distance} pair, whose traffic goes through the root complex anyway", acs.enabled().join(" ")),
             )),
             AcsState::Present(acs) => facts.push(Fact::ok(
                 "acs",
@@ -351,6 +447,14 @@ fn acs_facts(gpu: &PciDevice, nic: &PciDevice, devices: &[PciDevice], facts: &mu
             AcsState::Absent | AcsState::NoExtendedSpace => {
                 facts.push(Fact::ok("acs", subject, format!("{between}: no ACS capability, nothing redirects peer-to-peer traffic here")))
             }
+            AcsState::ExtendedSpaceUnreadable => facts.push(Fact::problem(
+                "acs",
+                subject,
+                Status::Unknown,
+                Problem::Unreadable,
+                format!("{between}: config space reads only 256 bytes even as root (no extended config access on this platform), so ACS cannot be read"),
+                Some("enable MMCONFIG/ECAM (do not boot with pci=nommconf); lspci -vvv -s BRIDGE shows what the kernel can read".replace("BRIDGE", &bridge)),
+            )),
             AcsState::NeedsRoot => facts.push(Fact::problem(
                 "acs",
                 subject,
@@ -371,8 +475,9 @@ fn acs_facts(gpu: &PciDevice, nic: &PciDevice, devices: &[PciDevice], facts: &mu
     }
 }
 
-fn iommu_fact(dev: &PciDevice, facts: &mut Vec<Fact>) {
-    match iommu::mode(dev) {
+fn iommu_fact(host: &Host, dev: &PciDevice, vm: bool, facts: &mut Vec<Fact>) {
+    match iommu::mode(host, dev) {
+        Ok(iommu::Mode::Off) if vm => facts.push(Fact::info("iommu", &dev.address, "no IOMMU in this VM; the host's IOMMU translates this device's DMA unless the host maps it identity (not visible here)")),
         Ok(iommu::Mode::Off) => facts.push(Fact::ok("iommu", &dev.address, "no IOMMU translates this device's DMA")),
         Ok(iommu::Mode::Passthrough) => facts.push(Fact::ok("iommu", &dev.address, "IOMMU in passthrough (identity)")),
         Ok(iommu::Mode::Translating(kind)) => facts.push(Fact::problem(
@@ -388,17 +493,31 @@ fn iommu_fact(dev: &PciDevice, facts: &mut Vec<Fact>) {
     }
 }
 
-fn bar1_fact(gpu: &PciDevice, memory: Option<u64>, facts: &mut Vec<Fact>) {
-    let Some(bar1) = nvidia::bar1_bytes(gpu) else {
-        facts.push(Fact::problem(
-            "bar1",
-            &gpu.address,
-            Status::Unknown,
-            Problem::Unreadable,
-            "BAR1 is not in the device's resources",
-            None,
-        ));
-        return;
+fn bar1_fact(gpu: &PciDevice, memory: Option<u64>, programs: bool, facts: &mut Vec<Fact>) {
+    let bar1 = match nvidia::bar1(gpu) {
+        Ok(Some(bar1)) => bar1,
+        Ok(None) => {
+            facts.push(Fact::problem(
+                "bar1",
+                &gpu.address,
+                Status::Fail,
+                Problem::NoPath,
+                "BAR1 has no address (the firmware assigned none): peers cannot reach this GPU's memory",
+                Some("enable Above 4G Decoding (and, where offered, Resizable BAR) in the system firmware so that it can place BAR1".to_owned()),
+            ));
+            return;
+        }
+        Err(why) => {
+            facts.push(Fact::problem(
+                "bar1",
+                &gpu.address,
+                Status::Unknown,
+                Problem::Unreadable,
+                why,
+                None,
+            ));
+            return;
+        }
     };
     match memory {
         Some(mem) if bar1 < mem => facts.push(Fact::problem(
@@ -410,7 +529,8 @@ fn bar1_fact(gpu: &PciDevice, memory: Option<u64>, facts: &mut Vec<Fact>) {
             Some("enable a large BAR1 (resizable BAR) in the system firmware, or register less GPU memory at a time".to_owned()),
         )),
         Some(mem) => facts.push(Fact::ok("bar1", &gpu.address, format!("BAR1 is {} for {} of GPU memory", gib(bar1), gib(mem)))),
-        None => facts.push(Fact::info("bar1", &gpu.address, format!("BAR1 is {} (GPU memory size unknown: nvidia-smi not found)", gib(bar1)))),
+        None if programs => facts.push(Fact::info("bar1", &gpu.address, format!("BAR1 is {} (GPU memory size unknown: nvidia-smi not found or did not answer in time)", gib(bar1)))),
+        None => facts.push(Fact::info("bar1", &gpu.address, format!("BAR1 is {} (GPU memory not compared: the monitoring forms ask no program)", gib(bar1)))),
     }
 }
 
@@ -424,7 +544,20 @@ fn gib(bytes: u64) -> String {
 
 /// What NCCL and UCX see on this node (consumers.rs); returns whether
 /// NCCL finds GPUDirect RDMA support at all.
-fn consumer_facts(host: &Host, path: Path, dmabuf: bool, facts: &mut Vec<Fact>) -> bool {
+fn consumer_facts(
+    host: &Host,
+    path: Path,
+    dmabuf: bool,
+    rdma_device: bool,
+    facts: &mut Vec<Fact>,
+) -> bool {
+    if !rdma_device {
+        // NCCL's IB plugin finds no device ("NET/IB : No device found")
+        // and NCCL falls back to sockets; UCX has no IB transport.
+        facts.push(Fact::info("nccl", "node", "NCCL finds no RDMA device (NET/IB: No device found) and uses sockets: no GPUDirect RDMA"));
+        facts.push(Fact::info("ucx", "node", "UCX finds no RDMA device: no GPUDirect RDMA"));
+        return false;
+    }
     let nccl = consumers::present(host, &consumers::NCCL_FILES);
     let ucx = consumers::present(host, &consumers::UCX_FILES);
     let peer_client = matches!(path, Path::NvPeerMem | Path::NvidiaPeermem);

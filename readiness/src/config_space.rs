@@ -27,6 +27,36 @@ pub const ACS_CR: u16 = 0x0008;
 pub const ACS_UF: u16 = 0x0010;
 pub const ACS_EC: u16 = 0x0020;
 pub const ACS_DT: u16 = 0x0040;
+/// The bits the kernel's pci=disable_acs_redir clears
+/// (drivers/pci/pci.c, pci_disable_acs_redir: RR | CR | EC).
+pub const REDIRECT: u16 = ACS_RR | ACS_CR | ACS_EC;
+
+/// The one-shot fix until reboot: setpci writes a `VALUE:MASK` only in
+/// the bits set in MASK (pciutils setpci.8, "value:mask"; setpci.c), so
+/// `0000:002c` clears RR, CR and EC and keeps every other bit, as
+/// pci=disable_acs_redir does.
+pub fn setpci_fix(bridge: &str, acs: &Acs) -> String {
+    let names: Vec<&str> = Acs {
+        capability: acs.capability,
+        control: acs.redirect_bits(),
+    }
+    .enabled();
+    format!(
+        "setpci -s {bridge} ECAP_ACS+0x6.w=0000:{REDIRECT:04x} (clears {} and keeps the other ACS bits)",
+        names.join(" ")
+    )
+}
+
+/// Whether ACS redirection on a bridge of @port_type changes the path of
+/// a pair that meets above it. On a Root Port, P2P Request Redirect sends
+/// a peer's request up to the root complex, where the path of a PHB pair
+/// already goes (PCIe Base Specification 6.2.4 "ACS", as the kernel's
+/// pci_std_enable_acs comments summarise it: redirect "to the Root
+/// Complex"); on a switch port (or one whose type could not be read) it
+/// turns a path across the switch into one through the root complex.
+pub fn redirect_matters(port_type: Option<PortType>) -> bool {
+    port_type != Some(PortType::RootPort)
+}
 
 /// Unprivileged readers of sysfs `config` get only the first 64 bytes
 /// (drivers/pci/pci-sysfs.c, pci_read_config).
@@ -72,11 +102,18 @@ pub struct Acs {
 }
 
 impl Acs {
-    /// P2P Request Redirect or Completion Redirect enabled: peer-to-peer
-    /// requests between the ports below go up to the root complex instead
-    /// of straight across (what breaks or slows GPUDirect RDMA).
+    /// P2P Request Redirect, Completion Redirect or Egress Control
+    /// enabled: peer-to-peer requests between the ports below go up to the
+    /// root complex (or are blocked) instead of straight across, what
+    /// breaks or slows GPUDirect RDMA. The kernel tests the same three
+    /// bits (drivers/pci/p2pdma.c, pci_bridge_has_acs_redir: RR | CR | EC).
     pub fn redirects(&self) -> bool {
-        self.control & (ACS_RR | ACS_CR) != 0
+        self.redirect_bits() != 0
+    }
+
+    /// The redirecting bits that are set.
+    pub fn redirect_bits(&self) -> u16 {
+        self.control & REDIRECT
     }
 
     /// Names of the enabled control bits, as lspci prints them (ACSCtl).
@@ -102,9 +139,13 @@ impl Acs {
 pub enum AcsState {
     /// Only the first 64 bytes were readable: the reader is not root.
     NeedsRoot,
-    /// No extended configuration space (conventional PCI, or a platform
-    /// without extended config access).
+    /// No extended configuration space: a conventional PCI device, which
+    /// has no ACS.
     NoExtendedSpace,
+    /// A PCI Express device whose config space reads 256 bytes even as
+    /// root: the platform gives no extended config access (no ECAM/
+    /// MMCONFIG, pci=nommconf), so ACS is there but cannot be read.
+    ExtendedSpaceUnreadable,
     /// The capability list holds no ACS capability.
     Absent,
     Present(Acs),
@@ -112,23 +153,51 @@ pub enum AcsState {
     Malformed,
 }
 
+/// Config space read by the dword: from a whole file's bytes (tests), or
+/// from the node through the Host's record (only the dwords a walk needs).
 pub struct ConfigSpace<'a> {
-    bytes: &'a [u8],
+    read: Box<dyn Fn(usize) -> Option<u32> + 'a>,
+    /// How many bytes this reader may read (64 unless root; 256 without
+    /// extended config space).
+    len: usize,
 }
 
 impl<'a> ConfigSpace<'a> {
     pub fn new(bytes: &'a [u8]) -> Self {
-        ConfigSpace { bytes }
+        ConfigSpace {
+            len: bytes.len(),
+            read: Box::new(move |o| {
+                let b = bytes.get(o..o + 4)?;
+                Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            }),
+        }
     }
 
-    fn u16_at(&self, offset: usize) -> Option<u16> {
-        let b = self.bytes.get(offset..offset + 2)?;
-        Some(u16::from_le_bytes([b[0], b[1]]))
+    pub fn from_reader(r: &'a crate::host::ConfigReader<'a>) -> Self {
+        ConfigSpace {
+            len: r.readable.min(r.size),
+            read: Box::new(move |o| r.dword(o)),
+        }
     }
 
     fn u32_at(&self, offset: usize) -> Option<u32> {
-        let b = self.bytes.get(offset..offset + 4)?;
-        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        if offset % 4 != 0 || offset + 4 > self.len {
+            return None;
+        }
+        (self.read)(offset)
+    }
+
+    fn u16_at(&self, offset: usize) -> Option<u16> {
+        if offset % 2 != 0 {
+            return None;
+        }
+        let d = self.u32_at(offset & !3)?;
+        Some((d >> ((offset & 3) * 8)) as u16)
+    }
+
+    fn u8_at(&self, offset: usize) -> Option<u8> {
+        let d = self.u32_at(offset & !3)?;
+        Some((d >> ((offset & 3) * 8)) as u8)
     }
 
     /// The offset of standard capability @id, walking the list from 0x34
@@ -137,16 +206,16 @@ impl<'a> ConfigSpace<'a> {
         if self.u16_at(STATUS)? & STATUS_CAP_LIST == 0 {
             return None;
         }
-        let mut offset = usize::from(*self.bytes.get(CAPABILITY_LIST)? & !3);
+        let mut offset = usize::from(self.u8_at(CAPABILITY_LIST)? & !3);
         for _ in 0..48 {
             if offset < 0x40 {
                 return None;
             }
-            let cap_id = *self.bytes.get(offset)?;
+            let cap_id = self.u8_at(offset)?;
             if cap_id == id {
                 return Some(offset);
             }
-            offset = usize::from(*self.bytes.get(offset + 1)? & !3);
+            offset = usize::from(self.u8_at(offset + 1)? & !3);
         }
         None
     }
@@ -183,11 +252,15 @@ impl<'a> ConfigSpace<'a> {
     }
 
     pub fn acs(&self) -> AcsState {
-        if self.bytes.len() <= UNPRIVILEGED_BYTES {
+        if self.len <= UNPRIVILEGED_BYTES {
             return AcsState::NeedsRoot;
         }
-        if self.bytes.len() <= EXT_START {
-            return AcsState::NoExtendedSpace;
+        if self.len <= EXT_START {
+            return if self.capability(CAP_ID_EXP).is_some() {
+                AcsState::ExtendedSpaceUnreadable
+            } else {
+                AcsState::NoExtendedSpace
+            };
         }
         match self.ext_capability(EXT_CAP_ID_ACS) {
             Ok(Some(at)) => match (self.u16_at(at + ACS_CAP), self.u16_at(at + ACS_CTRL)) {
@@ -258,6 +331,40 @@ mod tests {
     }
 
     #[test]
+    fn egress_control_alone_redirects_as_the_kernel_counts_it() {
+        let bytes = layout::bridge(0x10b5, 0x9797, 6, Some((0x007f, ACS_SV | ACS_EC)));
+        let AcsState::Present(acs) = ConfigSpace::new(&bytes).acs() else {
+            panic!()
+        };
+        assert!(acs.redirects());
+        assert_eq!(acs.redirect_bits(), ACS_EC);
+    }
+
+    #[test]
+    fn the_setpci_fix_clears_rr_cr_ec_and_keeps_upstream_forwarding() {
+        let acs = Acs {
+            capability: 0x7f,
+            control: ACS_SV | ACS_RR | ACS_CR | ACS_UF | ACS_EC,
+        };
+        let fix = setpci_fix("0000:02:00.0", &acs);
+        assert!(fix.starts_with("setpci -s 0000:02:00.0 ECAP_ACS+0x6.w=0000:002c "), "{fix}");
+        assert!(fix.contains("ReqRedir CmpltRedir EgressCtrl"), "{fix}");
+        // what the mask does to the register, as setpci applies it:
+        // new = (old & !mask) | (value & mask), value 0
+        let value_mask = fix.split_whitespace().nth(3).unwrap();
+        let mask = value_mask.rsplit(':').next().unwrap();
+        let mask = u16::from_str_radix(mask, 16).unwrap();
+        assert_eq!(acs.control & !mask, ACS_SV | ACS_UF);
+    }
+
+    #[test]
+    fn redirection_on_a_root_port_does_not_matter() {
+        assert!(!redirect_matters(Some(PortType::RootPort)));
+        assert!(redirect_matters(Some(PortType::DownstreamPort)));
+        assert!(redirect_matters(None));
+    }
+
+    #[test]
     fn source_validation_alone_redirects_nothing() {
         let bytes = layout::bridge(0x8086, 0x1234, 4, Some((0x001f, ACS_SV)));
         let AcsState::Present(acs) = ConfigSpace::new(&bytes).acs() else {
@@ -286,8 +393,16 @@ mod tests {
     fn what_cannot_be_read_is_said() {
         let bytes = layout::bridge(0x10b5, 0x9797, 6, Some((0x5f, ACS_RR)));
         assert_eq!(ConfigSpace::new(&bytes[..64]).acs(), AcsState::NeedsRoot);
+        // a PCIe bridge read as root whose config space stops at 256
+        // bytes: no extended config access, ACS unknown, never "none"
         assert_eq!(
             ConfigSpace::new(&bytes[..256]).acs(),
+            AcsState::ExtendedSpaceUnreadable
+        );
+        let mut conventional = bytes[..256].to_vec();
+        conventional[0x06] = 0; // no capability list: conventional PCI
+        assert_eq!(
+            ConfigSpace::new(&conventional).acs(),
             AcsState::NoExtendedSpace
         );
         assert_eq!(

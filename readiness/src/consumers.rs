@@ -32,15 +32,21 @@ const NCCL_LEVELS: [&str; 10] = [
     "LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS",
 ];
 
-/// The index of a distance in NCCL's order: NCCL has no NODE, its CPU
-/// nodes are NUMA nodes, so a path between host bridges of one node is PHB.
-fn nccl_index(d: Distance) -> usize {
-    let name = match d {
+/// A distance by NCCL's name for it, the one `NCCL_NET_GDR_LEVEL` takes:
+/// NCCL has no NODE, its CPU nodes are NUMA nodes, so a path between host
+/// bridges of one node is PHB (ncclGetLevel accepts only NCCL_LEVELS).
+pub fn nccl_name(d: Distance) -> &'static str {
+    match d {
         Distance::Pix => "PIX",
         Distance::Pxb => "PXB",
         Distance::Phb | Distance::Node => "PHB",
         Distance::Sys => "SYS",
-    };
+    }
+}
+
+/// The index of a distance in NCCL's order.
+fn nccl_index(d: Distance) -> usize {
+    let name = nccl_name(d);
     NCCL_LEVELS
         .iter()
         .position(|l| *l == name)
@@ -71,16 +77,24 @@ pub fn level_name(index: usize) -> &'static str {
 /// process first, then `/etc/nccl.conf` (NCCL's docs: "set statically in
 /// /etc/nccl.conf (for an administrator to set system-wide values)";
 /// `NV_PEER_MEM_NCCL_CONF` names another file), else the default, PXB.
-pub fn nccl_level() -> (usize, String) {
+pub fn nccl_level(host: &Host) -> (usize, String) {
     // No let chains here: the packages build this crate with the
     // distributions' rustc, 1.85 at the oldest (Cargo.toml).
-    let from_env = std::env::var("NCCL_NET_GDR_LEVEL").ok();
+    let from_env = host.env_var("NCCL_NET_GDR_LEVEL");
     if let Some((value, i)) = from_env.and_then(|v| parse_level(&v).map(|i| (v, i))) {
         return (i, format!("NCCL_NET_GDR_LEVEL={value} in the environment"));
     }
-    let conf =
-        std::env::var("NV_PEER_MEM_NCCL_CONF").unwrap_or_else(|_| "/etc/nccl.conf".to_owned());
-    let text = Host::text(std::path::Path::new(&conf)).unwrap_or_default();
+    // NV_PEER_MEM_NCCL_CONF (tests) is read on the node only: a dump
+    // holds the root's /etc/nccl.conf.
+    let conf = std::env::var_os("NV_PEER_MEM_NCCL_CONF")
+        .filter(|_| !host.is_replay())
+        .map_or_else(|| host.root_path("etc/nccl.conf"), std::path::PathBuf::from);
+    let text = host.text(&conf).unwrap_or_default();
+    let conf = if conf.starts_with(&host.root) {
+        format!("/{}", conf.strip_prefix(&host.root).unwrap_or(&conf).display())
+    } else {
+        conf.display().to_string()
+    };
     let from_file = text.lines().find_map(|line| {
         let value = line.trim().strip_prefix("NCCL_NET_GDR_LEVEL=")?;
         parse_level(value).map(|i| (value.trim().to_owned(), i))
@@ -104,7 +118,7 @@ pub fn present(host: &Host, files: &[&'static str]) -> Vec<&'static str> {
     files
         .iter()
         .copied()
-        .filter(|f| Host::exists(&host.sys_path(f)))
+        .filter(|f| host.exists(&host.sys_path(f)))
         .collect()
 }
 

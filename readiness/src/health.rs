@@ -99,11 +99,32 @@ pub fn line(r: &Report, nccl: bool) -> String {
             format!("gpudirect-rdma {} {}{}{fix}", f.check, subject, f.message)
         }
     };
-    text.chars()
-        .map(|c| match c {
-            '\'' => '"',
+    without_quotes(&text)
+}
+
+/// @text with no single quote and no line break: an apostrophe between
+/// letters (`adapter's`) becomes U+2019, the typographic apostrophe, which
+/// shells do not treat as a quote (a double quote there read
+/// `adapter"s`); any other single quote (around a command) becomes a
+/// double quote.
+fn without_quotes(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    chars
+        .iter()
+        .enumerate()
+        .map(|(i, c)| match c {
+            '\'' => {
+                let letter = |j: Option<usize>| {
+                    j.and_then(|j| chars.get(j)).is_some_and(|c| c.is_alphanumeric())
+                };
+                if letter(i.checked_sub(1)) && letter(Some(i + 1)) {
+                    '\u{2019}'
+                } else {
+                    '"'
+                }
+            }
             '\n' | '\r' | '\t' => ' ',
-            c => c,
+            c => *c,
         })
         .collect()
 }
@@ -174,6 +195,12 @@ mod tests {
         let r = report(Path::NvPeerMem, false, vec![topology(), unreadable]);
         assert_eq!(r.exit_status(), 6);
         assert_eq!(failing_fact(&r, false).map(|f| f.check), Some("acs"));
+    }
+
+    #[test]
+    fn an_apostrophe_stays_one_and_a_quoted_command_is_double_quoted() {
+        let l = without_quotes("load the adapter's RDMA driver: run 'modprobe mlx5_ib'");
+        assert_eq!(l, "load the adapter\u{2019}s RDMA driver: run \"modprobe mlx5_ib\"");
     }
 
     #[test]

@@ -18,13 +18,13 @@ pub enum Mode {
     Other(String),
 }
 
-pub fn mode(device: &PciDevice) -> Result<Mode, Unreadable> {
+pub fn mode(host: &Host, device: &PciDevice) -> Result<Mode, Unreadable> {
     let group = device.dir.join("iommu_group");
-    if !Host::exists(&group) {
+    if !host.exists(&group) {
         return Ok(Mode::Off);
     }
-    let group_dir = Host::link_target(&group)?;
-    let kind = Host::text(&group_dir.join("type"))?;
+    let group_dir = host.link_target(&group)?;
+    let kind = host.text(&group_dir.join("type"))?;
     Ok(match kind.trim() {
         "identity" => Mode::Passthrough,
         "DMA" | "DMA-FQ" => Mode::Translating(kind.trim().to_owned()),

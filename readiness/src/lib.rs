@@ -28,4 +28,6 @@ pub mod registration;
 pub mod render;
 pub mod report;
 pub mod service;
+pub mod snapshot;
 pub mod topology;
+pub mod vm;

@@ -4,7 +4,9 @@
 use readiness::health::{self, Expected};
 use readiness::host::Host;
 use readiness::report::{Report, USAGE};
-use readiness::{boot_loader, check, next_boot, next_boot_render, nfd, output_file, render};
+use readiness::{
+    boot_loader, check, next_boot, next_boot_render, nfd, output_file, render, snapshot,
+};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -14,11 +16,16 @@ gpudirect-rdma-check: can this node do GPUDirect RDMA, by which path, and what s
 
 Usage: gpudirect-rdma-check [--json | --prometheus | --health [--nccl]] [--expect PATH]
        gpudirect-rdma-check [--textfile DIR] [--nfd DIR [--nfd-expiry SECONDS]] [--expect PATH]
+       gpudirect-rdma-check --dump FILE [--json]
+       gpudirect-rdma-check --from FILE [any form above]
        gpudirect-rdma-check --next-boot | --kernel RELEASE [--json | --prometheus | --textfile DIR]
 
-Reads sysfs, procfs and (when installed) nvidia-smi's memory sizes; changes
-nothing but the files it is told to write. Run it as root: ACS settings are
-in the part of PCI config space only root can read.
+Reads sysfs and procfs, each file once; changes nothing but the files it
+is told to write. Only the default form and --json ask programs (the
+nv_peer_mem service helper, nvidia-smi's memory sizes, each given up after
+3 seconds); --health, --prometheus, --textfile and --nfd never do. Run it
+as root: ACS settings are in the part of PCI config space only root can
+read.
 
 Output:
   (default)     one line per fact; a problem's line is followed by its fix
@@ -37,6 +44,11 @@ Output:
                 (NFD's directory: /etc/kubernetes/node-feature-discovery/features.d)
   --nfd-expiry SECONDS  the labels expire this long after the run unless
                 renewed (default 600)
+For a ticket (docs/readiness.md, Dump and replay):
+  --dump FILE   also write what this run read (a tar archive; its README
+                says what is in it, and nothing secret is) to FILE
+  --from FILE   judge the node a --dump archive recorded instead of this
+                one: the same verdict as where it was taken
 Before a reboot (docs/next-boot.md):
   --next-boot   will nv_peer_mem load on the kernel the node boots next
                 (GRUB's default or one-shot entry, BLS, systemd-boot,
@@ -60,8 +72,10 @@ Exit status:
   5  peer-to-peer traffic is redirected (ACS) or translated (IOMMU)
   6  it works, but NCCL's defaults will not use it or it is capped
      (GPU-to-NIC distance beyond PXB, BAR1 smaller than GPU memory)
-  7  something could not be read (e.g. not root)
-The first status in this order that applies is the one returned.
+  7  something could not be read or decided (ACS needs root; a file or
+     a register even root could not read)
+The first status in this order that applies is the one returned; every
+problem is listed in the output (--json: each fact with its problem).
 
 NCCL's level for GPUDirect RDMA is NCCL_NET_GDR_LEVEL from the environment
 or /etc/nccl.conf, as NCCL reads it; PXB when unset.
@@ -91,6 +105,8 @@ struct Args {
     nfd_expiry_given: bool,
     /// --kernel RELEASE, or --next-boot (None inside: find it).
     next_boot: Option<Option<String>>,
+    dump: Option<PathBuf>,
+    from: Option<PathBuf>,
     expect_given: bool,
 }
 
@@ -110,6 +126,8 @@ fn parse_args() -> Args {
         nfd_expiry_given: false,
         next_boot: None,
         expect_given: false,
+        dump: None,
+        from: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -138,6 +156,8 @@ fn parse_args() -> Args {
                 });
                 a.nfd_expiry_given = true;
             }
+            "--dump" => a.dump = Some(PathBuf::from(value("a file to write"))),
+            "--from" => a.from = Some(PathBuf::from(value("a --dump archive"))),
             "--next-boot" => a.next_boot = Some(None),
             "--kernel" => {
                 let v = value("a kernel release (uname -r)");
@@ -165,6 +185,15 @@ fn parse_args() -> Args {
         && (matches!(a.form, Form::Health) || a.nfd.is_some() || a.expect_given)
     {
         usage("--next-boot and --kernel go with --json, --prometheus or --textfile only");
+    }
+    if (a.dump.is_some() || a.from.is_some()) && a.next_boot.is_some() {
+        usage("--dump and --from judge this node's path; --next-boot and --kernel read /lib/modules and /boot instead");
+    }
+    if a.dump.is_some() && a.from.is_some() {
+        usage("--dump writes what is read from this node; with --from nothing is");
+    }
+    if a.dump.is_some() && !matches!(a.form, Form::Human | Form::Json) {
+        usage("--dump goes with the default form or --json: the monitoring forms ask no program, so their dump would lack what the others need");
     }
     if (a.textfile.is_some() || a.nfd.is_some()) && !matches!(a.form, Form::Human) {
         usage(
@@ -217,7 +246,7 @@ fn next_boot(a: &Args, asked: &Option<String>) -> ! {
         let written = output_file::write_atomically(
             dir,
             "gpudirect_rdma_next_boot.prom",
-            &next_boot_render::prometheus(&verdict),
+            next_boot_render::prometheus(&verdict),
         );
         if let Err(e) = written {
             eprintln!("gpudirect-rdma-check: {e}");
@@ -239,8 +268,48 @@ fn main() {
     if let Some(asked) = &a.next_boot {
         next_boot(&a, asked);
     }
-    let mut report = check::check(&Host::from_env());
+    let host = match &a.from {
+        Some(file) => {
+            let read = std::fs::read(file)
+                .map_err(|e| format!("cannot read {}: {e}", file.display()))
+                .and_then(|bytes| snapshot::read(&bytes));
+            match read {
+                Ok(h) => h,
+                Err(e) => usage(&format!(
+                    "--from {}: not a gpudirect-rdma-check --dump archive: {e}",
+                    file.display()
+                )),
+            }
+        }
+        None => Host::from_env(),
+    };
+    // Programs only where people read the answer.
+    let programs = matches!(a.form, Form::Human | Form::Json)
+        && a.textfile.is_none()
+        && a.nfd.is_none();
+    let mut report = check::check(&host, programs);
     health::expect(&mut report, a.expect);
+    if let Some(file) = &a.dump {
+        let dir = file
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
+        let written = match name {
+            Some(n) => output_file::write_atomically(dir, &n, snapshot::write(&host)),
+            None => Err(format!("--dump {}: not a file name", file.display())),
+        };
+        match written {
+            Ok(path) => eprintln!(
+                "gpudirect-rdma-check: wrote {} (what this run read; `tar tf` lists it, its README says what is in it)",
+                path.display()
+            ),
+            Err(e) => {
+                eprintln!("gpudirect-rdma-check: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
     if a.textfile.is_some() || a.nfd.is_some() {
         std::process::exit(write_files(&a, &report));
     }

@@ -31,10 +31,10 @@ impl Driver {
 /// (not loaded), an error when it cannot be understood.
 pub fn driver(host: &Host) -> Result<Option<Driver>, Unreadable> {
     let path = host.proc_path("driver/nvidia/version");
-    if !Host::exists(&path) {
+    if !host.exists(&path) {
         return Ok(None);
     }
-    let text = Host::text(&path)?;
+    let text = host.text(&path)?;
     parse_version(&text)
         .map(Some)
         .ok_or_else(|| Unreadable::new(&path, "no `NVRM version:` line with a driver version"))
@@ -66,17 +66,37 @@ pub fn parse_version(text: &str) -> Option<Driver> {
 /// the open module refuses older GPUs at probe ("does not include the
 /// required GPU System Processor (GSP)"), and no published rule maps PCI
 /// device ids to architectures (docs/diagnostics.md, "DMA-BUF").
-pub fn bound_to_nvidia(gpu: &PciDevice) -> bool {
-    Host::link_target(&gpu.dir.join("driver"))
+pub fn bound_to_nvidia(host: &Host, gpu: &PciDevice) -> bool {
+    host.link_target(&gpu.dir.join("driver"))
         .ok()
         .and_then(|t| t.file_name().map(|n| n == "nvidia"))
         .unwrap_or(false)
 }
 
-/// BAR1, the window through which peers reach GPU memory: BAR index 1
-/// (64-bit, so it also takes index 2's slot).
-pub fn bar1_bytes(gpu: &PciDevice) -> Option<u64> {
-    gpu.bar_size(1)
+/// The register line of NVIDIA's BAR @nv_index: NVIDIA numbers BARs by
+/// BAR, PCI by register, and a 64-bit BAR takes two registers
+/// (nv_bar_index_to_os_bar_index, kernel-open/common/inc/nv-linux.h, 580
+/// and 595: it adds 2 for every earlier BAR whose flags have
+/// PCI_BASE_ADDRESS_MEM_TYPE_64, else 1).
+pub fn os_bar_index(gpu: &PciDevice, nv_index: usize) -> usize {
+    (0..nv_index).fold(0, |os, _| os + if gpu.bar_is_64bit(os) { 2 } else { 1 })
+}
+
+/// BAR1, the window through which peers reach GPU memory: Ok(None) where
+/// it has no address (unassigned), Err where the resource file could not
+/// be read or has too few lines.
+pub fn bar1(gpu: &PciDevice) -> Result<Option<u64>, String> {
+    if gpu.bars.is_empty() {
+        return Err("BAR1 cannot be told: the device's resource file could not be read".to_owned());
+    }
+    let line = os_bar_index(gpu, 1);
+    if gpu.bars.len() <= line {
+        return Err(format!(
+            "BAR1 cannot be told: the resource file has {} lines, BAR1 is on line {line}",
+            gpu.bars.len()
+        ));
+    }
+    Ok(gpu.bar_size(line))
 }
 
 #[cfg(test)]

@@ -11,12 +11,16 @@ use std::path::{Path, PathBuf};
 
 /// Writes `contents` to `dir/name`; on failure nothing is left behind and
 /// the message names the file and the reason.
-pub fn write_atomically(dir: &Path, name: &str, contents: &str) -> Result<PathBuf, String> {
+pub fn write_atomically(
+    dir: &Path,
+    name: &str,
+    contents: impl AsRef<[u8]>,
+) -> Result<PathBuf, String> {
     let target = dir.join(name);
     let temporary = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let written = (|| {
         let mut f = fs::File::create(&temporary)?;
-        f.write_all(contents.as_bytes())?;
+        f.write_all(contents.as_ref())?;
         f.sync_all()?;
         fs::rename(&temporary, &target)
     })();

@@ -27,8 +27,10 @@ pub struct PciDevice {
     pub class: u32,
     /// None where the kernel reports -1 (no NUMA information).
     pub numa_node: Option<u32>,
-    /// (start, end) of each BAR, by BAR index; (0, 0) where unused.
-    pub bars: Vec<(u64, u64)>,
+    /// The `resource` lines: (start, end, flags) by line, (0, 0, 0) where
+    /// unused. Lines 0-5 are the BAR registers: a 64-bit BAR takes two,
+    /// its line and an empty one after it.
+    pub bars: Vec<(u64, u64, u64)>,
     /// The device's sysfs directory (for config space, driver, iommu_group).
     pub dir: PathBuf,
 }
@@ -46,8 +48,18 @@ impl PciDevice {
 
     /// Size of BAR @index in bytes, if it is in use.
     pub fn bar_size(&self, index: usize) -> Option<u64> {
-        let (start, end) = *self.bars.get(index)?;
+        let (start, end, _) = *self.bars.get(index)?;
         (end > start).then(|| end - start + 1)
+    }
+
+    /// Whether the BAR at register line @index is 64-bit: the BAR's type
+    /// bits, which the kernel keeps in the resource's flags
+    /// (PCI_BASE_ADDRESS_MEM_TYPE_64, 0x4: drivers/pci/probe.c,
+    /// decode_bar), or IORESOURCE_MEM_64 (0x00100000).
+    pub fn bar_is_64bit(&self, index: usize) -> bool {
+        self.bars
+            .get(index)
+            .is_some_and(|(_, _, flags)| flags & 0x4 != 0 || flags & 0x0010_0000 != 0)
     }
 
     /// The root bus (`pci0000:00`): devices under different ones meet only
@@ -62,7 +74,7 @@ pub fn devices(host: &Host) -> (Vec<PciDevice>, Vec<Unreadable>) {
     let bus = host.sys_path("bus/pci/devices");
     let mut found = Vec::new();
     let mut problems = Vec::new();
-    let names = match Host::names(&bus) {
+    let names = match host.names(&bus) {
         Ok(names) => names,
         Err(e) => return (found, vec![e]),
     };
@@ -84,7 +96,7 @@ fn device(
     problems: &mut Vec<Unreadable>,
 ) -> Result<PciDevice, Unreadable> {
     let link = host.sys_path("bus/pci/devices").join(address);
-    let dir = Host::link_target(&link)?;
+    let dir = host.link_target(&link)?;
     let devices_root = host.sys_path("devices");
     let relative = dir.strip_prefix(&devices_root).map_err(|_| {
         Unreadable::new(&link, format!("points outside {}", devices_root.display()))
@@ -102,11 +114,11 @@ fn device(
             format!("unexpected place in the device tree: {}", dir.display()),
         ));
     }
-    let vendor = Host::hex(&dir.join("vendor"))? as u16;
-    let device = Host::hex(&dir.join("device"))? as u16;
-    let class = Host::hex(&dir.join("class"))? as u32;
-    let numa_node = numa_node(&dir, problems);
-    let bars = match Host::text(&dir.join("resource")) {
+    let vendor = host.hex(&dir.join("vendor"))? as u16;
+    let device = host.hex(&dir.join("device"))? as u16;
+    let class = host.hex(&dir.join("class"))? as u32;
+    let numa_node = numa_node(host, &dir, problems);
+    let bars = match host.text(&dir.join("resource")) {
         Ok(text) => parse_resource(&text),
         Err(e) => {
             problems.push(e);
@@ -128,12 +140,15 @@ fn device(
 /// `numa_node`: -1 (or no such file, a kernel without CONFIG_NUMA) means
 /// none; anything else that is not a node number is a problem, never
 /// quietly "none", which would turn SYS into NODE.
-fn numa_node(dir: &std::path::Path, problems: &mut Vec<Unreadable>) -> Option<u32> {
+fn numa_node(
+    host: &Host,
+    dir: &std::path::Path,
+    problems: &mut Vec<Unreadable>) -> Option<u32> {
     let path = dir.join("numa_node");
-    if !Host::exists(&path) {
+    if !host.exists(&path) {
         return None;
     }
-    let text = match Host::text(&path) {
+    let text = match host.text(&path) {
         Ok(t) => t,
         Err(e) => {
             problems.push(e);
@@ -195,15 +210,19 @@ pub fn place(components: &[String]) -> Vec<String> {
 /// sysfs `resource`: a line per resource, `0x<start> 0x<end> 0x<flags>`
 /// (drivers/pci/pci-sysfs.c, resource_show); unparsable lines count as
 /// unused.
-pub fn parse_resource(text: &str) -> Vec<(u64, u64)> {
+pub fn parse_resource(text: &str) -> Vec<(u64, u64, u64)> {
     text.lines()
         .map(|line| {
             let mut fields = line
                 .split_whitespace()
                 .map(|f| u64::from_str_radix(f.trim_start_matches("0x"), 16).ok());
-            match (fields.next().flatten(), fields.next().flatten()) {
-                (Some(start), Some(end)) => (start, end),
-                _ => (0, 0),
+            match (
+                fields.next().flatten(),
+                fields.next().flatten(),
+                fields.next().flatten(),
+            ) {
+                (Some(start), Some(end), flags) => (start, end, flags.unwrap_or(0)),
+                _ => (0, 0, 0),
             }
         })
         .collect()
@@ -241,11 +260,13 @@ mod tests {
         );
     }
 
-    /// The H100 host probed for this project (docs/readiness.md): BAR0
-    /// 16 MiB, BAR1 128 GiB (64-bit, so line 2 is empty), BAR3 32 MiB.
+    /// The resource file of the lent H100 (readiness/tests/real/): 13
+    /// lines; BAR0 16 MiB 64-bit on lines 0-1, BAR1 128 GiB on lines 2-3,
+    /// BAR2 32 MiB on lines 4-5, the ROM on line 6, SR-IOV lines after.
     #[test]
     fn resource_lines_give_bar_sizes() {
-        let text = "0x0000102002000000 0x0000102002ffffff 0x000000000014220c\n\
+        let text = "0x0000000000000000 0x0000000000ffffff 0x0000000000140204\n\
+                    0x0000000000000000 0x0000000000000000 0x0000000000000000\n\
                     0x0000100000000000 0x0000101fffffffff 0x000000000014220c\n\
                     0x0000000000000000 0x0000000000000000 0x0000000000000000\n\
                     0x0000102000000000 0x0000102001ffffff 0x000000000014220c\n";
@@ -260,9 +281,10 @@ mod tests {
             dir: PathBuf::new(),
         };
         assert_eq!(d.bar_size(0), Some(16 << 20));
-        assert_eq!(d.bar_size(1), Some(128 << 30));
-        assert_eq!(d.bar_size(2), None);
-        assert_eq!(d.bar_size(3), Some(32 << 20));
+        assert_eq!(d.bar_size(1), None);
+        assert_eq!(d.bar_size(2), Some(128 << 30));
+        assert_eq!(d.bar_size(4), Some(32 << 20));
+        assert!(d.bar_is_64bit(0) && d.bar_is_64bit(2) && !d.bar_is_64bit(1));
         assert!(d.is_nvidia_gpu());
         assert!(!d.is_bridge());
     }

@@ -68,17 +68,17 @@ impl PeerClient {
 pub fn read(host: &Host) -> (Vec<PeerClient>, Vec<Unreadable>) {
     let dir = host.sys_path("kernel/mm/memory_peers");
     let mut unreadable = Vec::new();
-    if !Host::exists(&dir) {
+    if !host.exists(&dir) {
         return (Vec::new(), unreadable);
     }
-    let names = match Host::names(&dir) {
+    let names = match host.names(&dir) {
         Ok(names) => names,
         Err(e) => return (Vec::new(), vec![e]),
     };
     let mut clients = Vec::new();
     for name in names {
         let client = dir.join(&name);
-        let version = match Host::text(&client.join("version")) {
+        let version = match host.text(&client.join("version")) {
             Ok(v) => Some(v.trim().to_owned()),
             Err(e) => {
                 unreadable.push(e);
@@ -88,7 +88,7 @@ pub fn read(host: &Host) -> (Vec<PeerClient>, Vec<Unreadable>) {
         let mut counters = [None; 7];
         for (slot, (file, _)) in counters.iter_mut().zip(COUNTERS) {
             let path = client.join(file);
-            match Host::text(&path) {
+            match host.text(&path) {
                 Ok(text) => match text.trim().parse::<u64>() {
                     Ok(n) => *slot = Some(n),
                     Err(_) => unreadable.push(Unreadable::new(

@@ -22,16 +22,16 @@ pub fn nics(host: &Host, devices: &[PciDevice]) -> (Vec<Nic>, Vec<Unreadable>) {
     let mut problems = Vec::new();
     // No directory: no RDMA stack loaded, so no NICs. A directory that
     // cannot be read is a problem, not "no NICs".
-    if !Host::exists(&class) {
+    if !host.exists(&class) {
         return (out, problems);
     }
-    let names = match Host::names(&class) {
+    let names = match host.names(&class) {
         Ok(n) => n,
         Err(e) => return (out, vec![e]),
     };
     for name in names {
         let link = class.join(&name).join("device");
-        match Host::link_target(&link) {
+        match host.link_target(&link) {
             Ok(target) => {
                 let address = target
                     .file_name()

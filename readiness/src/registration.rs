@@ -48,10 +48,66 @@ pub struct Facts {
     pub driver: Option<Driver>,
     /// For every NVIDIA GPU (address), whether the NVIDIA driver drives it.
     pub gpus: Vec<(String, bool)>,
+    /// An RDMA device backed by a PCI function is there.
+    pub rdma_device: bool,
+    /// The user-space verbs library: None where none is installed, else
+    /// whether it has ibv_reg_dmabuf_mr.
+    pub verbs: Option<Verbs>,
 }
 
-/// Why DMA-BUF cannot serve, or None when it can.
+/// libibverbs as installed: its file name's version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verbs {
+    /// `/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.50.0`
+    pub file: String,
+    /// The ABI minor (14): ibv_reg_dmabuf_mr is in IBVERBS_1.12 and later.
+    pub minor: u32,
+}
+
+impl Verbs {
+    pub fn has_dmabuf(&self) -> bool {
+        self.minor >= VERBS_DMABUF_MINOR
+    }
+}
+
+/// rdma-core's libibverbs.map.in puts ibv_reg_dmabuf_mr in IBVERBS_1.12
+/// (rdma-core v34); the library's file is libibverbs.so.1.<ABI
+/// minor>.<package version> (libibverbs/CMakeLists.txt, rdma_library).
+const VERBS_DMABUF_MINOR: u32 = 12;
+
+/// Where distributions install libibverbs.so.1: Debian and Ubuntu by
+/// multiarch triplet, RHEL, SUSE and Fedora in lib64.
+const VERBS_LINKS: [&str; 6] = [
+    "usr/lib/x86_64-linux-gnu/libibverbs.so.1",
+    "usr/lib/aarch64-linux-gnu/libibverbs.so.1",
+    "usr/lib/powerpc64le-linux-gnu/libibverbs.so.1",
+    "usr/lib64/libibverbs.so.1",
+    "lib64/libibverbs.so.1",
+    "usr/lib/libibverbs.so.1",
+];
+
+/// The installed libibverbs, from where its soname link points (one
+/// readlink per place, no library loaded).
+pub fn verbs_library(host: &Host) -> Option<Verbs> {
+    VERBS_LINKS.iter().find_map(|link| {
+        let path = host.root_path(link);
+        let target = host.link_target(&path).ok()?;
+        let name = target.file_name()?.to_string_lossy().into_owned();
+        let minor = name.strip_prefix("libibverbs.so.1.")?.split('.').next()?.parse().ok()?;
+        Some(Verbs {
+            file: format!("/{}", link.rsplit_once('/').map_or("", |(d, _)| d)) + "/" + &name,
+            minor,
+        })
+    })
+}
+
+/// Why DMA-BUF cannot serve, or None when it can: for the GPUs the NVIDIA
+/// driver drives (a GPU bound to another driver, vfio-pci for a VM, is not
+/// this host's to register and blocks nothing: its own fact says so).
 pub fn dmabuf_blocker(f: &Facts) -> Option<String> {
+    if !f.rdma_device {
+        return Some("no RDMA device to register GPU memory with".to_owned());
+    }
     if !f.kernel_dmabuf {
         return Some(if f.uverbs_loaded {
             "the kernel's RDMA core cannot import DMA-BUF (ib_uverbs exports no ib_umem_dmabuf_get; Linux 5.12 or newer has it)".to_owned()
@@ -74,12 +130,22 @@ pub fn dmabuf_blocker(f: &Facts) -> Option<String> {
     if f.gpus.is_empty() {
         return Some("no NVIDIA GPU".to_owned());
     }
-    if let Some((address, _)) = f.gpus.iter().find(|(_, bound)| !bound) {
-        return Some(format!(
-            "the NVIDIA driver does not drive GPU {address} (the open module drives only Turing and newer GPUs; its kernel log line says why it refused one)"
-        ));
+    if !f.gpus.iter().any(|(_, bound)| *bound) {
+        return Some(
+            "the NVIDIA driver drives none of the GPUs (the open module drives only Turing and newer GPUs; its kernel log line says why it refused one)"
+                .to_owned(),
+        );
     }
-    None
+    match &f.verbs {
+        None => Some(
+            "no user-space verbs library (libibverbs.so.1, rdma-core's ibverbs-providers/libibverbs1): applications cannot register any memory".to_owned(),
+        ),
+        Some(v) if !v.has_dmabuf() => Some(format!(
+            "{} has no ibv_reg_dmabuf_mr (rdma-core 34, libibverbs.so.1.12, and newer have it): upgrade rdma-core or MLNX_OFED",
+            v.file
+        )),
+        Some(_) => None,
+    }
 }
 
 /// The path that serves: a loaded peer client above the PeerDirect core
@@ -99,115 +165,98 @@ pub fn serving(f: &Facts) -> Path {
     }
 }
 
-/// The kernel symbols the path decision reads from /proc/kallsyms.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct KernelSymbols {
-    peer_core: bool,
-    dmabuf: bool,
+/// The kernel release `6.12.43+deb13-amd64` as (major, minor).
+pub fn release_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
 }
 
-/// How often /proc/kallsyms is read before a symbol counts as absent.
-const KALLSYMS_READS: usize = 3;
-
-/// The symbols found in any of up to `KALLSYMS_READS` reads of kallsyms
-/// (`read` reads it once). One read can miss a module's lines while
-/// another module finishes loading (docs/diagnostics.md, "Reading
-/// /proc/kallsyms"); the race never invents a line, so what one read
-/// shows is there, and only what every read lacks is absent.
-fn kernel_symbols(
-    mut read: impl FnMut() -> Result<String, Unreadable>,
-) -> Result<KernelSymbols, Unreadable> {
-    let mut found = KernelSymbols::default();
-    for _ in 0..KALLSYMS_READS {
-        for line in read()?.lines() {
-            // `<address> <type> <name>[\t[<module>]]`; the names are there
-            // for every reader (only the addresses are hidden from non-root).
-            match line.split_whitespace().nth(2).unwrap_or("") {
-                "ib_register_peer_memory_client" => found.peer_core = true,
-                "ib_umem_dmabuf_get" => found.dmabuf = true,
-                _ => {}
-            }
-        }
-        if found.peer_core && found.dmabuf {
-            break;
-        }
-    }
-    Ok(found)
+/// A module whose `taint` holds `O` was built out of the kernel's tree
+/// (kernel/module/main.c sets TAINT_OOT_MODULE for a module without
+/// `intree` in its modinfo; Documentation/admin-guide/tainted-kernels.rst):
+/// MLNX_OFED's and DOCA-OFED's ib_core and ib_uverbs are, the kernel's own
+/// are not.
+fn out_of_tree(host: &Host, module: &str) -> bool {
+    host.text(&host.sys_path(&format!("module/{module}/taint")))
+        .is_ok_and(|t| t.contains('O'))
 }
+
+/// The module modules.symbols (depmod's, of the running kernel) names as
+/// exporting @symbol: `alias symbol:NAME MODULE`. Only the lines naming
+/// the two symbols the decision needs are kept (and dumped).
+fn exporter(host: &Host, release: &str, symbol: &str) -> Result<Option<String>, Unreadable> {
+    let path = host.root_path(&format!("lib/modules/{release}/modules.symbols"));
+    let lines = host.lines_with(&path, &SYMBOLS)?;
+    Ok(lines.iter().find_map(|l| {
+        let mut w = l.split_whitespace();
+        (w.next() == Some("alias") && w.next() == Some(&format!("symbol:{symbol}")))
+            .then(|| w.next().map(str::to_owned))
+            .flatten()
+    }))
+}
+
+/// The exports the path decision looks up in modules.symbols.
+const SYMBOLS: [&str; 2] = [
+    "symbol:ib_register_peer_memory_client ",
+    "symbol:ib_umem_dmabuf_get ",
+];
 
 /// Reads the facts that come from the kernel (the driver and GPUs are
-/// read by their own modules and passed in).
+/// read by their own modules and passed in), from sysfs and, only on a
+/// node with an out-of-tree RDMA core or a kernel older than 5.12, the
+/// running kernel's modules.symbols: never /proc/kallsyms, whose read
+/// costs tens of milliseconds on a current kernel (docs/readiness.md,
+/// "Which files decide the path").
 pub fn read(
     host: &Host,
     driver: Option<Driver>,
     gpus: Vec<(String, bool)>,
+    rdma_device: bool,
+    verbs: Option<Verbs>,
 ) -> Result<Facts, Unreadable> {
-    let kallsyms = host.proc_path("kallsyms");
-    let symbols = kernel_symbols(|| Host::text(&kallsyms))?;
-    let (peer_core, kernel_dmabuf) = (symbols.peer_core, symbols.dmabuf);
-    let module = |name: &str| Host::exists(&host.sys_path(&format!("module/{name}")));
+    let module = |name: &str| host.exists(&host.sys_path(&format!("module/{name}")));
+    let release_path = host.proc_path("sys/kernel/osrelease");
+    let release = host.text(&release_path)?.trim().to_owned();
+    let version = release_version(&release)
+        .ok_or_else(|| Unreadable::new(&release_path, format!("`{release}` is not a kernel release")))?;
+    // MLNX_OFED's core: its sysfs directory (kernels that export mm_kobj),
+    // or a loaded out-of-tree ib_core that exports the peer API.
+    let memory_peers = host.exists(&host.sys_path("kernel/mm/memory_peers"));
+    let peer_core = memory_peers
+        || (module("ib_core")
+            && out_of_tree(host, "ib_core")
+            && exporter(host, &release, "ib_register_peer_memory_client")?.is_some());
+    // ib_uverbs, built in or a module, owns the infiniband_verbs class.
+    let uverbs_loaded =
+        module("ib_uverbs") || host.exists(&host.sys_path("class/infiniband_verbs/abi_version"));
+    // The kernel's own ib_uverbs has ib_umem_dmabuf_get from 5.12
+    // (drivers/infiniband/core/umem_dmabuf.c, in ib_uverbs since v5.12);
+    // an out-of-tree one, or an older kernel with a backport (RHEL 8),
+    // has it when modules.symbols says it exports it.
+    let kernel_dmabuf = uverbs_loaded
+        && if version >= (5, 12) && !out_of_tree(host, "ib_uverbs") {
+            true
+        } else {
+            exporter(host, &release, "ib_umem_dmabuf_get")?.is_some()
+        };
     Ok(Facts {
         nv_peer_mem_loaded: module("nv_peer_mem"),
         nvidia_peermem_loaded: module("nvidia_peermem"),
-        peer_core: peer_core || Host::exists(&host.sys_path("kernel/mm/memory_peers")),
-        // a built-in ib_uverbs has no /sys/module entry without
-        // parameters; its symbols are in kallsyms all the same
-        uverbs_loaded: module("ib_uverbs") || kernel_dmabuf,
+        peer_core,
+        uverbs_loaded,
         kernel_dmabuf,
         driver,
         gpus,
+        rdma_device,
+        verbs,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Reads that return `texts` in turn, counting them.
-    fn reads<'a>(
-        texts: &'a [&'a str],
-        count: &'a mut usize,
-    ) -> impl FnMut() -> Result<String, Unreadable> + 'a {
-        move || {
-            let text = texts[(*count).min(texts.len() - 1)];
-            *count += 1;
-            Ok(text.to_owned())
-        }
-    }
-
-    #[test]
-    fn kallsyms_read_that_raced_a_module_load_is_read_again() {
-        let raced = "ffffffffc0a01000 T ib_register_client\t[ib_core]";
-        let whole = "ffffffffc0a01000 T ib_register_client\t[ib_core]\n\
-                     ffffffffc0a02000 T ib_register_peer_memory_client\t[ib_core]\n\
-                     ffffffffc0b01000 T ib_umem_dmabuf_get\t[ib_uverbs]";
-        let mut count = 0;
-        let found = kernel_symbols(reads(&[raced, whole], &mut count)).unwrap();
-        assert_eq!(
-            found,
-            KernelSymbols {
-                peer_core: true,
-                dmabuf: true
-            }
-        );
-        assert_eq!(count, 2, "stops reading once both symbols are seen");
-    }
-
-    #[test]
-    fn kallsyms_symbol_absent_only_when_every_read_lacks_it() {
-        let inbox = "ffffffffc0a01000 T ib_register_client\t[ib_core]\n\
-                     ffffffffc0b01000 T ib_umem_dmabuf_get\t[ib_uverbs]";
-        let mut count = 0;
-        let found = kernel_symbols(reads(&[inbox], &mut count)).unwrap();
-        assert_eq!(
-            found,
-            KernelSymbols {
-                peer_core: false,
-                dmabuf: true
-            }
-        );
-        assert_eq!(count, KALLSYMS_READS);
-    }
 
     fn open(version: &str) -> Option<Driver> {
         Some(Driver {
@@ -225,7 +274,32 @@ mod tests {
             kernel_dmabuf: true,
             driver: open("580.159.04"),
             gpus: vec![("0000:00:06.0".to_owned(), true)],
+            rdma_device: true,
+            verbs: Some(Verbs {
+                file: "/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0".into(),
+                minor: 14,
+            }),
         }
+    }
+
+    #[test]
+    fn a_gpu_passed_to_a_vm_leaves_dmabuf_to_the_others() {
+        let f = Facts {
+            gpus: vec![
+                ("0000:00:06.0".into(), true),
+                ("0000:00:07.0".into(), false),
+            ],
+            ..facts()
+        };
+        assert_eq!(dmabuf_blocker(&f), None);
+    }
+
+    #[test]
+    fn kernel_releases_parse() {
+        assert_eq!(release_version("6.12.43+deb13-amd64"), Some((6, 12)));
+        assert_eq!(release_version("4.18.0-553.el8_10.x86_64"), Some((4, 18)));
+        assert_eq!(release_version("6.18.44-fc-v769"), Some((6, 18)));
+        assert_eq!(release_version("x"), None);
     }
 
     #[test]
@@ -300,13 +374,34 @@ mod tests {
             ),
             (
                 Facts {
-                    gpus: vec![
-                        ("0000:00:06.0".into(), true),
-                        ("0000:00:07.0".into(), false),
-                    ],
+                    gpus: vec![("0000:00:07.0".into(), false)],
                     ..facts()
                 },
-                "does not drive GPU 0000:00:07.0",
+                "drives none of the GPUs",
+            ),
+            (
+                Facts {
+                    rdma_device: false,
+                    ..facts()
+                },
+                "no RDMA device",
+            ),
+            (
+                Facts {
+                    verbs: None,
+                    ..facts()
+                },
+                "no user-space verbs library",
+            ),
+            (
+                Facts {
+                    verbs: Some(Verbs {
+                        file: "/usr/lib64/libibverbs.so.1.11.32.0".into(),
+                        minor: 11,
+                    }),
+                    ..facts()
+                },
+                "has no ibv_reg_dmabuf_mr",
             ),
             (
                 Facts {

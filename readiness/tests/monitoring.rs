@@ -45,7 +45,7 @@ fn inbox(name: &str) -> Tree {
     let t = pair(name, 0, false);
     t.unload("nv_peer_mem");
     let _ = fs::remove_dir_all(t.sys().join("kernel/mm/memory_peers"));
-    t.kallsyms(&[("ib_umem_dmabuf_get", "ib_uverbs")]);
+    t.exports(&[("ib_umem_dmabuf_get", "ib_uverbs")]);
     t
 }
 
@@ -105,11 +105,11 @@ fn health_expect_peer_fails_where_only_dmabuf_serves() {
 #[test]
 fn health_fails_on_what_could_not_be_read() {
     let t = pair("health-unreadable", 0, false);
-    fs::remove_file(t.root.join("proc/kallsyms")).unwrap();
+    fs::remove_file(t.root.join("proc/sys/kernel/osrelease")).unwrap();
     let (status, out) = t.run(&["--health"]);
     assert_eq!(status, 1, "{out}");
     assert!(
-        out.starts_with("gpudirect-rdma path ") && out.contains("kallsyms"),
+        out.starts_with("gpudirect-rdma path ") && out.contains("osrelease"),
         "{out}"
     );
 }
@@ -289,9 +289,9 @@ fn nhc_fails_each_kind_of_not_ready_with_its_reason() {
     let sys = pair("nhc-sys", 0, true);
     let dmabuf_only = inbox("nhc-inbox");
     let no_path = inbox("nhc-no-path");
-    no_path.kallsyms(&[]);
+    no_path.exports(&[]);
     let unreadable = pair("nhc-unreadable", 0, false);
-    fs::remove_file(unreadable.root.join("proc/kallsyms")).unwrap();
+    fs::remove_file(unreadable.root.join("proc/sys/kernel/osrelease")).unwrap();
     let nothing = Tree::new("nhc-nothing");
     nothing.nvidia_open_580();
     let cases: [(&Tree, &str, &[&str]); 6] = [
@@ -322,7 +322,7 @@ fn nhc_fails_each_kind_of_not_ready_with_its_reason() {
         (
             &unreadable,
             "check_gpudirect_rdma",
-            &["gpudirect-rdma path", "kallsyms"],
+            &["gpudirect-rdma path", "osrelease"],
         ),
         (
             &nothing,
@@ -497,7 +497,7 @@ fn export_trees_for_the_slurm_scenario() {
 #[test]
 fn an_unreadable_tree_is_not_ready_in_the_textfile_and_the_labels() {
     let t = pair("files-unreadable", 0, false);
-    fs::remove_file(t.root.join("proc/kallsyms")).unwrap();
+    fs::remove_file(t.root.join("proc/sys/kernel/osrelease")).unwrap();
     let dir = scratch(&t, "out");
     let (status, _) = t.run(&[
         "--textfile",

@@ -152,7 +152,8 @@ fn acs_redirect_on_a_switch_port_is_named_with_its_fix() {
         &out,
         &[
             "fix: boot with pci=disable_acs_redir=0000:11:00.0",
-            "setpci -s 0000:11:00.0 ECAP_ACS+0x6.w=0000:001c",
+            "setpci -s 0000:11:00.0 ECAP_ACS+0x6.w=0000:002c",
+            "clears ReqRedir CmpltRedir and keeps",
         ],
     );
 }
@@ -323,26 +324,20 @@ fn the_probed_cloud_vm_has_dmabuf_but_no_nic() {
         &[0u8; 64],
     );
     t.nvidia("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  ");
-    std::fs::write(
-        t.root.join("proc/kallsyms"),
-        "0000000000000000 T ib_umem_dmabuf_get\n0000000000000000 T ib_umem_dmabuf_get_pinned\n",
-    )
-    .unwrap();
+    t.exports(&[("ib_umem_dmabuf_get", "ib_uverbs")]);
     t.nvidia_smi("00000000:00:06.0, 81559\n");
     let (status, out) = t.run(&[]);
     assert_eq!(status, 3, "{out}");
-    // No NIC, so no pair; both would register through DMA-BUF.
+    // No NIC: NCCL's own log there says "NET/IB : No device found"; no
+    // path registers GPU memory for RDMA.
     consumers_decide(
         &out,
-        "NCCL finds GPUDirect RDMA support through DMA-BUF",
+        "NCCL finds no RDMA device (NET/IB: No device found)",
         None,
-        "UCX finds GPUDirect RDMA support through DMA-BUF",
+        "UCX finds no RDMA device",
     );
     assert_line(&out, &["FAIL", "nic", "no RDMA device"]);
-    assert_line(
-        &out,
-        &["ok", "path", "DMA-BUF", "needs no peer memory client"],
-    );
+    assert_line(&out, &["dmabuf", "cannot serve", "no RDMA device"]);
     assert_line(&out, &["ok", "bar1", "BAR1 is 128 GiB for 79 GiB"]);
 }
 
@@ -442,7 +437,7 @@ fn inbox_dmabuf_tree() -> Tree {
     t.nvidia_open_580();
     t.module("ib_core");
     t.module("ib_uverbs");
-    t.kallsyms(&[("ib_umem_dmabuf_get", "ib_uverbs")]);
+    t.exports(&[("ib_umem_dmabuf_get", "ib_uverbs")]);
     t
 }
 
@@ -450,7 +445,7 @@ fn inbox_dmabuf_tree() -> Tree {
 /// refused it at probe, so it has no `driver` link, and DMA-BUF cannot
 /// serve it.
 #[test]
-fn a_gpu_the_open_module_does_not_drive_blocks_dmabuf() {
+fn a_gpu_no_driver_or_another_driver_drives_is_left_out() {
     let t = Tree::new("unbound");
     t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
     t.bridge("pci0000:00/0000:00:01.0/0000:01:00.0", 5, None, 0);
@@ -488,10 +483,17 @@ fn a_gpu_the_open_module_does_not_drive_blocks_dmabuf() {
     );
     t.nvidia_open_580();
     t.module("ib_uverbs");
-    t.kallsyms(&[("ib_umem_dmabuf_get", "ib_uverbs")]);
+    t.exports(&[("ib_umem_dmabuf_get", "ib_uverbs")]);
+    // The GPU no driver drives is left out: DMA-BUF serves the other.
     let (status, out) = t.run(&[]);
-    assert_eq!(status, 4, "{out}");
-    assert_line(&out, &["dmabuf", "does not drive GPU 0000:05:00.0"]);
+    assert_eq!(status, 0, "{out}");
+    assert_line(&out, &["gpu_driver", "0000:05:00.0", "no driver drives it"]);
+    assert_line(&out, &["dmabuf", "DMA-BUF can serve"]);
+    // one passed to a VM (vfio-pci) blocks nothing either
+    t.bind(old, "vfio-pci");
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 0, "{out}");
+    assert_line(&out, &["gpu_driver", "0000:05:00.0", "driven by vfio-pci"]);
     // bound, it serves
     t.bind(old, "nvidia");
     let (status, out) = t.run(&[]);
@@ -519,7 +521,7 @@ fn the_proprietary_driver_without_mofed_has_no_path() {
     );
     t.module("ib_core");
     t.module("ib_uverbs");
-    t.kallsyms(&[("ib_umem_dmabuf_get", "ib_uverbs")]);
+    t.exports(&[("ib_umem_dmabuf_get", "ib_uverbs")]);
     let (status, out) = t.run(&[]);
     assert_eq!(status, 4, "{out}");
     consumers_decide(
@@ -592,7 +594,7 @@ fn unreadable_and_malformed_files_are_said_never_guessed() {
         .sys()
         .join("devices/pci0000:00/0000:00:01.0/0000:10:00.0/0000:11:00.0/0000:12:00.0");
     std::fs::write(gpu.join("vendor"), "nvidia\n").unwrap();
-    std::fs::remove_file(t.root.join("proc/kallsyms")).unwrap();
+    std::fs::remove_file(t.root.join("proc/sys/kernel/osrelease")).unwrap();
     let (status, out) = t.run(&[]);
     // the path is unknown, not "none": the exit status says unreadable
     assert_eq!(status, 7, "{out}");
@@ -606,7 +608,7 @@ fn unreadable_and_malformed_files_are_said_never_guessed() {
             "`nvidia` is not a hexadecimal number",
         ],
     );
-    assert_line(&out, &["??", "path", "kallsyms", "no such file"]);
+    assert_line(&out, &["??", "path", "osrelease", "no such file"]);
     // a malformed capability list
     let t = eight_by_eight(0);
     let dsp = t
@@ -749,7 +751,7 @@ fn an_unloaded_nv_peer_mem_brings_the_helpers_diagnosis() {
     let t = eight_by_eight(0);
     t.unload("nv_peer_mem");
     // a kernel without DMA-BUF import (before 5.12), so nothing else serves
-    t.kallsyms(&[("ib_register_peer_memory_client", "ib_core")]);
+    t.exports(&[("ib_register_peer_memory_client", "ib_core")]);
     std::fs::write(t.root.join("nv_peer_mem.conf"), "ONBOOT=no\n").unwrap();
     std::fs::write(t.root.join("klog"), "").unwrap();
     let (status, out) = t.run_with(&[], &helper_env(&t));
@@ -792,7 +794,7 @@ fn an_unloaded_nv_peer_mem_brings_the_helpers_diagnosis() {
 fn the_helpers_symbol_version_and_dkms_diagnoses_reach_the_check() {
     let t = eight_by_eight(0);
     t.unload("nv_peer_mem");
-    t.kallsyms(&[("ib_register_peer_memory_client", "ib_core")]);
+    t.exports(&[("ib_register_peer_memory_client", "ib_core")]);
     std::fs::write(t.root.join("nv_peer_mem.conf"), "ONBOOT=yes\n").unwrap();
     std::fs::write(
         t.root.join("klog"),
@@ -862,7 +864,7 @@ fn nccl_does_not_see_nv_peer_mem_without_memory_peers() {
     let t = eight_by_eight(0);
     std::fs::remove_dir_all(t.sys().join("kernel/mm/memory_peers")).unwrap();
     // a kernel without DMA-BUF import, so the files decide
-    t.kallsyms(&[("ib_register_peer_memory_client", "ib_core")]);
+    t.exports(&[("ib_register_peer_memory_client", "ib_core")]);
     let (status, out) = t.run(&[]);
     assert_eq!(status, 6, "{out}");
     assert_line(

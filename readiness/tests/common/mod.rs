@@ -19,26 +19,56 @@ pub struct Tree {
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
-/// 4 KiB register window, as BAR0 and BAR3 of the probed H100 are sized
-/// (16 MiB, 32 MiB) and BAR1 as given.
-fn gpu_resource(bar1: u64) -> String {
-    let line = |start: u64, size: u64| {
-        if size == 0 {
-            "0x0000000000000000 0x0000000000000000 0x0000000000000000\n".to_owned()
-        } else {
-            format!(
-                "0x{start:016x} 0x{:016x} 0x000000000014220c\n",
-                start + size - 1
-            )
-        }
-    };
-    [
-        line(0x1020_0200_0000, 16 << 20),
-        line(0x1000_0000_0000, bar1),
-        line(0, 0),
-        line(0x1020_0000_0000, 32 << 20),
-    ]
-    .concat()
+/// The kernel release the trees run (Debian 12's).
+pub const RELEASE: &str = "6.1.0-41-amd64";
+
+/// One `resource` line: start, end, flags (drivers/pci/pci-sysfs.c,
+/// resource_show); size 0 is an unused line.
+fn resource_line(start: u64, size: u64, flags: u64) -> String {
+    if size == 0 {
+        "0x0000000000000000 0x0000000000000000 0x0000000000000000\n".to_owned()
+    } else {
+        format!("0x{start:016x} 0x{:016x} 0x{flags:016x}\n", start + size - 1)
+    }
+}
+
+/// A GPU's resource file as the lent H100 and H200 print it
+/// (readiness/tests/real/): 13 lines (6 BAR registers, the ROM, 6 SR-IOV
+/// BARs: resource_show prints PCI_BRIDGE_RESOURCES lines for an endpoint
+/// on a kernel with CONFIG_PCI_IOV); BAR0 16 MiB and BAR1 (as given) and
+/// BAR2 32 MiB, each 64-bit (flags 0x14220c: IORESOURCE_MEM_64,
+/// prefetchable, PCI_BASE_ADDRESS_MEM_TYPE_64) and so each followed by
+/// an empty line. @bar1 0 leaves BAR1 unassigned (flags kept, no address),
+/// as firmware without above-4G decoding does.
+pub fn gpu_resource(bar1: u64) -> String {
+    let mut lines = vec![
+        resource_line(0x1020_0200_0000, 16 << 20, 0x14220c),
+        resource_line(0, 0, 0),
+        resource_line(0x1000_0000_0000, bar1, 0x14220c),
+        resource_line(0, 0, 0),
+        resource_line(0x1020_0000_0000, 32 << 20, 0x14220c),
+    ];
+    if bar1 == 0 {
+        lines[2] = "0x0000000000000000 0x0000000000000000 0x000000000014220c\n".to_owned();
+    }
+    lines.resize(13, resource_line(0, 0, 0));
+    lines.concat()
+}
+
+/// A bridge's resource file: 17 lines (the endpoint's 13 and the 4
+/// bridge windows), windows unused here.
+fn bridge_resource() -> String {
+    resource_line(0, 0, 0).repeat(17)
+}
+
+/// A ConnectX-7's: BAR0 32 MiB 64-bit prefetchable, 13 lines.
+fn nic_resource() -> String {
+    let mut lines = vec![
+        resource_line(0x2000_0000_0000, 32 << 20, 0x14220c),
+        resource_line(0, 0, 0),
+    ];
+    lines.resize(13, resource_line(0, 0, 0));
+    lines.concat()
 }
 
 impl Tree {
@@ -52,14 +82,16 @@ impl Tree {
         for d in ["sys/bus/pci/devices", "sys/devices", "sys/module", "proc"] {
             fs::create_dir_all(root.join(d)).unwrap();
         }
-        Tree { root }
+        let t = Tree { root };
+        t.write("proc/sys/kernel/osrelease", format!("{RELEASE}\n"));
+        t
     }
 
     pub fn sys(&self) -> PathBuf {
         self.root.join("sys")
     }
 
-    fn write(&self, relative: &str, contents: impl AsRef<[u8]>) {
+    pub fn write(&self, relative: &str, contents: impl AsRef<[u8]>) {
         let path = self.root.join(relative);
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, contents).unwrap();
@@ -96,7 +128,7 @@ impl Tree {
             chain,
             (0x10b5, 0xc010, 0x060400),
             numa,
-            "",
+            &bridge_resource(),
             &layout::bridge(0x10b5, 0xc010, port_type, acs),
         );
     }
@@ -132,10 +164,22 @@ impl Tree {
 
     /// A ConnectX-7 (0x1021) function with its RDMA device @name.
     pub fn nic(&self, chain: &str, name: &str, numa: i32) {
-        self.pci(chain, (0x15b3, 0x1021, 0x020700), numa, "", &[0u8; 4096]);
+        self.pci(chain, (0x15b3, 0x1021, 0x020700), numa, &nic_resource(), &[0u8; 4096]);
         let dir = self.sys().join("class/infiniband").join(name);
         fs::create_dir_all(&dir).unwrap();
         symlink(format!("../../../devices/{chain}"), dir.join("device")).unwrap();
+        self.verbs_library("libibverbs.so.1.14.44.0");
+    }
+
+    /// rdma-core's libibverbs, as Debian 12's libibverbs1 installs it:
+    /// its soname link and the file (version 1.14: ibv_reg_dmabuf_mr).
+    pub fn verbs_library(&self, file: &str) {
+        let dir = self.root.join("usr/lib/x86_64-linux-gnu");
+        fs::create_dir_all(&dir).unwrap();
+        let link = dir.join("libibverbs.so.1");
+        let _ = fs::remove_file(&link);
+        symlink(file, link).unwrap();
+        self.write(&format!("usr/lib/x86_64-linux-gnu/{file}"), "");
     }
 
     /// The device at @address in IOMMU group @group of @kind.
@@ -193,13 +237,37 @@ impl Tree {
         let _ = fs::remove_dir_all(self.sys().join("kernel/mm/memory_peers/nv_mem"));
     }
 
-    /// /proc/kallsyms as a non-root reader sees it (addresses zeroed).
-    pub fn kallsyms(&self, symbols: &[(&str, &str)]) {
-        let mut text = String::from("0000000000000000 T _stext\n");
+    /// The kernel's RDMA modules exporting @symbols (name, module), as
+    /// the check sees them: each module loaded (`/sys/module/M`),
+    /// ib_uverbs with its class (`/sys/class/infiniband_verbs/abi_version`),
+    /// MLNX_OFED's (the PeerDirect export's module) out of tree (`taint`
+    /// O), and depmod's modules.symbols of the running kernel naming each
+    /// export (`alias symbol:NAME MODULE`), with a few of the kernel's own
+    /// lines around them.
+    pub fn exports(&self, symbols: &[(&str, &str)]) {
+        let mofed = symbols
+            .iter()
+            .any(|(n, _)| *n == "ib_register_peer_memory_client");
+        let mut text = String::from("# Aliases for symbols, used by symbol_request().\nalias symbol:ib_register_client ib_core\n");
         for (name, module) in symbols {
-            text.push_str(&format!("0000000000000000 T {name}\t[{module}]\n"));
+            self.module(module);
+            if mofed {
+                self.write(&format!("sys/module/{module}/taint"), "OE\n");
+            }
+            if *module == "ib_uverbs" {
+                self.write("sys/class/infiniband_verbs/abi_version", "6\n");
+            }
+            text.push_str(&format!("alias symbol:{name} {module}\n"));
         }
-        self.write("proc/kallsyms", text);
+        text.push_str("alias symbol:ib_uverbs_get_ucontext_file ib_uverbs\n");
+        self.write(&format!("lib/modules/{RELEASE}/modules.symbols"), text);
+        // nv_peer_mem-service (a shell helper, not the check) still reads
+        // /proc/kallsyms for its own status lines
+        let mut kallsyms = String::from("0000000000000000 T _stext\n");
+        for (name, module) in symbols {
+            kallsyms.push_str(&format!("0000000000000000 T {name}\t[{module}]\n"));
+        }
+        self.write("proc/kallsyms", kallsyms);
     }
 
     pub fn nvidia(&self, version_line: &str) {
@@ -221,7 +289,7 @@ impl Tree {
         self.module("ib_core");
         self.module("ib_uverbs");
         self.client(client);
-        self.kallsyms(&[
+        self.exports(&[
             ("ib_register_peer_memory_client", "ib_core"),
             ("ib_umem_dmabuf_get", "ib_uverbs"),
         ]);
@@ -250,6 +318,7 @@ impl Tree {
             .args(args)
             .env("NV_PEER_MEM_SYSFS", self.sys())
             .env("NV_PEER_MEM_PROC", self.root.join("proc"))
+            .env("NV_PEER_MEM_ROOT", &self.root)
             .env("NV_PEER_MEM_SERVICE", "/nonexistent/nv_peer_mem-service")
             .env("NV_PEER_MEM_NCCL_CONF", "/nonexistent/nccl.conf")
             .env_remove("NCCL_NET_GDR_LEVEL")
