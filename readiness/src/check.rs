@@ -110,8 +110,15 @@ pub fn check(host: &Host, programs: bool) -> Report {
         ));
     }
     let verbs = registration::verbs_library(host);
-    let (path, dmabuf) =
-        registration_facts(host, driver, bound, verbs, !nics.is_empty(), programs, &mut facts);
+    let (path, dmabuf, peer_core) = registration_facts(
+        host,
+        driver,
+        bound,
+        verbs,
+        !nics.is_empty(),
+        programs,
+        &mut facts,
+    );
     let nccl_sees = consumer_facts(host, path, dmabuf, !nics.is_empty(), &mut facts);
     let level = consumers::nccl_level(host);
     let vm = crate::vm::detect(host);
@@ -148,7 +155,15 @@ pub fn check(host: &Host, programs: bool) -> Report {
         if let Some((nic, nic_dev, distance)) = closest {
             distance_fact(gpu, nic, distance, &level, &mut facts);
             nccl_pair_fact(gpu, nic, distance, &level, nccl_sees, &mut facts);
-            acs_facts(host, gpu, nic_dev, distance, &devices, vm.is_some(), &mut facts);
+            acs_facts(
+                host,
+                gpu,
+                nic_dev,
+                distance,
+                &devices,
+                vm.is_some(),
+                &mut facts,
+            );
         }
         bar1_fact(gpu, memory.get(&gpu.address).copied(), programs, &mut facts);
     }
@@ -186,6 +201,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
         gpus: summaries,
         nics,
         peer_clients,
+        peer_core,
     }
 }
 
@@ -241,12 +257,12 @@ fn registration_facts(
     rdma_device: bool,
     programs: bool,
     facts: &mut Vec<Fact>,
-) -> (Path, bool) {
+) -> (Path, bool, bool) {
     let f = match registration::read(host, driver, bound, rdma_device, verbs) {
         Ok(f) => f,
         Err(u) => {
             facts.push(Fact::unreadable("path", "node", &u));
-            return (Path::None, false);
+            return (Path::None, false, false);
         }
     };
     if f.nv_peer_mem_loaded && f.nvidia_peermem_loaded {
@@ -294,6 +310,13 @@ fn registration_facts(
             "node",
             "GPU memory registers through DMA-BUF; no peer memory client is loaded (applications that register GPU pointers directly need one: nv_peer_mem-service start)",
         ),
+        // No RDMA device: the nic fact is the problem; nothing else is
+        // missing for this one.
+        Path::None if !f.rdma_device => Fact::info(
+            "path",
+            "node",
+            "no path registers GPU memory for RDMA, as there is no RDMA device (the nic line)",
+        ),
         Path::None => {
             let fix = if f.peer_core {
                 "load the peer memory client: systemctl start nv_peer_mem (nv_peer_mem-service status says why it is not loaded)".to_owned()
@@ -303,7 +326,7 @@ fn registration_facts(
             Fact::problem("path", "node", Status::Fail, Problem::NoPath, "no path registers GPU memory for RDMA", Some(fix))
         }
     });
-    (path, blocker.is_none())
+    (path, blocker.is_none(), f.peer_core)
 }
 
 /// Every RDMA device with its PCI function and its distance from @gpu, in
@@ -555,7 +578,11 @@ fn consumer_facts(
         // NCCL's IB plugin finds no device ("NET/IB : No device found")
         // and NCCL falls back to sockets; UCX has no IB transport.
         facts.push(Fact::info("nccl", "node", "NCCL finds no RDMA device (NET/IB: No device found) and uses sockets: no GPUDirect RDMA"));
-        facts.push(Fact::info("ucx", "node", "UCX finds no RDMA device: no GPUDirect RDMA"));
+        facts.push(Fact::info(
+            "ucx",
+            "node",
+            "UCX finds no RDMA device: no GPUDirect RDMA",
+        ));
         return false;
     }
     let nccl = consumers::present(host, &consumers::NCCL_FILES);

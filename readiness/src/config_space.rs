@@ -347,7 +347,10 @@ mod tests {
             control: ACS_SV | ACS_RR | ACS_CR | ACS_UF | ACS_EC,
         };
         let fix = setpci_fix("0000:02:00.0", &acs);
-        assert!(fix.starts_with("setpci -s 0000:02:00.0 ECAP_ACS+0x6.w=0000:002c "), "{fix}");
+        assert!(
+            fix.starts_with("setpci -s 0000:02:00.0 ECAP_ACS+0x6.w=0000:002c "),
+            "{fix}"
+        );
         assert!(fix.contains("ReqRedir CmpltRedir EgressCtrl"), "{fix}");
         // what the mask does to the register, as setpci applies it:
         // new = (old & !mask) | (value & mask), value 0

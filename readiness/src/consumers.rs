@@ -91,7 +91,10 @@ pub fn nccl_level(host: &Host) -> (usize, String) {
         .map_or_else(|| host.root_path("etc/nccl.conf"), std::path::PathBuf::from);
     let text = host.text(&conf).unwrap_or_default();
     let conf = if conf.starts_with(&host.root) {
-        format!("/{}", conf.strip_prefix(&host.root).unwrap_or(&conf).display())
+        format!(
+            "/{}",
+            conf.strip_prefix(&host.root).unwrap_or(&conf).display()
+        )
     } else {
         conf.display().to_string()
     };

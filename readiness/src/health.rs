@@ -115,7 +115,8 @@ fn without_quotes(text: &str) -> String {
         .map(|(i, c)| match c {
             '\'' => {
                 let letter = |j: Option<usize>| {
-                    j.and_then(|j| chars.get(j)).is_some_and(|c| c.is_alphanumeric())
+                    j.and_then(|j| chars.get(j))
+                        .is_some_and(|c| c.is_alphanumeric())
                 };
                 if letter(i.checked_sub(1)) && letter(Some(i + 1)) {
                     '\u{2019}'
@@ -141,6 +142,7 @@ mod tests {
             gpus: vec![],
             nics: vec![],
             peer_clients: vec![],
+            peer_core: false,
         }
     }
 
@@ -200,7 +202,10 @@ mod tests {
     #[test]
     fn an_apostrophe_stays_one_and_a_quoted_command_is_double_quoted() {
         let l = without_quotes("load the adapter's RDMA driver: run 'modprobe mlx5_ib'");
-        assert_eq!(l, "load the adapter\u{2019}s RDMA driver: run \"modprobe mlx5_ib\"");
+        assert_eq!(
+            l,
+            "load the adapter\u{2019}s RDMA driver: run \"modprobe mlx5_ib\""
+        );
     }
 
     #[test]

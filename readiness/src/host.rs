@@ -229,18 +229,23 @@ impl Host {
         }
         match &self.source {
             Source::Dump(entries) => {
-                if entries.get(path).is_some_and(|e| !matches!(e, Entry::Missing)) {
+                if entries
+                    .get(path)
+                    .is_some_and(|e| !matches!(e, Entry::Missing))
+                {
                     return true;
                 }
                 // a directory whose names were never listed, but under
                 // which something was read
-                entries
-                    .keys()
-                    .any(|k| k != path && k.starts_with(path))
+                entries.keys().any(|k| k != path && k.starts_with(path))
             }
             Source::Live => {
                 let there = fs::symlink_metadata(path).is_ok();
-                let e = if there { Entry::Present } else { Entry::Missing };
+                let e = if there {
+                    Entry::Present
+                } else {
+                    Entry::Missing
+                };
                 self.seen.borrow_mut().insert(path.to_path_buf(), e);
                 there
             }

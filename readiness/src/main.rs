@@ -187,13 +187,17 @@ fn parse_args() -> Args {
         usage("--next-boot and --kernel go with --json, --prometheus or --textfile only");
     }
     if (a.dump.is_some() || a.from.is_some()) && a.next_boot.is_some() {
-        usage("--dump and --from judge this node's path; --next-boot and --kernel read /lib/modules and /boot instead");
+        usage(
+            "--dump and --from judge this node's path; --next-boot and --kernel read /lib/modules and /boot instead",
+        );
     }
     if a.dump.is_some() && a.from.is_some() {
         usage("--dump writes what is read from this node; with --from nothing is");
     }
     if a.dump.is_some() && !matches!(a.form, Form::Human | Form::Json) {
-        usage("--dump goes with the default form or --json: the monitoring forms ask no program, so their dump would lack what the others need");
+        usage(
+            "--dump goes with the default form or --json: the monitoring forms ask no program, so their dump would lack what the others need",
+        );
     }
     if (a.textfile.is_some() || a.nfd.is_some()) && !matches!(a.form, Form::Human) {
         usage(
@@ -230,15 +234,24 @@ fn next_boot(a: &Args, asked: &Option<String>) -> ! {
     let root = std::env::var_os("NV_PEER_MEM_ROOT")
         .filter(|v| !v.is_empty())
         .map_or_else(|| PathBuf::from("/"), PathBuf::from);
+    // Whether the running kernel has MLNX_OFED's core decides whether the
+    // node needs a peer client at all: read as the check reads it.
+    let running_peer_core = check::check(&Host::from_env(), false).peer_core;
     let verdict = match asked {
-        Some(release) => next_boot::verdict(&root, release, "--kernel".into(), None),
+        Some(release) => {
+            next_boot::verdict(&root, release, "--kernel".into(), None, running_peer_core)
+        }
         None => {
             let nb = boot_loader::next_boot(&root);
             match &nb.release {
-                Some(release) => {
-                    next_boot::verdict(&root, release, nb.how.clone(), nb.cmdline.as_deref())
-                }
-                None => next_boot::unknown_kernel(nb.how),
+                Some(release) => next_boot::verdict(
+                    &root,
+                    release,
+                    nb.how.clone(),
+                    nb.cmdline.as_deref(),
+                    running_peer_core,
+                ),
+                None => next_boot::unknown_kernel(nb.how, running_peer_core),
             }
         }
     };
@@ -284,9 +297,8 @@ fn main() {
         None => Host::from_env(),
     };
     // Programs only where people read the answer.
-    let programs = matches!(a.form, Form::Human | Form::Json)
-        && a.textfile.is_none()
-        && a.nfd.is_none();
+    let programs =
+        matches!(a.form, Form::Human | Form::Json) && a.textfile.is_none() && a.nfd.is_none();
     let mut report = check::check(&host, programs);
     health::expect(&mut report, a.expect);
     if let Some(file) = &a.dump {

@@ -21,12 +21,19 @@ pub struct Verdict {
     /// How the kernel was chosen (`--kernel`, or the boot loader's rule).
     pub chosen: String,
     pub facts: Vec<Fact>,
+    /// The node needs no peer memory client on that kernel: no PeerDirect
+    /// core runs now or is installed there, and nv_peer_mem is not
+    /// installed there (it serves only above MLNX_OFED's core).
+    pub needs_no_client: bool,
 }
 
 impl Verdict {
     /// Some(true): nv_peer_mem will load there; Some(false): it will not;
     /// None: cannot tell (something could not be read or decided).
     pub fn loads(&self) -> Option<bool> {
+        if self.needs_no_client {
+            return Some(true);
+        }
         if self
             .facts
             .iter()
@@ -52,12 +59,37 @@ impl Verdict {
 }
 
 /// The verdict when the next boot's kernel cannot be told: @why.
-pub fn unknown_kernel(why: String) -> Verdict {
+/// Where the node runs no PeerDirect core, it needs no peer client
+/// whatever it boots next (unless that kernel has MLNX_OFED, which
+/// `verdict` looks at when the kernel is known).
+pub fn unknown_kernel(why: String, running_peer_core: bool) -> Verdict {
+    if !running_peer_core {
+        return Verdict {
+            release: "unknown".into(),
+            chosen: why.clone(),
+            facts: vec![
+                Fact::info("kernel", "node", why),
+                no_client_fact("the running kernel"),
+            ],
+            needs_no_client: true,
+        };
+    }
     Verdict {
         release: "unknown".into(),
         chosen: why.clone(),
         facts: vec![unknown("kernel", why)],
+        needs_no_client: false,
     }
+}
+
+fn no_client_fact(which: &str) -> Fact {
+    Fact::ok(
+        "peer_core",
+        "node",
+        format!(
+            "no PeerDirect core (MLNX_OFED/DOCA-OFED's ib_core) runs now or is installed for {which}: this node needs no peer memory client, and {MODULE} serves only above that core; GPU memory registers through DMA-BUF where the rest allows (gpudirect-rdma-check says)"
+        ),
+    )
 }
 
 fn fail(check: &'static str, message: String, fix: Option<String>) -> Fact {
@@ -100,7 +132,15 @@ fn origin(root: &Path, release: &str, relative: &str) -> String {
 }
 
 /// The verdict for @release under @root (`/` on a node).
-pub fn verdict(root: &Path, release: &str, chosen: String, cmdline: Option<&str>) -> Verdict {
+/// @running_peer_core: the running kernel has MLNX_OFED's PeerDirect core
+/// (what the check itself reads).
+pub fn verdict(
+    root: &Path,
+    release: &str,
+    chosen: String,
+    cmdline: Option<&str>,
+    running_peer_core: bool,
+) -> Verdict {
     let mut facts = vec![Fact::info(
         "kernel",
         "node",
@@ -110,7 +150,22 @@ pub fn verdict(root: &Path, release: &str, chosen: String, cmdline: Option<&str>
         release: release.to_owned(),
         chosen: chosen.clone(),
         facts,
+        needs_no_client: false,
     };
+    let installed_there = kernel_modules::read(root, release).ok();
+    let peer_core_there = installed_there
+        .as_ref()
+        .is_some_and(|i| i.exporter_of("ib_register_peer_memory_client").is_some());
+    let ours_there = installed_there
+        .as_ref()
+        .is_some_and(|i| i.file_of(MODULE).is_some());
+    if !running_peer_core && !peer_core_there && !ours_there {
+        facts.push(no_client_fact(release));
+        return Verdict {
+            needs_no_client: true,
+            ..done(facts)
+        };
+    }
     if !root.join("lib/modules").join(release).is_dir() {
         facts.push(fail(
             "kernel",

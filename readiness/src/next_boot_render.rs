@@ -15,6 +15,10 @@ pub fn human(v: &Verdict) -> String {
         out,
         "{}",
         match v.loads() {
+            Some(true) if v.needs_no_client => format!(
+                "NEXT BOOT OK: this node needs no peer memory client on {}",
+                v.release
+            ),
             Some(true) => format!("NEXT BOOT OK: {MODULE} will load on {}", v.release),
             Some(false) => format!("NEXT BOOT LOST: {MODULE} will not load on {}", v.release),
             None => format!(
@@ -49,7 +53,7 @@ pub fn prometheus(v: &Verdict) -> String {
     gauge(
         "gpudirect_rdma_next_boot",
         &format!(
-            "1 when {MODULE} will load on the kernel checked (the next boot's, or --kernel), 0 when it will not or that cannot be told (see gpudirect_rdma_next_boot_known)."
+            "1 when {MODULE} will load on the kernel checked (the next boot's, or --kernel) or the node needs no peer memory client there, 0 when it will not or that cannot be told (see gpudirect_rdma_next_boot_known)."
         ),
         &kernel,
         u8::from(v.loads() == Some(true)).to_string(),

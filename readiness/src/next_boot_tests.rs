@@ -79,7 +79,7 @@ impl Root {
         );
     }
     fn verdict(&self, k: &str) -> Verdict {
-        next_boot::verdict(&self.0, k, "--kernel".into(), None)
+        next_boot::verdict(&self.0, k, "--kernel".into(), None, true)
     }
 }
 
@@ -440,6 +440,7 @@ fn vermagic_and_signature_refusals() {
         K2,
         "test".into(),
         Some("root=/dev/vda ro module.sig_enforce=1"),
+        true,
     );
     assert_eq!(v.loads(), Some(false));
 }
@@ -736,4 +737,35 @@ fn a_module_without_modversions_still_needs_its_providers_exporters() {
         s.contains("nothing installed for 6.1.0-56-amd64 exports ib_register_peer_memory_client (Unknown symbol)"),
         "{s}"
     );
+}
+
+/// A node with no PeerDirect core now and none installed for the kernel
+/// it boots next, nv_peer_mem not installed there: it needs no peer
+/// client, so the next boot loses nothing (the lent GPU hosts: DMA-BUF
+/// nodes without MLNX_OFED printed NEXT BOOT LOST / UNKNOWN before).
+#[test]
+fn a_node_without_a_peer_core_needs_no_client_on_the_next_boot() {
+    let r = Root::new("no-core");
+    r.kernel(K2, 0x1111_1111, None);
+    r.without_mofed(K2);
+    let v = next_boot::verdict(&r.0, K2, "--kernel".into(), None, false);
+    assert!(v.needs_no_client);
+    assert_eq!(v.loads(), Some(true));
+    assert_eq!(v.exit_status(), 0);
+    // not even installed: still nothing to lose
+    let v = next_boot::verdict(&r.0, "6.99.0-1-amd64", "--kernel".into(), None, false);
+    assert_eq!(v.loads(), Some(true));
+    // the boot loader's choice unknown: the same
+    let v = next_boot::unknown_kernel("no grub.cfg".into(), false);
+    assert_eq!(v.exit_status(), 0);
+    // but a node running MLNX_OFED's core loses its client on such a kernel
+    let v = next_boot::verdict(&r.0, K2, "--kernel".into(), None, true);
+    assert_eq!(v.loads(), Some(false));
+    assert_eq!(next_boot::unknown_kernel("x".into(), true).loads(), None);
+    // and MLNX_OFED installed for the next kernel means a client is wanted
+    let r = Root::new("core-there");
+    r.kernel(K2, 0x1111_1111, None);
+    let v = next_boot::verdict(&r.0, K2, "--kernel".into(), None, false);
+    assert!(!v.needs_no_client);
+    assert_eq!(v.loads(), Some(false));
 }

@@ -186,6 +186,7 @@ mod tests {
             gpus: vec![],
             nics: vec![],
             peer_clients: vec![],
+            peer_core: false,
         }
     }
 

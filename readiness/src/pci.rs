@@ -140,10 +140,7 @@ fn device(
 /// `numa_node`: -1 (or no such file, a kernel without CONFIG_NUMA) means
 /// none; anything else that is not a node number is a problem, never
 /// quietly "none", which would turn SYS into NODE.
-fn numa_node(
-    host: &Host,
-    dir: &std::path::Path,
-    problems: &mut Vec<Unreadable>) -> Option<u32> {
+fn numa_node(host: &Host, dir: &std::path::Path, problems: &mut Vec<Unreadable>) -> Option<u32> {
     let path = dir.join("numa_node");
     if !host.exists(&path) {
         return None;

@@ -93,7 +93,12 @@ pub fn verbs_library(host: &Host) -> Option<Verbs> {
         let path = host.root_path(link);
         let target = host.link_target(&path).ok()?;
         let name = target.file_name()?.to_string_lossy().into_owned();
-        let minor = name.strip_prefix("libibverbs.so.1.")?.split('.').next()?.parse().ok()?;
+        let minor = name
+            .strip_prefix("libibverbs.so.1.")?
+            .split('.')
+            .next()?
+            .parse()
+            .ok()?;
         Some(Verbs {
             file: format!("/{}", link.rsplit_once('/').map_or("", |(d, _)| d)) + "/" + &name,
             minor,
@@ -219,8 +224,12 @@ pub fn read(
     let module = |name: &str| host.exists(&host.sys_path(&format!("module/{name}")));
     let release_path = host.proc_path("sys/kernel/osrelease");
     let release = host.text(&release_path)?.trim().to_owned();
-    let version = release_version(&release)
-        .ok_or_else(|| Unreadable::new(&release_path, format!("`{release}` is not a kernel release")))?;
+    let version = release_version(&release).ok_or_else(|| {
+        Unreadable::new(
+            &release_path,
+            format!("`{release}` is not a kernel release"),
+        )
+    })?;
     // MLNX_OFED's core: its sysfs directory (kernels that export mm_kobj),
     // or a loaded out-of-tree ib_core that exports the peer API.
     let memory_peers = host.exists(&host.sys_path("kernel/mm/memory_peers"));

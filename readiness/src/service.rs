@@ -32,8 +32,7 @@ pub fn status_lines(host: &Host) -> Option<Vec<String>> {
         .map(|(_, out)| out)
     })?;
     Some(
-        out
-            .lines()
+        out.lines()
             .map(|l| l.strip_prefix("nv_peer_mem: ").unwrap_or(l).to_owned())
             .filter(|l| !l.is_empty())
             .collect(),

@@ -103,7 +103,10 @@ pub fn write(host: &Host) -> Vec<u8> {
     }
     let mut tar = Tar::default();
     tar.file(&format!("{TOP}/README"), README.as_bytes());
-    tar.file(&format!("{TOP}/index"), (index.join("\n") + "\n").as_bytes());
+    tar.file(
+        &format!("{TOP}/index"),
+        (index.join("\n") + "\n").as_bytes(),
+    );
     files.sort();
     for (name, bytes) in files {
         tar.file(&format!("{TOP}/{name}"), &bytes);
@@ -134,8 +137,9 @@ pub fn read(bytes: &[u8]) -> Result<Host, String> {
         match f[0] {
             "file" => {
                 let p = path(1)?;
-                let data = get(&format!("files/{}", p.display()))
-                    .ok_or_else(|| format!("index line {}: no files/{} in it", n + 2, p.display()))?;
+                let data = get(&format!("files/{}", p.display())).ok_or_else(|| {
+                    format!("index line {}: no files/{} in it", n + 2, p.display())
+                })?;
                 entries.insert(p, Entry::File(data.clone()));
             }
             "config" => {
@@ -334,7 +338,10 @@ mod tests {
     #[test]
     fn long_names_round_trip_through_pax_headers() {
         let mut t = Tar::default();
-        let long = format!("{TOP}/files/sys/devices/{}/config", "0000:00:01.0/".repeat(12));
+        let long = format!(
+            "{TOP}/files/sys/devices/{}/config",
+            "0000:00:01.0/".repeat(12)
+        );
         t.file(&long, b"abc");
         t.file("short", b"");
         let m = untar(&t.finish()).unwrap();

@@ -7,8 +7,16 @@ use common::*;
 
 const K2: &str = "6.12.95+deb12-amd64";
 
-/// A kernel whose modules.dep has no nv_peer_mem, booted next by GRUB.
+/// A kernel whose modules.dep has no nv_peer_mem, booted next by GRUB, on
+/// a node that runs MLNX_OFED's core now (so it wants a peer client).
 fn root() -> Tree {
+    let t = bare_root();
+    t.exports(&[("ib_register_peer_memory_client", "ib_core")]);
+    t
+}
+
+/// The same without MLNX_OFED anywhere.
+fn bare_root() -> Tree {
     let t = Tree::new("next-boot-cli");
     let dir = t.root.join(format!("lib/modules/{K2}"));
     std::fs::create_dir_all(&dir).unwrap();
@@ -75,6 +83,29 @@ fn no_boot_loader_is_cannot_tell_with_exit_7() {
     assert_eq!(status, 7, "{out}");
     assert_line(&out, &["??", "kernel", "cannot tell"]);
     assert_line(&out, &["NEXT BOOT UNKNOWN"]);
+}
+
+/// The lent GPU hosts' case: no PeerDirect core runs and none is
+/// installed for the next kernel, so no peer client is needed; before,
+/// this printed NEXT BOOT LOST (exit 4) or UNKNOWN (exit 7).
+#[test]
+fn a_node_without_mofed_needs_no_client_whatever_it_boots() {
+    let t = bare_root();
+    let (status, out) = run(&t, &["--next-boot"]);
+    assert_eq!(status, 0, "{out}");
+    assert_line(
+        &out,
+        &["NEXT BOOT OK: this node needs no peer memory client on", K2],
+    );
+    let (status, out) = run(&t, &["--kernel", "6.99.0-1-amd64"]);
+    assert_eq!(status, 0, "{out}");
+    std::fs::remove_dir_all(t.root.join("boot/grub")).unwrap();
+    let (status, out) = run(&t, &["--next-boot", "--prometheus"]);
+    assert_eq!(status, 0, "{out}");
+    assert!(
+        out.contains("gpudirect_rdma_next_boot_known{kernel=\"unknown\"} 1\n"),
+        "{out}"
+    );
 }
 
 #[test]

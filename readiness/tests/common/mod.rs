@@ -28,7 +28,10 @@ fn resource_line(start: u64, size: u64, flags: u64) -> String {
     if size == 0 {
         "0x0000000000000000 0x0000000000000000 0x0000000000000000\n".to_owned()
     } else {
-        format!("0x{start:016x} 0x{:016x} 0x{flags:016x}\n", start + size - 1)
+        format!(
+            "0x{start:016x} 0x{:016x} 0x{flags:016x}\n",
+            start + size - 1
+        )
     }
 }
 
@@ -164,7 +167,13 @@ impl Tree {
 
     /// A ConnectX-7 (0x1021) function with its RDMA device @name.
     pub fn nic(&self, chain: &str, name: &str, numa: i32) {
-        self.pci(chain, (0x15b3, 0x1021, 0x020700), numa, &nic_resource(), &[0u8; 4096]);
+        self.pci(
+            chain,
+            (0x15b3, 0x1021, 0x020700),
+            numa,
+            &nic_resource(),
+            &[0u8; 4096],
+        );
         let dir = self.sys().join("class/infiniband").join(name);
         fs::create_dir_all(&dir).unwrap();
         symlink(format!("../../../devices/{chain}"), dir.join("device")).unwrap();
@@ -248,7 +257,9 @@ impl Tree {
         let mofed = symbols
             .iter()
             .any(|(n, _)| *n == "ib_register_peer_memory_client");
-        let mut text = String::from("# Aliases for symbols, used by symbol_request().\nalias symbol:ib_register_client ib_core\n");
+        let mut text = String::from(
+            "# Aliases for symbols, used by symbol_request().\nalias symbol:ib_register_client ib_core\n",
+        );
         for (name, module) in symbols {
             self.module(module);
             if mofed {
