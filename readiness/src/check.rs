@@ -122,6 +122,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
     let nccl_sees = consumer_facts(host, path, dmabuf, !nics.is_empty(), &mut facts);
     let level = consumers::nccl_level(host);
     let vm = crate::vm::detect(host);
+    let gate = nvidia::topology_gate(host);
     if let Some(how) = &vm {
         facts.push(Fact::info("vm", "node", format!("a virtual machine ({how}): the host's IOMMU and ACS settings, which this VM cannot see, also lie on the peer-to-peer path")));
     }
@@ -164,6 +165,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 vm.is_some(),
                 &mut facts,
             );
+            gate_fact(gpu, nic, distance, gate, vm.is_some(), &mut facts);
         }
         bar1_fact(gpu, memory.get(&gpu.address).copied(), programs, &mut facts);
     }
@@ -359,6 +361,37 @@ fn is_downstream(host: &Host, devices: &[PciDevice], address: &str, index: usize
     }
 }
 
+/// NVIDIA's PCI topology gate for a GPU and its closest NIC
+/// (nvidia::TopologyGate): denied outright, or, by default, a pair that
+/// shares no PCI switch on bare metal, which the driver refuses on the
+/// chipsets it flags (a list the check cannot read, so said, not judged).
+fn gate_fact(
+    gpu: &PciDevice,
+    nic: &Nic,
+    distance: Distance,
+    gate: Option<nvidia::TopologyGate>,
+    vm: bool,
+    facts: &mut Vec<Fact>,
+) {
+    let shares_switch = distance <= Distance::Pxb;
+    match gate {
+        Some(nvidia::TopologyGate::Deny) => facts.push(Fact::problem(
+            "nvidia_gate",
+            &gpu.address,
+            Status::Fail,
+            Problem::DataPath,
+            format!("the NVIDIA driver refuses every GPUDirect RDMA mapping of this GPU for {} (NVreg_GrdmaPciTopoCheckOverride=2)", nic.name),
+            Some("remove NVreg_GrdmaPciTopoCheckOverride=2 from the nvidia module's options (modprobe.d), then reload the driver".to_owned()),
+        )),
+        Some(nvidia::TopologyGate::Default) if !shares_switch && !vm => facts.push(Fact::info(
+            "nvidia_gate",
+            &gpu.address,
+            format!("{} shares no PCI switch with this GPU ({distance}): on a chipset the NVIDIA driver flags as unsupported for peer-to-peer it refuses DMA-BUF mappings (kernel log: \"dma-buf attach failed: PCI topology not supported\"); NVreg_GrdmaPciTopoCheckOverride=1 lifts its check", nic.name),
+        )),
+        _ => {}
+    }
+}
+
 /// A bridge's PCIe port type, from the dwords of config space that hold
 /// it (read once per bridge).
 fn port_type(host: &Host, d: &PciDevice) -> Option<PortType> {
@@ -500,7 +533,7 @@ fn acs_facts(
 
 fn iommu_fact(host: &Host, dev: &PciDevice, vm: bool, facts: &mut Vec<Fact>) {
     match iommu::mode(host, dev) {
-        Ok(iommu::Mode::Off) if vm => facts.push(Fact::info("iommu", &dev.address, "no IOMMU in this VM; the host's IOMMU translates this device's DMA unless the host maps it identity (not visible here)")),
+        Ok(iommu::Mode::Off) if vm => facts.push(Fact::info("iommu", &dev.address, "no IOMMU in this VM: the host's IOMMU, which this VM cannot see, translates this device's DMA (a passed-through device's addresses are the VM's, not the host's)")),
         Ok(iommu::Mode::Off) => facts.push(Fact::ok("iommu", &dev.address, "no IOMMU translates this device's DMA")),
         Ok(iommu::Mode::Passthrough) => facts.push(Fact::ok("iommu", &dev.address, "IOMMU in passthrough (identity)")),
         Ok(iommu::Mode::Translating(kind)) => facts.push(Fact::problem(

@@ -148,6 +148,27 @@ impl Host {
         matches!(self.source, Source::Dump(_))
     }
 
+    /// @path as the node names it (`/sys/...`, `/proc/...`, `/...`),
+    /// wherever its tree or dump lies: what the report prints, the same
+    /// live and replayed.
+    pub fn shown(&self, path: &Path) -> PathBuf {
+        let roots = [
+            (&self.sys, "/sys"),
+            (&self.proc, "/proc"),
+            (&self.root, "/"),
+        ];
+        let mut best: Option<(usize, PathBuf)> = None;
+        for (root, name) in roots {
+            if let Ok(rest) = path.strip_prefix(root) {
+                let depth = root.components().count();
+                if best.as_ref().is_none_or(|(d, _)| depth > *d) {
+                    best = Some((depth, Path::new(name).join(rest)));
+                }
+            }
+        }
+        best.map_or_else(|| path.to_path_buf(), |(_, p)| p)
+    }
+
     pub fn sys_path(&self, relative: &str) -> PathBuf {
         self.sys.join(relative)
     }
@@ -229,15 +250,14 @@ impl Host {
         }
         match &self.source {
             Source::Dump(entries) => {
-                if entries
-                    .get(path)
-                    .is_some_and(|e| !matches!(e, Entry::Missing))
-                {
-                    return true;
+                if let Some(e) = entries.get(path) {
+                    return !matches!(e, Entry::Missing);
                 }
-                // a directory whose names were never listed, but under
-                // which something was read
-                entries.keys().any(|k| k != path && k.starts_with(path))
+                // a directory the dump does not name, but under which
+                // something was found
+                entries
+                    .iter()
+                    .any(|(k, e)| k != path && k.starts_with(path) && !matches!(e, Entry::Missing))
             }
             Source::Live => {
                 let there = fs::symlink_metadata(path).is_ok();
@@ -255,7 +275,8 @@ impl Host {
     /// A text file, trailing newline removed.
     pub fn text(&self, path: &Path) -> Result<String, Unreadable> {
         let bytes = self.bytes(path)?;
-        let text = String::from_utf8(bytes).map_err(|_| Unreadable::new(path, "not UTF-8 text"))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| Unreadable::new(&self.shown(path), "not UTF-8 text"))?;
         Ok(text.trim_end_matches('\n').to_owned())
     }
 
@@ -263,10 +284,10 @@ impl Host {
     pub fn bytes(&self, path: &Path) -> Result<Vec<u8>, Unreadable> {
         match self.file_entry(path) {
             Entry::File(b) => Ok(b),
-            Entry::Missing => Err(Unreadable::new(path, "no such file")),
-            Entry::Error(why) => Err(Unreadable::new(path, why)),
+            Entry::Missing => Err(Unreadable::new(&self.shown(path), "no such file")),
+            Entry::Error(why) => Err(Unreadable::new(&self.shown(path), why)),
             Entry::Config { .. } | Entry::Link(_) | Entry::Dir(_) | Entry::Present => {
-                Err(Unreadable::new(path, "not a file"))
+                Err(Unreadable::new(&self.shown(path), "not a file"))
             }
         }
     }
@@ -302,9 +323,9 @@ impl Host {
                 .filter(|l| words.iter().any(|w| l.contains(w)))
                 .map(str::to_owned)
                 .collect()),
-            Entry::Missing => Err(Unreadable::new(path, "no such file")),
-            Entry::Error(why) => Err(Unreadable::new(path, why)),
-            _ => Err(Unreadable::new(path, "not a file")),
+            Entry::Missing => Err(Unreadable::new(&self.shown(path), "no such file")),
+            Entry::Error(why) => Err(Unreadable::new(&self.shown(path), why)),
+            _ => Err(Unreadable::new(&self.shown(path), "not a file")),
         }
     }
 
@@ -340,9 +361,9 @@ impl Host {
         });
         match e {
             Entry::Dir(names) => Ok(names),
-            Entry::Missing => Err(Unreadable::new(path, "no such file")),
-            Entry::Error(why) => Err(Unreadable::new(path, why)),
-            _ => Err(Unreadable::new(path, "not a directory")),
+            Entry::Missing => Err(Unreadable::new(&self.shown(path), "no such file")),
+            Entry::Error(why) => Err(Unreadable::new(&self.shown(path), why)),
+            _ => Err(Unreadable::new(&self.shown(path), "not a directory")),
         }
     }
 
@@ -357,9 +378,9 @@ impl Host {
         });
         let target = match e {
             Entry::Link(t) => t,
-            Entry::Missing => return Err(Unreadable::new(path, "no such file")),
-            Entry::Error(why) => return Err(Unreadable::new(path, why)),
-            _ => return Err(Unreadable::new(path, "not a symbolic link")),
+            Entry::Missing => return Err(Unreadable::new(&self.shown(path), "no such file")),
+            Entry::Error(why) => return Err(Unreadable::new(&self.shown(path), why)),
+            _ => return Err(Unreadable::new(&self.shown(path), "not a symbolic link")),
         };
         let joined = match path.parent() {
             Some(dir) if target.is_relative() => dir.join(target),
@@ -421,9 +442,9 @@ impl Host {
                 size: bytes.len(),
                 readable: bytes.len(),
             }),
-            Entry::Missing => Err(Unreadable::new(path, "no such file")),
-            Entry::Error(why) => Err(Unreadable::new(path, why)),
-            _ => Err(Unreadable::new(path, "not a file")),
+            Entry::Missing => Err(Unreadable::new(&self.shown(path), "no such file")),
+            Entry::Error(why) => Err(Unreadable::new(&self.shown(path), why)),
+            _ => Err(Unreadable::new(&self.shown(path), "not a file")),
         }
     }
 

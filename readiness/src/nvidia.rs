@@ -35,9 +35,12 @@ pub fn driver(host: &Host) -> Result<Option<Driver>, Unreadable> {
         return Ok(None);
     }
     let text = host.text(&path)?;
-    parse_version(&text)
-        .map(Some)
-        .ok_or_else(|| Unreadable::new(&path, "no `NVRM version:` line with a driver version"))
+    parse_version(&text).map(Some).ok_or_else(|| {
+        Unreadable::new(
+            &host.shown(&path),
+            "no `NVRM version:` line with a driver version",
+        )
+    })
 }
 
 /// `NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (...)`
@@ -97,6 +100,42 @@ pub fn bar1(gpu: &PciDevice) -> Result<Option<u64>, String> {
         ));
     }
     Ok(gpu.bar_size(line))
+}
+
+/// NVIDIA's own gate on GPUDirect RDMA mappings, `NVreg_GrdmaPciTopoCheckOverride`
+/// as the loaded driver lists it in `/proc/driver/nvidia/params`
+/// (`GrdmaPciTopoCheckOverride: N`). nv_grdma_pci_topology_supported
+/// (kernel-open/nvidia/nv-pci.c, 580.142 and 595.45.04; nv-dmabuf.c
+/// refuses the attach with "NVRM: dma-buf attach failed: PCI topology not
+/// supported for dma-buf"): a coherent (C2C) platform passes; 1 allows and
+/// 2 denies every peer; else a passthrough VM passes, and on a chipset the
+/// driver flags NV_FLAG_PCI_P2P_UNSUPPORTED_CHIPSET only a peer that shares
+/// a PCI switch with the GPU passes. Which chipsets it flags is decided in
+/// the driver's resource manager, not in kernel-open: the check cannot
+/// see it (docs/readiness.md, "NVIDIA's PCI topology gate").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopologyGate {
+    /// 0, the driver's own check.
+    Default,
+    /// 1: every peer allowed.
+    Allow,
+    /// 2: every peer denied.
+    Deny,
+}
+
+/// The gate's setting, None where the driver does not list it (before
+/// the option existed, or no driver loaded).
+pub fn topology_gate(host: &Host) -> Option<TopologyGate> {
+    let text = host.text(&host.proc_path("driver/nvidia/params")).ok()?;
+    let value = text.lines().find_map(|l| {
+        l.strip_prefix("GrdmaPciTopoCheckOverride:")
+            .map(|v| v.trim().to_owned())
+    })?;
+    Some(match value.as_str() {
+        "1" => TopologyGate::Allow,
+        "2" => TopologyGate::Deny,
+        _ => TopologyGate::Default,
+    })
 }
 
 #[cfg(test)]

@@ -99,7 +99,10 @@ fn device(
     let dir = host.link_target(&link)?;
     let devices_root = host.sys_path("devices");
     let relative = dir.strip_prefix(&devices_root).map_err(|_| {
-        Unreadable::new(&link, format!("points outside {}", devices_root.display()))
+        Unreadable::new(
+            &host.shown(&link),
+            format!("points outside {}", host.shown(&devices_root).display()),
+        )
     })?;
     // Keep the root bus and the functions; skip anything else the kernel
     // puts between them (e.g. a VMD domain's own directories).
@@ -110,8 +113,11 @@ fn device(
     let chain = place(&components);
     if chain.len() < 2 || chain.last().map(String::as_str) != Some(address) {
         return Err(Unreadable::new(
-            &link,
-            format!("unexpected place in the device tree: {}", dir.display()),
+            &host.shown(&link),
+            format!(
+                "unexpected place in the device tree: {}",
+                host.shown(&dir).display()
+            ),
         ));
     }
     let vendor = host.hex(&dir.join("vendor"))? as u16;
@@ -157,7 +163,7 @@ fn numa_node(host: &Host, dir: &std::path::Path, problems: &mut Vec<Unreadable>)
         Ok(n) if n >= 0 => u32::try_from(n).ok(),
         _ => {
             problems.push(Unreadable::new(
-                &path,
+                &host.shown(&path),
                 format!("`{}` is not a NUMA node number", text.trim()),
             ));
             None

@@ -92,7 +92,7 @@ pub fn read(host: &Host) -> (Vec<PeerClient>, Vec<Unreadable>) {
                 Ok(text) => match text.trim().parse::<u64>() {
                     Ok(n) => *slot = Some(n),
                     Err(_) => unreadable.push(Unreadable::new(
-                        &path,
+                        &host.shown(&path),
                         format!("`{}` is not a count", text.trim()),
                     )),
                 },

@@ -226,7 +226,7 @@ pub fn read(
     let release = host.text(&release_path)?.trim().to_owned();
     let version = release_version(&release).ok_or_else(|| {
         Unreadable::new(
-            &release_path,
+            &host.shown(&release_path),
             format!("`{release}` is not a kernel release"),
         )
     })?;

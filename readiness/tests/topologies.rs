@@ -320,7 +320,7 @@ fn the_probed_cloud_vm_has_dmabuf_but_no_nic() {
         "pci0000:00/0000:00:03.0",
         (0x1af4, 0x1041, 0x020000),
         -1,
-        "",
+        &plain_resource(),
         &[0u8; 64],
     );
     t.nvidia("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  ");

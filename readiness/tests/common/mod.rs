@@ -15,6 +15,70 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub struct Tree {
     pub root: PathBuf,
+    /// Set by a test that writes a file no kernel prints on purpose.
+    malformed: std::cell::Cell<bool>,
+}
+
+/// Holds every `resource` file under @sys to the shapes kernels print
+/// (drivers/pci/pci-sysfs.c, resource_show): one `0x%016llx 0x%016llx
+/// 0x%016llx` line per resource, PCI_BRIDGE_RESOURCES lines for an
+/// endpoint (7, or 13 with CONFIG_PCI_IOV) and DEVICE_COUNT_RESOURCE for a
+/// bridge (11 or 17), a 64-bit BAR's line (flags bit 0x4) followed by the
+/// empty line of its upper half; the corpus of real nodes passes it too
+/// (tests/corpus.rs). Returns how many files it checked.
+pub fn check_shapes(sys: &Path) -> usize {
+    fn walk(dir: &Path, found: &mut Vec<PathBuf>) {
+        for e in fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                walk(&e.path(), found);
+            } else if e.file_name() == "resource" {
+                found.push(e.path());
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&sys.join("devices"), &mut files);
+    for f in &files {
+        let text = fs::read_to_string(f).unwrap();
+        let class = fs::read_to_string(f.with_file_name("class")).unwrap_or_default();
+        let bridge = class.trim().starts_with("0x0604");
+        let lines: Vec<&str> = text.lines().collect();
+        let allowed: &[usize] = if bridge { &[11, 17] } else { &[7, 13] };
+        assert!(
+            allowed.contains(&lines.len()),
+            "{}: {} lines; a kernel prints {allowed:?} for a{} (test tree shape)",
+            f.display(),
+            lines.len(),
+            if bridge { " bridge" } else { "n endpoint" }
+        );
+        let field = |s: &str| {
+            s.len() == 18
+                && s.starts_with("0x")
+                && s[2..]
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        };
+        for (i, l) in lines.iter().enumerate() {
+            let fields: Vec<&str> = l.split(' ').collect();
+            assert!(
+                fields.len() == 3 && fields.iter().all(|x| field(x)),
+                "{} line {i}: `{l}` is not `0x%016llx 0x%016llx 0x%016llx`",
+                f.display()
+            );
+            let flags = u64::from_str_radix(&fields[2][2..], 16).unwrap();
+            if i < 5 && flags & 0x4 != 0 && fields[1] != "0x0000000000000000" {
+                assert_eq!(
+                    lines[i + 1],
+                    "0x0000000000000000 0x0000000000000000 0x0000000000000000",
+                    "{} line {i} is a 64-bit BAR: its upper half's line is empty",
+                    f.display()
+                );
+            }
+        }
+    }
+    files.len()
 }
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -64,6 +128,11 @@ fn bridge_resource() -> String {
     resource_line(0, 0, 0).repeat(17)
 }
 
+/// An endpoint whose BARs the check never reads (a virtio NIC): 13 lines.
+pub fn plain_resource() -> String {
+    resource_line(0, 0, 0).repeat(13)
+}
+
 /// A ConnectX-7's: BAR0 32 MiB 64-bit prefetchable, 13 lines.
 fn nic_resource() -> String {
     let mut lines = vec![
@@ -85,7 +154,10 @@ impl Tree {
         for d in ["sys/bus/pci/devices", "sys/devices", "sys/module", "proc"] {
             fs::create_dir_all(root.join(d)).unwrap();
         }
-        let t = Tree { root };
+        let t = Tree {
+            root,
+            malformed: std::cell::Cell::new(false),
+        };
         t.write("proc/sys/kernel/osrelease", format!("{RELEASE}\n"));
         t
     }
@@ -315,6 +387,11 @@ impl Tree {
         path
     }
 
+    /// This tree has a file no kernel prints, on purpose.
+    pub fn malformed(&self) {
+        self.malformed.set(true);
+    }
+
     /// Runs the check over the tree: (exit status, stdout).
     pub fn run(&self, args: &[&str]) -> (i32, String) {
         self.run_with(args, &[])
@@ -323,6 +400,9 @@ impl Tree {
     /// The same with more environment (`NV_PEER_MEM_SERVICE`, the
     /// helper's variables); without it, no service helper is found.
     pub fn run_with(&self, args: &[&str], env: &[(&str, PathBuf)]) -> (i32, String) {
+        if !self.malformed.get() {
+            check_shapes(&self.sys());
+        }
         let smi = self.root.join("nvidia-smi");
         let mut command = Command::new(env!("CARGO_BIN_EXE_gpudirect-rdma-check"));
         command
