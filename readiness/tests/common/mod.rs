@@ -361,9 +361,30 @@ impl Tree {
         self.module("nvidia");
     }
 
-    /// The open 580 driver of the probed H100 host.
+    /// The open 580 driver of the probed H100 host, its topology gate at
+    /// the default (as the lent hosts list it).
     pub fn nvidia_open_580(&self) {
         self.nvidia("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22-I3-AE18-23-3)  Thu Oct  2 20:53:49 UTC 2025");
+        self.nvidia_gate(0);
+    }
+
+    /// /proc/driver/nvidia/params with NVreg_GrdmaPciTopoCheckOverride at
+    /// @value among its neighbours (`Name: value` lines, as the driver
+    /// prints them).
+    pub fn nvidia_gate(&self, value: u8) {
+        self.write(
+            "proc/driver/nvidia/params",
+            format!("ResmanDebugLevel: 4294967295\nRmLogonRC: 1\nModifyDeviceFiles: 1\nGrdmaPciTopoCheckOverride: {value}\nCreateImexChannel0: 0\n"),
+        );
+    }
+
+    /// The firmware of a VM (DMI as QEMU/KVM fills it in).
+    pub fn vm(&self) {
+        self.write("sys/class/dmi/id/sys_vendor", "QEMU\n");
+        self.write(
+            "sys/class/dmi/id/product_name",
+            "Standard PC (Q35 + ICH9, 2009)\n",
+        );
     }
 
     /// MLNX_OFED's ib_core with its PeerDirect core (ib_uverbs holds the
