@@ -171,6 +171,8 @@ rules_tested() {
 check "promtool: docs/examples' alerting rules are valid and their unit tests pass (not ready for 3 min; stale textfile)" rules_tested
 check "node_exporter on 127.0.0.1 serves the readiness metrics and MLNX_OFED's counters, node_textfile_scrape_error 0; promtool check metrics says nothing" \
     run_test node_exporter_serves_the_textfile_and_promtool_finds_nothing_to_fix
+check "promtool check metrics says nothing on every real node of the corpus (readiness/tests/real, replayed) nor on a bridge shared by two GPUs' paths" \
+    run_test promtool_finds_nothing_to_fix_in_the_corpus
 
 if [ "$skipped" -gt 0 ]; then
     echo "$passed passed, $failed failed, $skipped skipped"
