@@ -6,6 +6,9 @@
 #   1. ci/test-lint.sh            cargo fmt --check, clippy -D warnings,
 #                                 the C/Rust contract, xtask's tidy tests
 #   2. cargo test --workspace     host tests of the module logic and xtask
+#      readiness's bench          gpudirect-rdma-check's run time over the
+#                                 largest tree and the real nodes' dumps
+#                                 (figures beside the real hosts')
 #   3. ci/test-kmod.sh            module builds on Debian 6.1 / 6.12 kernels
 #      cargo xtask bench-kmod     build cost and size beside the C module
 #                                 (figures; fails only if a build fails)
@@ -90,6 +93,7 @@ suite() {  # suite NAME COMMAND...: runs a suite, adds up its counts
 
 suite "lint" bash ci/test-lint.sh
 suite "cargo test" cargo test --workspace --locked
+suite "readiness check time (figures)" cargo test --release --locked -p readiness --test bench -- --ignored --nocapture
 suite "module builds" bash ci/test-kmod.sh
 suite "module build cost (figures)" cargo xtask bench-kmod
 suite "service helper" bash ci/test-service.sh

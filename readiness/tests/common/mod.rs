@@ -472,3 +472,41 @@ pub const GIB: u64 = 1 << 30;
 pub fn path(p: &Path) -> String {
     p.display().to_string()
 }
+
+/// 8 GPUs and 8 NICs, two sockets, each GPU beside its NIC under one PCIe
+/// switch (the layout of NVIDIA's DGX H100 reference: a switch per GPU and
+/// NIC pair), MLNX_OFED with nv_peer_mem loaded, ACS off.
+pub fn eight_by_eight(acs_ctl: u16) -> Tree {
+    let t = Tree::new("8x8");
+    for i in 0..8u32 {
+        let (root, numa) = if i < 4 {
+            ("pci0000:00", 0)
+        } else {
+            ("pci0000:80", 1)
+        };
+        let bus = if i < 4 { 0x00 } else { 0x80 };
+        let rp = format!("{root}/0000:{bus:02x}:{:02x}.0", i % 4 + 1);
+        let up = 0x10 * (i % 4 + 1) + bus;
+        let usp = format!("{rp}/0000:{up:02x}:00.0");
+        let dsp_gpu = format!("{usp}/0000:{:02x}:00.0", up + 1);
+        let dsp_nic = format!("{usp}/0000:{:02x}:01.0", up + 1);
+        t.bridge(&rp, 4, Some((0x5f, 0)), numa);
+        t.bridge(&usp, 5, None, numa);
+        t.bridge(&dsp_gpu, 6, Some((0x5f, acs_ctl)), numa);
+        t.bridge(&dsp_nic, 6, Some((0x5f, 0)), numa);
+        t.gpu(
+            &format!("{dsp_gpu}/0000:{:02x}:00.0", up + 2),
+            0x2330,
+            numa,
+            128 * GIB,
+        );
+        t.nic(
+            &format!("{dsp_nic}/0000:{:02x}:00.0", up + 3),
+            &format!("mlx5_{i}"),
+            numa,
+        );
+    }
+    t.nvidia_open_580();
+    t.mofed_with("nv_peer_mem");
+    t
+}
