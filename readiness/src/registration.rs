@@ -188,18 +188,33 @@ fn out_of_tree(host: &Host, module: &str) -> bool {
         .is_ok_and(|t| t.contains('O'))
 }
 
-/// The module modules.symbols (depmod's, of the running kernel) names as
-/// exporting @symbol: `alias symbol:NAME MODULE`. Only the lines naming
-/// the two symbols the decision needs are kept (and dumped).
-fn exporter(host: &Host, release: &str, symbol: &str) -> Result<Option<String>, Unreadable> {
+/// What depmod's modules.symbols of the running kernel says of a symbol.
+#[derive(Debug, PartialEq, Eq)]
+enum Exporter {
+    /// `alias symbol:NAME MODULE`: this module exports it.
+    Module(String),
+    /// The file lists no module for it.
+    None,
+    /// No modules.symbols for the running kernel (a container, an
+    /// initramfs without depmod's files): the rule falls back.
+    Unknown,
+}
+
+/// The module modules.symbols names as exporting @symbol. Only the lines
+/// naming the two symbols the decision needs are kept (and dumped).
+fn exporter(host: &Host, release: &str, symbol: &str) -> Result<Exporter, Unreadable> {
     let path = host.root_path(&format!("lib/modules/{release}/modules.symbols"));
+    if !host.exists(&path) {
+        return Ok(Exporter::Unknown);
+    }
     let lines = host.lines_with(&path, &SYMBOLS)?;
-    Ok(lines.iter().find_map(|l| {
+    let named = lines.iter().find_map(|l| {
         let mut w = l.split_whitespace();
         (w.next() == Some("alias") && w.next() == Some(&format!("symbol:{symbol}")))
             .then(|| w.next().map(str::to_owned))
             .flatten()
-    }))
+    });
+    Ok(named.map_or(Exporter::None, Exporter::Module))
 }
 
 /// The exports the path decision looks up in modules.symbols.
@@ -231,12 +246,17 @@ pub fn read(
         )
     })?;
     // MLNX_OFED's core: its sysfs directory (kernels that export mm_kobj),
-    // or a loaded out-of-tree ib_core that exports the peer API.
+    // or the module modules.symbols names as exporting the peer API,
+    // loaded and out of tree (an installed MLNX_OFED whose ib_core is not
+    // loaded yet leaves the kernel's own, in-tree ib_core running);
+    // without modules.symbols, a loaded out-of-tree ib_core.
     let memory_peers = host.exists(&host.sys_path("kernel/mm/memory_peers"));
     let peer_core = memory_peers
-        || (module("ib_core")
-            && out_of_tree(host, "ib_core")
-            && exporter(host, &release, "ib_register_peer_memory_client")?.is_some());
+        || match exporter(host, &release, "ib_register_peer_memory_client")? {
+            Exporter::Module(m) => module(&m) && out_of_tree(host, &m),
+            Exporter::None => false,
+            Exporter::Unknown => module("ib_core") && out_of_tree(host, "ib_core"),
+        };
     // ib_uverbs, built in or a module, owns the infiniband_verbs class.
     let uverbs_loaded =
         module("ib_uverbs") || host.exists(&host.sys_path("class/infiniband_verbs/abi_version"));
@@ -248,7 +268,11 @@ pub fn read(
         && if version >= (5, 12) && !out_of_tree(host, "ib_uverbs") {
             true
         } else {
-            exporter(host, &release, "ib_umem_dmabuf_get")?.is_some()
+            match exporter(host, &release, "ib_umem_dmabuf_get")? {
+                Exporter::Module(_) => true,
+                Exporter::None => false,
+                Exporter::Unknown => version >= (5, 12),
+            }
         };
     Ok(Facts {
         nv_peer_mem_loaded: module("nv_peer_mem"),

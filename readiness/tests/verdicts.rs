@@ -277,3 +277,29 @@ fn the_health_line_keeps_apostrophes() {
     assert!(out.contains("adapter\u{2019}s RDMA driver"), "{out}");
     assert!(!out.contains('"') && !out.contains('\''), "{out}");
 }
+
+/// The PeerDirect core without /proc/kallsyms (read three times, about
+/// 55 ms each on the lent hosts' kernel): the module depmod's
+/// modules.symbols names as exporting ib_register_peer_memory_client,
+/// loaded and out of tree (`taint` O).
+#[test]
+fn the_peer_core_is_found_by_modules_symbols_and_taint() {
+    let t = switch_pair("peer-core", 0);
+    t.exports(&[("ib_register_peer_memory_client", "ib_core")]);
+    let (_, out) = t.run(&[]);
+    assert_line(&out, &["peer_core", "MLNX_OFED's PeerDirect core is loaded"]);
+    // MLNX_OFED installed, the kernel's own ib_core still loaded: no O
+    t.write("sys/module/ib_core/taint", "\n");
+    let (_, out) = t.run(&[]);
+    assert_line(&out, &["peer_core", "no PeerDirect core"]);
+    // no modules.symbols for the running kernel (a container): an
+    // out-of-tree ib_core is taken for MLNX_OFED's
+    t.write("sys/module/ib_core/taint", "OE\n");
+    std::fs::remove_file(t.root.join(format!("lib/modules/{RELEASE}/modules.symbols"))).unwrap();
+    let (_, out) = t.run(&[]);
+    assert_line(&out, &["peer_core", "MLNX_OFED's PeerDirect core is loaded"]);
+    // nothing read from /proc/kallsyms (the helper's copy stays unread)
+    std::fs::write(t.root.join("proc/kallsyms"), "garbage").unwrap();
+    let (_, again) = t.run(&[]);
+    assert_eq!(out, again);
+}

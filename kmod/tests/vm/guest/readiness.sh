@@ -45,12 +45,24 @@ pci=$(ls /sys/bus/pci/devices | wc -l)
 readiness_verdict readiness_bare "$pci PCI functions read from the real sysfs, no GPU, no RDMA device: exit 3, path none, no PeerDirect core" "$@"
 
 set --
+# The check finds the core as depmod would describe it: modules.symbols
+# names the module that exports the peer API (this guest has no depmod
+# files, so the line is written here), and the kernel's own
+# /sys/module/<module>/taint must say O (out of tree) once it is loaded.
+syms=/lib/modules/$(uname -r)/modules.symbols
+mkdir -p "${syms%/*}" && echo "alias symbol:ib_register_peer_memory_client mofed_peer_core" >"$syms"
 if out=$(insmod $M/mofed_peer_core.ko 2>&1); then
+	taint=$(cat /sys/module/mofed_peer_core/taint 2>&1)
 	readiness_check
 	rmmod mofed_peer_core
-	has "MLNX_OFED's PeerDirect core is loaded" || set -- "$@" "the core's ib_register_peer_memory_client was not seen in /proc/kallsyms"
+	case "$taint" in *O*) ;; *) set -- "$@" "the kernel's taint of the out-of-tree module is '$taint', without O" ;; esac
+	has "MLNX_OFED's PeerDirect core is loaded" || set -- "$@" "the core was not found by modules.symbols and its taint"
 	[ "$RC" = 3 ] || set -- "$@" "exit status $RC, want 3"
+	# unloaded, the same modules.symbols line no longer counts
+	readiness_check
+	has 'no PeerDirect core' || set -- "$@" "a core named by modules.symbols but not loaded was taken for loaded"
 else
 	set -- "$@" "insmod mofed_peer_core: $out"
 fi
-readiness_verdict readiness_peer_core "MLNX_OFED's core (the fixture's peer_mem.c) found through the real /proc/kallsyms" "$@"
+rm -f "$syms"
+readiness_verdict readiness_peer_core "MLNX_OFED's core (the fixture's peer_mem.c) found by modules.symbols and the real kernel's taint O for its module, and not once unloaded" "$@"
