@@ -181,6 +181,13 @@ new_machine; load ib_core; load nvidia; load nv_peer_mem; echo 1.4.0 >"$fake/sys
 printf 'ffffffffc0a01000 T ib_register_peer_memory_client\t[ib_core]\n' >"$fake/proc/kallsyms"
 check "loaded: exit 0, with its version; MLNX_OFED's API seen" status_says 0 '^nv_peer_mem: loaded \(version 1.4.0\)' 'has the peer memory API'
 check "loaded: no nvidia/ib_core complaint" status_lacks 'not loaded'
+# MLNX_OFED's core without /sys/kernel/mm/memory_peers (a kernel that does
+# not export mm_kobj): status says NCCL will not see nv_peer_mem; with the
+# directory, it says nothing of it.
+check "no memory_peers: NCCL will not use nv_peer_mem, nvidia_peermem or DMA-BUF named" status_says 0 \
+    'created no /sys/kernel/mm/memory_peers on kernel .*mm_kobj.*NCCL.*will not use nv_peer_mem here.*nvidia_peermem instead, or register through DMA-BUF'
+mkdir -p "$fake/sys/kernel/mm/memory_peers/nv_mem"
+check "memory_peers there: no NCCL warning" sh -c "$(declare -f status_says run_helper status_lacks); fake='$fake' kver='$kver' helper='$helper' status_says 0 && fake='$fake' status_lacks 'created no /sys/kernel/mm/memory_peers'"
 
 new_machine; load ib_core; load nvidia
 printf 'ffffffffc0a01000 T ib_register_client\t[ib_core]\n' >"$fake/proc/kallsyms"
