@@ -287,7 +287,10 @@ fn the_peer_core_is_found_by_modules_symbols_and_taint() {
     let t = switch_pair("peer-core", 0);
     t.exports(&[("ib_register_peer_memory_client", "ib_core")]);
     let (_, out) = t.run(&[]);
-    assert_line(&out, &["peer_core", "MLNX_OFED's PeerDirect core is loaded"]);
+    assert_line(
+        &out,
+        &["peer_core", "MLNX_OFED's PeerDirect core is loaded"],
+    );
     // MLNX_OFED installed, the kernel's own ib_core still loaded: no O
     t.write("sys/module/ib_core/taint", "\n");
     let (_, out) = t.run(&[]);
@@ -295,9 +298,16 @@ fn the_peer_core_is_found_by_modules_symbols_and_taint() {
     // no modules.symbols for the running kernel (a container): an
     // out-of-tree ib_core is taken for MLNX_OFED's
     t.write("sys/module/ib_core/taint", "OE\n");
-    std::fs::remove_file(t.root.join(format!("lib/modules/{RELEASE}/modules.symbols"))).unwrap();
+    std::fs::remove_file(
+        t.root
+            .join(format!("lib/modules/{RELEASE}/modules.symbols")),
+    )
+    .unwrap();
     let (_, out) = t.run(&[]);
-    assert_line(&out, &["peer_core", "MLNX_OFED's PeerDirect core is loaded"]);
+    assert_line(
+        &out,
+        &["peer_core", "MLNX_OFED's PeerDirect core is loaded"],
+    );
     // nothing read from /proc/kallsyms (the helper's copy stays unread)
     std::fs::write(t.root.join("proc/kallsyms"), "garbage").unwrap();
     let (_, again) = t.run(&[]);
