@@ -41,7 +41,7 @@ pub const SHARED_PACKAGING_FILES: [&str; 8] = [
 /// gpudirect-rdma-check as the packages build it: the crate's sources
 /// (not its tests) and its manual page. `readiness_files_are_listed` keeps
 /// the list in step with readiness/src/.
-pub const READINESS_FILES: [&str; 29] = [
+pub const READINESS_FILES: [&str; 31] = [
     "readiness/Cargo.toml",
     "readiness/gpudirect-rdma-check.8",
     "readiness/src/boot_loader.rs",
@@ -70,7 +70,9 @@ pub const READINESS_FILES: [&str; 29] = [
     "readiness/src/render.rs",
     "readiness/src/report.rs",
     "readiness/src/service.rs",
+    "readiness/src/snapshot.rs",
     "readiness/src/topology.rs",
+    "readiness/src/vm.rs",
 ];
 
 /// The DKMS configuration template, relative to the workspace root.
