@@ -48,12 +48,15 @@ pub fn setpci_fix(bridge: &str, acs: &Acs) -> String {
 }
 
 /// Whether ACS redirection on a bridge of @port_type changes the path of
-/// a pair that meets above it. On a Root Port, P2P Request Redirect sends
-/// a peer's request up to the root complex, where the path of a PHB pair
-/// already goes (PCIe Base Specification 6.2.4 "ACS", as the kernel's
-/// pci_std_enable_acs comments summarise it: redirect "to the Root
-/// Complex"); on a switch port (or one whose type could not be read) it
-/// turns a path across the switch into one through the root complex.
+/// a pair. The kernel's own peer-to-peer rule (drivers/pci/p2pdma.c,
+/// calc_map_type_and_dist) says "If ACS redirect is set on any port in
+/// the path, traffic between the devices will go through the host
+/// bridge", and maps two devices that share no upstream bridge through
+/// the host bridge without counting the ACS bits on their way: for such a
+/// pair (PHB or farther, which meets only at the root complex) redirection
+/// on its root ports changes nothing. Below a switch (or on a port whose
+/// type could not be read) it turns a path across the switch into one
+/// through the host bridge.
 pub fn redirect_matters(port_type: Option<PortType>) -> bool {
     port_type != Some(PortType::RootPort)
 }
