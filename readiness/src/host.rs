@@ -148,17 +148,13 @@ impl Host {
         matches!(self.source, Source::Dump(_))
     }
 
-    /// @path as the node names it (`/sys/...`, `/proc/...`, `/...`),
-    /// wherever its tree or dump lies: what the report prints, the same
-    /// live and replayed.
-    pub fn shown(&self, path: &Path) -> PathBuf {
-        let roots = [
-            (&self.sys, "/sys"),
-            (&self.proc, "/proc"),
-            (&self.root, "/"),
-        ];
+    /// @path renamed from under the root it lies in (the deepest of
+    /// sys, proc and root: /sys lies under /) to under that root's name in
+    /// @names; None outside all three.
+    fn renamed(&self, path: &Path, names: [&str; 3]) -> Option<PathBuf> {
+        let roots = [&self.sys, &self.proc, &self.root];
         let mut best: Option<(usize, PathBuf)> = None;
-        for (root, name) in roots {
+        for (root, name) in roots.into_iter().zip(names) {
             if let Ok(rest) = path.strip_prefix(root) {
                 let depth = root.components().count();
                 if best.as_ref().is_none_or(|(d, _)| depth > *d) {
@@ -166,7 +162,15 @@ impl Host {
                 }
             }
         }
-        best.map_or_else(|| path.to_path_buf(), |(_, p)| p)
+        best.map(|(_, p)| p)
+    }
+
+    /// @path as the node names it (`/sys/...`, `/proc/...`, `/...`),
+    /// wherever its tree or dump lies: what the report prints, the same
+    /// live and replayed.
+    pub fn shown(&self, path: &Path) -> PathBuf {
+        self.renamed(path, ["/sys", "/proc", "/"])
+            .unwrap_or_else(|| path.to_path_buf())
     }
 
     pub fn sys_path(&self, relative: &str) -> PathBuf {
@@ -185,28 +189,14 @@ impl Host {
     /// `proc/...`, `root/...`); lookups outside the three roots are left
     /// out (a dump holds nothing else).
     pub fn record(&self) -> BTreeMap<PathBuf, Entry> {
-        let roots = [
-            (&self.sys, "sys"),
-            (&self.proc, "proc"),
-            (&self.root, "root"),
-        ];
-        let mut out = BTreeMap::new();
-        for (path, entry) in self.seen.borrow().iter() {
-            // The longest root first: /sys lies under the root /.
-            let mut best: Option<(usize, PathBuf)> = None;
-            for (root, name) in roots {
-                if let Ok(rest) = path.strip_prefix(root) {
-                    let depth = root.components().count();
-                    if best.as_ref().is_none_or(|(d, _)| depth > *d) {
-                        best = Some((depth, Path::new(name).join(rest)));
-                    }
-                }
-            }
-            if let Some((_, named)) = best {
-                out.insert(named, entry.clone());
-            }
-        }
-        out
+        self.seen
+            .borrow()
+            .iter()
+            .filter_map(|(path, entry)| {
+                let named = self.renamed(path, ["sys", "proc", "root"])?;
+                Some((named, entry.clone()))
+            })
+            .collect()
     }
 
     pub fn env_record(&self) -> BTreeMap<String, Option<String>> {

@@ -194,33 +194,7 @@ fn real_resource_files_have_the_shapes_the_trees_are_held_to() {
 /// GNU tar lists it, and its replay gives the live verdict in every form.
 #[test]
 fn a_dump_is_deterministic_and_replays_the_live_verdict() {
-    let t = Tree::new("dump");
-    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
-    t.bridge("pci0000:00/0000:00:01.0/0000:01:00.0", 5, None, 0);
-    t.bridge(
-        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0",
-        6,
-        Some((0x5f, 0x0d)),
-        0,
-    );
-    t.bridge(
-        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0",
-        6,
-        None,
-        0,
-    );
-    t.gpu(
-        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0",
-        0x2330,
-        0,
-        128 * GIB,
-    );
-    t.nic(
-        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0/0000:04:00.0",
-        "mlx5_0",
-        0,
-    );
-    t.nvidia_open_580();
+    let t = one_switch("dump", Some((0x5f, 0x0d)));
     t.mofed_with("nv_peer_mem");
     t.nvidia_smi("00000000:03:00.0, 81559\n");
     let a = t.root.join("a.tar");

@@ -370,33 +370,7 @@ fn the_readme_examples_are_real_output() {
 }
 
 fn inbox_dmabuf_tree() -> Tree {
-    let t = Tree::new("inbox-dmabuf");
-    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
-    t.bridge("pci0000:00/0000:00:01.0/0000:01:00.0", 5, None, 0);
-    t.bridge(
-        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0",
-        6,
-        None,
-        0,
-    );
-    t.bridge(
-        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0",
-        6,
-        None,
-        0,
-    );
-    t.gpu(
-        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0",
-        0x2330,
-        0,
-        128 * GIB,
-    );
-    t.nic(
-        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0/0000:04:00.0",
-        "mlx5_0",
-        0,
-    );
-    t.nvidia_open_580();
+    let t = one_switch("inbox-dmabuf", None);
     t.module("ib_core");
     t.module("ib_uverbs");
     t.exports(&[("ib_umem_dmabuf_get", "ib_uverbs")]);

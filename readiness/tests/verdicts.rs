@@ -15,14 +15,7 @@ const NIC: &str = "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0/0000:04:00.
 /// GPU and NIC under one switch, the kernel's own RDMA core (DMA-BUF),
 /// the GPU-side downstream port's ACS control as given.
 fn switch_pair(name: &str, dsp_acs: u16) -> Tree {
-    let t = Tree::new(name);
-    t.bridge(RP_A, 4, None, 0);
-    t.bridge(USP, 5, None, 0);
-    t.bridge(DSP_GPU, 6, Some((0x7f, dsp_acs)), 0);
-    t.bridge(DSP_NIC, 6, None, 0);
-    t.gpu(GPU, 0x2330, 0, 128 * GIB);
-    t.nic(NIC, "mlx5_0", 0);
-    t.nvidia_open_580();
+    let t = one_switch(name, Some((0x7f, dsp_acs)));
     t.exports(&[("ib_umem_dmabuf_get", "ib_uverbs")]);
     t
 }

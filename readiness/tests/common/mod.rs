@@ -510,3 +510,38 @@ pub fn eight_by_eight(acs_ctl: u16) -> Tree {
     t.mofed_with("nv_peer_mem");
     t
 }
+
+/// One GPU (H100, BAR1 128 GiB) and one NIC (mlx5_0) under one PCIe switch
+/// below root port 00:01.0 (ACS on it as given, else none), the GPU-side
+/// downstream port's ACS as @gpu_port_acs, the open 580 driver: the
+/// layout the single-pair tests share; each adds its RDMA core.
+pub fn one_switch(name: &str, gpu_port_acs: Option<(u16, u16)>) -> Tree {
+    let t = Tree::new(name);
+    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
+    t.bridge("pci0000:00/0000:00:01.0/0000:01:00.0", 5, None, 0);
+    t.bridge(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0",
+        6,
+        gpu_port_acs,
+        0,
+    );
+    t.bridge(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0",
+        6,
+        None,
+        0,
+    );
+    t.gpu(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0",
+        0x2330,
+        0,
+        128 * GIB,
+    );
+    t.nic(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0/0000:04:00.0",
+        "mlx5_0",
+        0,
+    );
+    t.nvidia_open_580();
+    t
+}
