@@ -162,6 +162,36 @@ fn is_executable(path: &Path) -> Result<bool> {
     Ok(std::fs::metadata(path)?.permissions().mode() & 0o111 != 0)
 }
 
+/// Seconds since the epoch of an RFC 2822 date in UTC as [`rfc2822`] and
+/// apt-ftparchive write it (`Fri, 27 Nov 2026 01:55:23 +0000`, or `UTC`
+/// for the zone); None for anything else.
+pub fn parse_rfc2822(text: &str) -> Option<u64> {
+    let mut words = text.split_whitespace();
+    let _weekday = words.next()?;
+    let day: i64 = words.next()?.parse().ok()?;
+    let month = words.next()?;
+    let month = MONTHS.iter().position(|m| *m == month)? as i64 + 1;
+    let year: i64 = words.next()?.parse().ok()?;
+    let time: Vec<i64> = words
+        .next()?
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let ["+0000" | "UTC" | "GMT"] = [words.next()?] else {
+        return None;
+    };
+    let [h, m, sec] = time[..] else { return None };
+    // Howard Hinnant's days_from_civil (proleptic Gregorian).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(days * 86_400 + h * 3600 + m * 60 + sec).ok()
+}
+
 /// A UTC calendar date and time, from seconds since the epoch (no chrono:
 /// Tera is built without its date features, and two formats do not need a
 /// calendar library).
@@ -228,6 +258,22 @@ impl CivilDate {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn rfc2822_dates_parse_back() {
+        for t in [0, 951_782_400, 1_795_744_523, 4_102_444_799] {
+            assert_eq!(super::parse_rfc2822(&super::rfc2822(t)), Some(t));
+        }
+        assert_eq!(
+            super::parse_rfc2822("Fri, 27 Nov 2026 01:55:23 UTC"),
+            Some(1_795_744_523)
+        );
+        assert_eq!(
+            super::parse_rfc2822("Fri, 27 Nov 2026 01:55:23 +0100"),
+            None
+        );
+        assert_eq!(super::parse_rfc2822("yesterday"), None);
+    }
+
     use super::*;
 
     #[test]

@@ -48,12 +48,65 @@ pub fn read(path: &Path) -> Result<Deb> {
     let [package, source, version, arch] = fields[..] else {
         bail!("dpkg-deb --show gave {text:?} for {}", path.display());
     };
-    Ok(Deb {
+    // `Source: name (version)` names the source's version too
+    let source = source.split_whitespace().next().unwrap_or("");
+    let deb = Deb {
         package: package.to_owned(),
         source: if source.is_empty() { package } else { source }.to_owned(),
         version: version.to_owned(),
         arch: arch.to_owned(),
-    })
+    };
+    deb.check(path)?;
+    Ok(deb)
+}
+
+impl Deb {
+    /// The control fields that become parts of a pool path, held to
+    /// Debian Policy's syntax before they do (a `Source: ../../x` would
+    /// otherwise write outside the repository): package and source names
+    /// 5.6.1/5.6.7 (`[a-z0-9][a-z0-9+.-]+`), the version 5.6.12 (an
+    /// optional numeric epoch, then `[A-Za-z0-9.+~-]` starting with a
+    /// digit), the architecture a dpkg architecture name.
+    fn check(&self, path: &Path) -> Result<()> {
+        let name = |s: &str| {
+            s.len() >= 2
+                && s.bytes()
+                    .next()
+                    .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                && s.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+.-".contains(&b))
+        };
+        let upstream =
+            self.version
+                .split_once(':')
+                .map_or(Some(self.version.as_str()), |(epoch, rest)| {
+                    (!epoch.is_empty() && epoch.bytes().all(|b| b.is_ascii_digit())).then_some(rest)
+                });
+        let version = upstream.is_some_and(|v| {
+            v.bytes().next().is_some_and(|b| b.is_ascii_digit())
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b".+~-".contains(&b))
+        });
+        let arch = !self.arch.is_empty()
+            && self
+                .arch
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        for (field, value, ok) in [
+            ("Package", &self.package, name(&self.package)),
+            ("Source", &self.source, name(&self.source)),
+            ("Version", &self.version, version),
+            ("Architecture", &self.arch, arch),
+        ] {
+            if !ok {
+                bail!(BadInput::error(format!(
+                    "{}: its {field} field {value:?} is not valid Debian Policy syntax, and it would become part of a path in the pool; rebuild the package with a valid {field}",
+                    path.display()
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Where @deb goes in the pool: Debian's layout (first letter, or `lib` and
@@ -74,15 +127,32 @@ pub fn pool_path(suite: &str, component: &str, deb: &Deb) -> String {
     )
 }
 
+/// How a Release is dated.
+pub struct Dating {
+    /// Now: the publish time (never earlier than the Release it replaces).
+    pub now: u64,
+    /// Seconds the Release stays valid (`Valid-Until`); nodes refuse it
+    /// after that (apt.conf(5), Acquire::Check-Valid-Until), so a stale
+    /// mirror or a replayed old Release cannot hold them back for good.
+    pub valid_for: u64,
+}
+
 /// Writes the suite's Packages (per architecture) and Release into @repo,
-/// signed with @key when given. @epoch dates the Release (SOURCE_DATE_EPOCH,
-/// else the last commit's time).
+/// signed with @key when given. The Release is dated now, one second after
+/// the Release it replaces at the least: apt keeps a cached Release over a
+/// fetched one dated earlier, so a publish from an older checkout or
+/// SOURCE_DATE_EPOCH would never reach the nodes. The indexes are also
+/// kept by hash (`Acquire-By-Hash`, by-hash/<algorithm>/<digest>, written
+/// by apt-ftparchive's DoByHash) for this Release and the one before it: a
+/// node that fetched the old InRelease just before the swap still finds
+/// the Packages it names (no "Hash Sum mismatch"), as reprepro and
+/// Debian's archive keep them.
 pub fn index(
     repo: &Path,
     suite: &str,
     component: &str,
     key: Option<&str>,
-    epoch: u64,
+    dating: &Dating,
 ) -> Result<()> {
     let pool = format!("pool/{suite}/{component}");
     let debs = files_below(&repo.join(&pool), "deb")?;
@@ -101,9 +171,15 @@ pub fn index(
         );
     }
     let dists = repo.join("dists").join(suite);
-    if dists.exists() {
-        std::fs::remove_dir_all(&dists)?;
-    }
+    let old = std::fs::read_to_string(dists.join("Release")).unwrap_or_default();
+    let old_date = old
+        .lines()
+        .find_map(|l| l.strip_prefix("Date: "))
+        .and_then(crate::render::parse_rfc2822);
+    let date = dating.now.max(old_date.map_or(0, |d| d + 1));
+    // Every index but the by-hash copies goes: this Release's are written
+    // again, the previous one's copies stay for nodes in between.
+    remove_except_by_hash(&dists)?;
     for arch in &archs {
         let packages = tool(
             Command::new("apt-ftparchive")
@@ -124,10 +200,10 @@ pub fn index(
     let release = tool(
         Command::new("apt-ftparchive")
             .current_dir(&dists)
-            // apt-ftparchive 2.6 dates a Release with the current time
-            // whatever SOURCE_DATE_EPOCH says; its Date option fixes it.
             .arg("-o")
-            .arg(format!("APT::FTPArchive::Release::Date={}", crate::render::rfc2822(epoch)))
+            .arg(format!("APT::FTPArchive::Release::Date={}", crate::render::rfc2822(date)))
+            .args(["-o", "APT::FTPArchive::DoByHash=1"])
+            .args(["-o", "APT::FTPArchive::Release::Acquire-By-Hash=yes"])
             .args(["-o", "APT::FTPArchive::Release::Origin=nv_peer_mem"])
             .args(["-o", "APT::FTPArchive::Release::Label=nv_peer_mem"])
             .arg("-o")
@@ -141,7 +217,19 @@ pub fn index(
             .args(["-o", "APT::FTPArchive::Release::Description=GPUDirect RDMA peer memory client (nv_peer_mem)"])
             .args(["release", "."]),
     )?;
+    // Valid-Until after Date, as Debian's archive orders them; written
+    // here because apt-ftparchive 2.6 has no Valid-Until option and
+    // computes its ValidTime from the clock, not from the Date it is given.
+    let until = format!(
+        "Valid-Until: {}\n",
+        crate::render::rfc2822(date + dating.valid_for)
+    );
+    let release = match release.find("\nMD5Sum:") {
+        Some(at) => format!("{}\n{until}{}", &release[..at], &release[at + 1..]),
+        None => bail!("apt-ftparchive wrote a Release without checksums:\n{release}"),
+    };
     replace_file(&dists.join("Release"), release.as_bytes())?;
+    prune_by_hash(&dists, &[&old, &release])?;
     if let Some(key) = key {
         gpg::sign(
             key,
@@ -157,6 +245,61 @@ pub fn index(
         )?;
     }
     Ok(())
+}
+
+/// Removes the files below @dir that are not by-hash copies (and the
+/// directories left empty).
+fn remove_except_by_hash(dir: &Path) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for entry in entries {
+        let entry = entry?;
+        let path = entry.path();
+        if entry.file_type()?.is_dir() {
+            if entry.file_name() != "by-hash" {
+                remove_except_by_hash(&path)?;
+                let _ = std::fs::remove_dir(&path); // kept if by-hash is inside
+            }
+        } else {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes the by-hash copies below @dists that none of @releases names
+/// (the digests in their checksum lists).
+fn prune_by_hash(dists: &Path, releases: &[&str]) -> Result<()> {
+    let named: BTreeSet<&str> = releases
+        .iter()
+        .flat_map(|r| r.lines())
+        .filter(|l| l.starts_with(' '))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    fn walk(dir: &Path, named: &BTreeSet<&str>) -> Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            if !entry.file_type()?.is_dir() {
+                continue;
+            }
+            if entry.file_name() != "by-hash" {
+                walk(&entry.path(), named)?;
+                continue;
+            }
+            // by-hash/<algorithm>/<digest>
+            for algorithm in std::fs::read_dir(entry.path())? {
+                for copy in std::fs::read_dir(algorithm?.path())? {
+                    let copy = copy?;
+                    if !named.contains(copy.file_name().to_string_lossy().as_ref()) {
+                        std::fs::remove_file(copy.path())?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+    walk(dists, &named)
 }
 
 /// apt-ftparchive lists packages in directory order; sorting the paragraphs

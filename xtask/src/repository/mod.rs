@@ -15,7 +15,7 @@ mod stage;
 use crate::error::{BadInput, print_report};
 use crate::workspace;
 use anyhow::{Context, Result, bail, ensure};
-use stage::Stage;
+use stage::{Lock, Stage};
 use std::path::{Path, PathBuf};
 
 /// `build-repo --help`'s description.
@@ -28,7 +28,13 @@ kernel keep their module package. With --sign-key the metadata is signed with th
 key (GNUPGHOME or ~/.gnupg); without it the repository is unsigned and apt and dnf \
 refuse it unless told to trust it, which this project never does.\n\n\
 Same packages, same SOURCE_DATE_EPOCH (default: the last commit's time): \
-byte-identical repository, signatures apart.\n\n\
+byte-identical repository, signatures and the apt Release's Date and Valid-Until apart: \
+a Release is dated when it is published (never before the one it replaces, which \
+nodes would keep) and valid for --valid-for days; run `build-repo --refresh` (from \
+cron) well within that to date and sign it again. One build-repo at a time changes \
+a repository: a second one waits for the first (a lock beside it, .<name>.lock) and \
+adds to its result. NVPM_PUBLISH_TIME (seconds since the epoch) stands in for the \
+clock, for tests.\n\n\
 Exit status: 0 on success; 2 on bad input (no packages, a file that is not a package, \
 .deb and .rpm mixed, a file name already published with other contents, an unknown \
 signing key, a --repo that is not a repository), with a message naming the fix, and the \
@@ -51,8 +57,16 @@ pub struct BuildRepoArgs {
     /// Sign the metadata with this gpg key (fingerprint, key id or user id).
     #[arg(long, value_name = "KEY")]
     pub sign_key: Option<String>,
+    /// Days an apt Release stays valid (its Valid-Until): nodes refuse it
+    /// after that, so refresh it before.
+    #[arg(long, value_name = "DAYS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3650))]
+    pub valid_for: u64,
+    /// Date and sign the repository's metadata again (packages optional):
+    /// what a cron job runs well within --valid-for.
+    #[arg(long)]
+    pub refresh: bool,
     /// The packages: .deb (apt) or .rpm (dnf/zypper) files, not both.
-    #[arg(value_name = "PACKAGE", required = true)]
+    #[arg(value_name = "PACKAGE", required_unless_present = "refresh")]
     pub packages: Vec<PathBuf>,
 }
 
@@ -64,7 +78,11 @@ enum Format {
 
 /// `cargo xtask build-repo`.
 pub fn build_repo_command(args: &BuildRepoArgs) -> Result<()> {
-    let (format, additions) = check(args).map_err(BadInput::wrap)?;
+    // Checked before anything is created, then again under the lock,
+    // where what is published cannot change under the check.
+    check(args, &args.repo).map_err(BadInput::wrap)?;
+    let lock = Lock::take(&args.repo)?;
+    let (format, additions) = check(args, &lock.target).map_err(BadInput::wrap)?;
     let epoch = match std::env::var("SOURCE_DATE_EPOCH") {
         Ok(value) => value.parse().map_err(|_| {
             BadInput::error(format!(
@@ -73,7 +91,7 @@ pub fn build_repo_command(args: &BuildRepoArgs) -> Result<()> {
         })?,
         Err(_) => workspace::source_date_epoch()?,
     };
-    let stage = Stage::new(&args.repo)?;
+    let stage = Stage::new(&lock)?;
     let mut added = Vec::new();
     for (source, destination) in &additions {
         let path = stage.dir.join(destination);
@@ -83,8 +101,26 @@ pub fn build_repo_command(args: &BuildRepoArgs) -> Result<()> {
         std::fs::create_dir_all(path.parent().expect("pool paths have a parent"))?;
         std::fs::copy(source, &path)
             .with_context(|| format!("copying {} into the repository", source.display()))?;
+        // createrepo_c records file times: new files get the epoch; files
+        // already published keep theirs (they are the served ones, linked)
+        let file = std::fs::File::options().write(true).open(&path)?;
+        file.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(epoch))?;
         added.push(destination.clone());
     }
+    let now = match std::env::var("NVPM_PUBLISH_TIME") {
+        Ok(value) => value.parse().map_err(|_| {
+            BadInput::error(format!(
+                "NVPM_PUBLISH_TIME={value:?} is not a number of seconds"
+            ))
+        })?,
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    };
+    let dating = apt::Dating {
+        now,
+        valid_for: args.valid_for * 86_400,
+    };
     let key = args.sign_key.as_deref();
     match format {
         Format::Apt => apt::index(
@@ -92,7 +128,7 @@ pub fn build_repo_command(args: &BuildRepoArgs) -> Result<()> {
             args.suite.as_deref().unwrap_or_default(),
             &args.component,
             key,
-            epoch,
+            &dating,
         )?,
         Format::Rpm => rpm::index(&stage.dir, key, epoch)?,
     }
@@ -101,8 +137,9 @@ pub fn build_repo_command(args: &BuildRepoArgs) -> Result<()> {
 }
 
 /// Checks everything before the repository is touched: the packages and
-/// where each goes, the format, the suite, the key and --repo.
-fn check(args: &BuildRepoArgs) -> Result<(Format, Vec<(PathBuf, String)>)> {
+/// where each goes, the format, the suite, the key and @repo (--repo, or
+/// the directory it links to).
+fn check(args: &BuildRepoArgs, repo: &Path) -> Result<(Format, Vec<(PathBuf, String)>)> {
     let mut format = None;
     for path in &args.packages {
         let this = match path.extension().and_then(|e| e.to_str()) {
@@ -120,7 +157,17 @@ fn check(args: &BuildRepoArgs) -> Result<(Format, Vec<(PathBuf, String)>)> {
         );
         format = Some(this);
     }
-    let format = format.context("no packages given; pass the .deb or .rpm files to publish")?;
+    let format = match format {
+        Some(f) => f,
+        // --refresh alone: the repository says which it is
+        None if args.refresh && repo.join("dists").is_dir() => Format::Apt,
+        None if args.refresh && repo.join("repodata").is_dir() => Format::Rpm,
+        None if args.refresh => bail!(
+            "--refresh: {} is not a repository build-repo made (no dists/ or repodata/)",
+            repo.display()
+        ),
+        None => bail!("no packages given; pass the .deb or .rpm files to publish"),
+    };
     let mut additions: Vec<(PathBuf, String)> = Vec::new();
     match format {
         Format::Apt => {
@@ -161,7 +208,7 @@ fn check(args: &BuildRepoArgs) -> Result<(Format, Vec<(PathBuf, String)>)> {
                 other.display()
             );
         }
-        let published = args.repo.join(destination);
+        let published = repo.join(destination);
         if published.exists() {
             ensure!(
                 same_bytes(path, &published)?,
@@ -169,21 +216,21 @@ fn check(args: &BuildRepoArgs) -> Result<(Format, Vec<(PathBuf, String)>)> {
             );
         }
     }
-    if args.repo.exists() {
+    if repo.exists() {
         ensure!(
-            args.repo.is_dir(),
+            repo.is_dir(),
             "--repo {} is not a directory",
-            args.repo.display()
+            repo.display()
         );
-        let empty = std::fs::read_dir(&args.repo)?.next().is_none();
+        let empty = std::fs::read_dir(repo)?.next().is_none();
         let marker = match format {
             Format::Apt => "dists",
             Format::Rpm => "repodata",
         };
         ensure!(
-            empty || args.repo.join(marker).is_dir(),
+            empty || repo.join(marker).is_dir(),
             "--repo {} is neither empty nor a{} repository (no {marker}/); pass a new directory or one build-repo made",
-            args.repo.display(),
+            repo.display(),
             if format == Format::Apt {
                 "n apt"
             } else {
@@ -218,6 +265,19 @@ fn report(args: &BuildRepoArgs, format: Format, added: &[String], given: usize) 
         text.push_str(&format!(
             "{} package(s) were already published with the same contents.\n",
             given - added.len()
+        ));
+    }
+    if args.refresh {
+        text.push_str(&format!(
+            "Refreshed: {repo}'s metadata dated and signed again{}.\n",
+            if format == Format::Apt {
+                format!(
+                    ", valid for {} days: refresh again before then",
+                    args.valid_for
+                )
+            } else {
+                String::new()
+            }
         ));
     }
     let signed = args.sign_key.is_some();

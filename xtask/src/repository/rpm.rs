@@ -11,7 +11,6 @@ use crate::tool::stdout as tool;
 use anyhow::{Context, Result, bail};
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, UNIX_EPOCH};
 
 /// The package's canonical file name (`<name>-<version>-<release>.<arch>.rpm`)
 /// from its header; a file rpm cannot read is bad input.
@@ -34,10 +33,21 @@ pub fn file_name(path: &Path) -> Result<String> {
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    Ok(format!(
-        "{}.rpm",
-        String::from_utf8_lossy(&out.stdout).trim()
-    ))
+    let name = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    // NAME-VERSION-RELEASE.ARCH becomes a path in the repository: rpm's
+    // own character set for them (rpmbuild refuses others in a spec), no
+    // leading dot, no slash.
+    if name.starts_with('.')
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._+~^-".contains(&b))
+    {
+        bail!(BadInput::error(format!(
+            "{}: its header names it {name:?}, which is not a package file name (letters, digits and . _ + ~ ^ -); rebuild it with a valid Name, Version, Release and arch",
+            path.display()
+        )));
+    }
+    Ok(format!("{name}.rpm"))
 }
 
 /// Where a package goes in the repository.
@@ -45,21 +55,8 @@ pub fn pool_path(file_name: &str) -> String {
     format!("packages/{file_name}")
 }
 
-/// Gives every package file @epoch as its mtime (createrepo_c records
-/// file times in primary.xml).
-pub fn settle_times(repo: &Path, epoch: u64) -> Result<()> {
-    let dir = repo.join("packages");
-    for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
-        let path = entry?.path();
-        let file = std::fs::File::options().write(true).open(&path)?;
-        file.set_modified(UNIX_EPOCH + Duration::from_secs(epoch))?;
-    }
-    Ok(())
-}
-
 /// Writes repodata/ for the packages in @repo, signed with @key when given.
 pub fn index(repo: &Path, key: Option<&str>, epoch: u64) -> Result<()> {
-    settle_times(repo, epoch)?;
     let repodata = repo.join("repodata");
     if repodata.exists() {
         std::fs::remove_dir_all(&repodata)?;

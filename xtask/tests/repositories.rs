@@ -1,0 +1,434 @@
+//! `build-repo` as a repository operator and the nodes meet it (issue 40):
+//! the built xtask binary publishing small packages made with dpkg-deb
+//! into apt repositories signed with a throwaway gpg key, read by real
+//! apt-get on scratch nodes. Publishes at once lose nothing, a node
+//! updating throughout publishes never fails, a publish from an older
+//! checkout reaches the node, an expired Release is refused and
+//! `--refresh` renews it, the previous Release's indexes stay by hash, and
+//! control fields never become paths outside the repository.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("xtask-repos-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A throwaway signing key in @dir/gnupg; (GNUPGHOME, fingerprint).
+fn key(dir: &Path) -> (PathBuf, String) {
+    let home = dir.join("gnupg");
+    std::fs::create_dir_all(&home).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let gpg = |args: &[&str]| {
+        let out = Command::new("gpg")
+            .env("GNUPGHOME", &home)
+            .args([
+                "--batch",
+                "--quiet",
+                "--pinentry-mode",
+                "loopback",
+                "--passphrase",
+                "",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "gpg {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    gpg(&[
+        "--quick-gen-key",
+        "build-repo test <test@invalid>",
+        "ed25519",
+        "sign",
+        "never",
+    ]);
+    let listing = gpg(&["--with-colons", "--list-secret-keys"]);
+    let fingerprint = listing
+        .lines()
+        .find_map(|l| l.strip_prefix("fpr:"))
+        .and_then(|l| l.split(':').find(|f| !f.is_empty()))
+        .unwrap()
+        .to_owned();
+    let exported = Command::new("gpg")
+        .env("GNUPGHOME", &home)
+        .args(["--batch", "--export", &fingerprint])
+        .output()
+        .unwrap()
+        .stdout;
+    std::fs::write(dir.join("key.gpg"), exported).unwrap();
+    (home, fingerprint)
+}
+
+/// A binary package @name @version (architecture all) built by dpkg-deb,
+/// with @source as its Source field when given.
+fn deb(dir: &Path, name: &str, version: &str, source: Option<&str>) -> PathBuf {
+    let tree = dir.join(format!("tree-{name}-{version}"));
+    std::fs::create_dir_all(tree.join("DEBIAN")).unwrap();
+    std::fs::create_dir_all(tree.join(format!("usr/share/doc/{name}"))).unwrap();
+    std::fs::write(tree.join(format!("usr/share/doc/{name}/README")), name).unwrap();
+    let source = source.map_or(String::new(), |s| format!("Source: {s}\n"));
+    std::fs::write(
+        tree.join("DEBIAN/control"),
+        format!("Package: {name}\n{source}Version: {version}\nArchitecture: all\nMaintainer: tests <test@invalid>\nDescription: a test package\n"),
+    )
+    .unwrap();
+    let out = dir.join(format!("{name}.deb"));
+    let built = Command::new("dpkg-deb")
+        .args(["--root-owner-group", "--nocheck", "--build"])
+        .arg(&tree)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    out
+}
+
+/// `cargo xtask build-repo` into @repo, signed by @gnupg's @key.
+fn build_repo(
+    repo: &Path,
+    (gnupg, key): &(PathBuf, String),
+    args: &[&str],
+    debs: &[&Path],
+) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    c.env("GNUPGHOME", gnupg)
+        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .arg("build-repo")
+        .arg("--repo")
+        .arg(repo)
+        .args(["--suite", "bookworm", "--sign-key", key])
+        .args(args)
+        .args(debs);
+    c
+}
+
+fn ok(out: Output) -> Output {
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{}{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A scratch node that follows @repo (signed-by the test key): its
+/// APT_CONFIG file. Nothing of this machine's apt configuration reaches it
+/// (Dir::Etc::parts too: a build machine may turn Check-Valid-Until off).
+fn node(dir: &Path, repo: &Path, name: &str) -> PathBuf {
+    let n = dir.join(format!("node-{name}"));
+    for d in [
+        "state/lists/partial",
+        "cache/archives/partial",
+        "empty",
+        "log",
+    ] {
+        std::fs::create_dir_all(n.join(d)).unwrap();
+    }
+    std::fs::write(n.join("status"), "").unwrap();
+    std::fs::write(
+        n.join("sources.list"),
+        format!(
+            "deb [signed-by={}] file://{} bookworm main\n",
+            dir.join("key.gpg").display(),
+            repo.display()
+        ),
+    )
+    .unwrap();
+    let p = |s: &str| n.join(s).display().to_string();
+    let conf = format!(
+        "Dir::State \"{}\";\nDir::State::status \"{}\";\nDir::Cache \"{}\";\nDir::Etc::sourcelist \"{}\";\nDir::Etc::sourceparts \"{}\";\nDir::Etc::preferencesparts \"{}\";\nDir::Etc::trustedparts \"{}\";\nDir::Etc::trusted \"{}\";\nDir::Etc::parts \"{}\";\nDir::Log \"{}\";\nAPT::Architecture \"amd64\";\nAPT::Architectures {{ \"amd64\"; }};\nDebug::NoLocking \"true\";\n",
+        p("state"),
+        p("status"),
+        p("cache"),
+        p("sources.list"),
+        p("empty"),
+        p("empty"),
+        p("empty"),
+        p("empty/none.gpg"),
+        p("empty"),
+        p("log"),
+    );
+    std::fs::write(n.join("apt.conf"), conf).unwrap();
+    n.join("apt.conf")
+}
+
+fn apt(conf: &Path, args: &[&str]) -> Output {
+    Command::new("apt-get")
+        .env("APT_CONFIG", conf)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+fn packages(repo: &Path) -> String {
+    std::fs::read_to_string(repo.join("dists/bookworm/main/binary-amd64/Packages")).unwrap()
+}
+
+fn release_field(repo: &Path, field: &str) -> String {
+    std::fs::read_to_string(repo.join("dists/bookworm/Release"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}: ")).map(str::to_owned))
+        .unwrap_or_default()
+}
+
+#[test]
+fn publishes_at_once_lose_nothing() {
+    let dir = scratch("concurrent");
+    let k = key(&dir);
+    let repo = dir.join("repo");
+    let debs: Vec<PathBuf> = (0..6)
+        .map(|i| deb(&dir, &format!("pkg{i}"), "1.0-1", None))
+        .collect();
+    let children: Vec<_> = debs
+        .iter()
+        .map(|d| build_repo(&repo, &k, &[], &[d]).spawn().unwrap())
+        .collect();
+    for child in children {
+        ok(child.wait_with_output().unwrap());
+    }
+    let index = packages(&repo);
+    for i in 0..6 {
+        assert!(
+            index.contains(&format!("Package: pkg{i}\n")),
+            "pkg{i} lost:\n{index}"
+        );
+        assert!(
+            repo.join(format!("pool/bookworm/main/p/pkg{i}/pkg{i}_1.0-1_all.deb"))
+                .is_file()
+        );
+    }
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("staging"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_node_updating_throughout_publishes_never_fails() {
+    let dir = scratch("update-loop");
+    let k = key(&dir);
+    let repo = dir.join("repo");
+    ok(
+        build_repo(&repo, &k, &[], &[&deb(&dir, "first", "1.0-1", None)])
+            .output()
+            .unwrap(),
+    );
+    let conf = node(&dir, &repo, "loop");
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let updater = {
+        let (conf, done) = (conf.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut runs = 0;
+            let mut failures = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::Relaxed) || runs < 3 {
+                let out = apt(&conf, &["update"]);
+                runs += 1;
+                if !out.status.success()
+                    || text(&out).contains("Hash Sum mismatch")
+                    || text(&out).contains("W: ")
+                {
+                    failures.push(text(&out));
+                }
+            }
+            (runs, failures)
+        })
+    };
+    for i in 0..6 {
+        let d = deb(&dir, &format!("next{i}"), "1.0-1", None);
+        ok(build_repo(&repo, &k, &[], &[&d]).output().unwrap());
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (runs, failures) = updater.join().unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} of {runs} updates failed:\n{}",
+        failures.len(),
+        failures.join("\n---\n")
+    );
+    // and the node has the last publish
+    ok(apt(&conf, &["update"]));
+    let show = Command::new("apt-cache")
+        .env("APT_CONFIG", &conf)
+        .args(["show", "next5"])
+        .output()
+        .unwrap();
+    assert!(show.status.success(), "{}", text(&show));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_publish_from_an_older_checkout_reaches_the_node() {
+    let dir = scratch("older");
+    let k = key(&dir);
+    let repo = dir.join("repo");
+    ok(
+        build_repo(&repo, &k, &[], &[&deb(&dir, "newer", "1.0-1", None)])
+            .output()
+            .unwrap(),
+    );
+    let first = release_field(&repo, "Date");
+    let conf = node(&dir, &repo, "older");
+    ok(apt(&conf, &["update"]));
+    // an older checkout: an earlier SOURCE_DATE_EPOCH dated the Release
+    // before the cached one, which apt kept
+    let older = deb(&dir, "fromold", "1.0-1", None);
+    ok(build_repo(&repo, &k, &[], &[&older])
+        .env("SOURCE_DATE_EPOCH", "1000000000")
+        .output()
+        .unwrap());
+    let second = release_field(&repo, "Date");
+    let seconds = |d: &str| {
+        let out = Command::new("date")
+            .args(["-u", "-d", d, "+%s"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    assert!(seconds(&second) > seconds(&first), "{first} then {second}");
+    ok(apt(&conf, &["update"]));
+    let show = Command::new("apt-cache")
+        .env("APT_CONFIG", &conf)
+        .args(["show", "fromold"])
+        .output()
+        .unwrap();
+    assert!(
+        show.status.success(),
+        "the node did not take the newer Release: {}",
+        text(&show)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_expired_release_is_refused_and_refresh_renews_it() {
+    let dir = scratch("expiry");
+    let k = key(&dir);
+    let repo = dir.join("repo");
+    // published 40 days ago, valid for 30
+    let then = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 40 * 86_400)
+        .to_string();
+    ok(
+        build_repo(&repo, &k, &[], &[&deb(&dir, "pkg", "1.0-1", None)])
+            .env("NVPM_PUBLISH_TIME", &then)
+            .output()
+            .unwrap(),
+    );
+    assert!(!release_field(&repo, "Valid-Until").is_empty());
+    let conf = node(&dir, &repo, "expiry");
+    let out = apt(&conf, &["update"]);
+    let said = text(&out);
+    assert!(
+        said.contains("expired"),
+        "apt did not refuse the expired Release:\n{said}"
+    );
+    // the refresh: no packages, dated and signed again
+    let refreshed = ok(build_repo(&repo, &k, &["--refresh"], &[]).output().unwrap());
+    assert!(String::from_utf8_lossy(&refreshed.stdout).contains("Refreshed:"));
+    let out = ok(apt(&conf, &["update"]));
+    assert!(!text(&out).contains("expired"), "{}", text(&out));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_previous_releases_indexes_stay_by_hash_and_older_ones_go() {
+    let dir = scratch("by-hash");
+    let k = key(&dir);
+    let repo = dir.join("repo");
+    let sha256_of_packages_gz = |repo: &Path| {
+        std::fs::read_to_string(repo.join("dists/bookworm/Release"))
+            .unwrap()
+            .split("SHA256:")
+            .nth(1)
+            .unwrap()
+            .lines()
+            .find(|l| l.ends_with("main/binary-amd64/Packages.gz"))
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    let by_hash = |h: &str| {
+        repo.join("dists/bookworm/main/binary-amd64/by-hash/SHA256")
+            .join(h)
+    };
+    ok(
+        build_repo(&repo, &k, &[], &[&deb(&dir, "aa", "1.0-1", None)])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(release_field(&repo, "Acquire-By-Hash"), "yes");
+    let first = sha256_of_packages_gz(&repo);
+    ok(
+        build_repo(&repo, &k, &[], &[&deb(&dir, "bb", "1.0-1", None)])
+            .output()
+            .unwrap(),
+    );
+    let second = sha256_of_packages_gz(&repo);
+    assert!(by_hash(&first).is_file() && by_hash(&second).is_file());
+    ok(
+        build_repo(&repo, &k, &[], &[&deb(&dir, "cc", "1.0-1", None)])
+            .output()
+            .unwrap(),
+    );
+    assert!(!by_hash(&first).exists(), "two Releases back is pruned");
+    assert!(by_hash(&second).is_file() && by_hash(&sha256_of_packages_gz(&repo)).is_file());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn control_fields_never_become_paths_outside_the_repository() {
+    let dir = scratch("fields");
+    let k = key(&dir);
+    let repo = dir.join("repo");
+    ok(
+        build_repo(&repo, &k, &[], &[&deb(&dir, "good", "1.0-1", None)])
+            .output()
+            .unwrap(),
+    );
+    let before = packages(&repo);
+    // dpkg-deb checks Package and Version itself; Source it takes as given
+    for (name, source) in [("escape", "../../../../x"), ("escape2", "x/../../y")] {
+        let bad = deb(&dir, name, "1.0-1", Some(source));
+        let out = build_repo(&repo, &k, &[], &[&bad]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(
+            text(&out).contains("not valid Debian Policy syntax"),
+            "{}",
+            text(&out)
+        );
+    }
+    assert_eq!(packages(&repo), before);
+    assert!(!dir.join("x").exists() && !Path::new("/x").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
