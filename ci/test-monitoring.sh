@@ -85,7 +85,7 @@ slurm_setup() {
     cat >"$s/health-check" <<WRAP || return 1
 #!/bin/sh
 export SLURM_CONF=$s/slurm.conf PATH=/usr/sbin:/usr/bin:/sbin:/bin
-export NV_PEER_MEM_SYSFS=$s/tree/sys NV_PEER_MEM_PROC=$s/tree/proc
+export NV_PEER_MEM_SYSFS=$s/tree/sys NV_PEER_MEM_PROC=$s/tree/proc NV_PEER_MEM_ROOT=$s/tree
 export NV_PEER_MEM_SERVICE=/nonexistent NV_PEER_MEM_NCCL_CONF=/nonexistent NV_PEER_MEM_NVIDIA_SMI=/nonexistent
 export GPUDIRECT_RDMA_CHECK=${CARGO_TARGET_DIR:-$root/target}/debug/gpudirect-rdma-check
 exec bash $NVPM_NHC_TREE/nhc -D $s/nhc -t 60 LOGFILE=- HELPERDIR=$s/nhc/helpers >>$s/nhc.log 2>&1

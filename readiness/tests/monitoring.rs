@@ -245,6 +245,7 @@ fn nhc(t: &Tree, check: &str, binary: &Path) -> (i32, String) {
         .args(["LOGFILE=-", "MARK_OFFLINE=0", "SYSCONFIGDIR=/nonexistent"])
         .env("NV_PEER_MEM_SYSFS", t.sys())
         .env("NV_PEER_MEM_PROC", t.root.join("proc"))
+        .env("NV_PEER_MEM_ROOT", &t.root)
         .env("NV_PEER_MEM_SERVICE", "/nonexistent/nv_peer_mem-service")
         .env("NV_PEER_MEM_NCCL_CONF", "/nonexistent/nccl.conf")
         .env("NV_PEER_MEM_NVIDIA_SMI", "/nonexistent/nvidia-smi")
