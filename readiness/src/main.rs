@@ -234,12 +234,13 @@ fn next_boot(a: &Args, asked: &Option<String>) -> ! {
     let root = std::env::var_os("NV_PEER_MEM_ROOT")
         .filter(|v| !v.is_empty())
         .map_or_else(|| PathBuf::from("/"), PathBuf::from);
-    // Whether the running kernel has MLNX_OFED's core decides whether the
-    // node needs a peer client at all: read as the check reads it.
-    let running_peer_core = check::check(&Host::from_env(), false).peer_core;
+    // Whether the node needs a peer client at all: MLNX_OFED's core
+    // running (read as the check reads it), or installed, or ours.
+    let needs_no_client = !check::check(&Host::from_env(), false).peer_core
+        && next_boot::client_wanted(&root) == Some(false);
     let verdict = match asked {
         Some(release) => {
-            next_boot::verdict(&root, release, "--kernel".into(), None, running_peer_core)
+            next_boot::verdict(&root, release, "--kernel".into(), None, needs_no_client)
         }
         None => {
             let nb = boot_loader::next_boot(&root);
@@ -249,9 +250,9 @@ fn next_boot(a: &Args, asked: &Option<String>) -> ! {
                     release,
                     nb.how.clone(),
                     nb.cmdline.as_deref(),
-                    running_peer_core,
+                    needs_no_client,
                 ),
-                None => next_boot::unknown_kernel(nb.how, running_peer_core),
+                None => next_boot::unknown_kernel(nb.how, needs_no_client),
             }
         }
     };

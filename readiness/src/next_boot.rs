@@ -21,9 +21,10 @@ pub struct Verdict {
     /// How the kernel was chosen (`--kernel`, or the boot loader's rule).
     pub chosen: String,
     pub facts: Vec<Fact>,
-    /// The node needs no peer memory client on that kernel: no PeerDirect
-    /// core runs now or is installed there, and nv_peer_mem is not
-    /// installed there (it serves only above MLNX_OFED's core).
+    /// The node needs no peer memory client: no PeerDirect core runs now,
+    /// and neither MLNX_OFED's core nor nv_peer_mem is installed for any
+    /// kernel (nv_peer_mem serves only above that core), nor set up in
+    /// DKMS or by a package: nothing says the site wants one.
     pub needs_no_client: bool,
 }
 
@@ -59,11 +60,51 @@ impl Verdict {
 }
 
 /// The verdict when the next boot's kernel cannot be told: @why.
-/// Where the node runs no PeerDirect core, it needs no peer client
-/// whatever it boots next (unless that kernel has MLNX_OFED, which
-/// `verdict` looks at when the kernel is known).
-pub fn unknown_kernel(why: String, running_peer_core: bool) -> Verdict {
-    if !running_peer_core {
+/// Whether anything under @root says the site wants a peer client: for
+/// some kernel, modules.dep lists nv_peer_mem or modules.symbols names an
+/// exporter of ib_register_peer_memory_client (MLNX_OFED's core); DKMS
+/// has nv_peer_mem; a package of ours is installed. None where a kernel's
+/// modules cannot be read (then nothing is concluded).
+pub fn client_wanted(root: &Path) -> Option<bool> {
+    if root.join("var/lib/dkms").join(MODULE).exists() {
+        return Some(true);
+    }
+    let ours = |name: &str| {
+        (name.starts_with("nvidia-peer-memory-modules-")
+            || name.starts_with("nvidia-peer-memory-dkms"))
+            && name.ends_with(".list")
+    };
+    if let Ok(entries) = std::fs::read_dir(root.join("var/lib/dpkg/info")) {
+        if entries
+            .flatten()
+            .any(|e| ours(&e.file_name().to_string_lossy()))
+        {
+            return Some(true);
+        }
+    }
+    let Ok(kernels) = std::fs::read_dir(root.join("lib/modules")) else {
+        return Some(false); // no kernel modules at all (a container, a VM image)
+    };
+    for kernel in kernels.flatten() {
+        let release = kernel.file_name().to_string_lossy().into_owned();
+        match kernel_modules::read(root, &release) {
+            Ok(i) => {
+                if i.file_of(MODULE).is_some()
+                    || i.exporter_of("ib_register_peer_memory_client").is_some()
+                {
+                    return Some(true);
+                }
+            }
+            Err(_) => return None,
+        }
+    }
+    Some(false)
+}
+
+/// Where the node runs no PeerDirect core and nothing says it wants a peer
+/// client (`client_wanted`), it needs none whatever it boots next.
+pub fn unknown_kernel(why: String, needs_no_client: bool) -> Verdict {
+    if needs_no_client {
         return Verdict {
             release: "unknown".into(),
             chosen: why.clone(),
@@ -87,7 +128,7 @@ fn no_client_fact(which: &str) -> Fact {
         "peer_core",
         "node",
         format!(
-            "no PeerDirect core (MLNX_OFED/DOCA-OFED's ib_core) runs now or is installed for {which}: this node needs no peer memory client, and {MODULE} serves only above that core; GPU memory registers through DMA-BUF where the rest allows (gpudirect-rdma-check says)"
+            "no PeerDirect core (MLNX_OFED/DOCA-OFED's ib_core) runs now or is installed for any kernel, and {MODULE} is not installed ({which} included): this node needs no peer memory client, {MODULE} serving only above that core; GPU memory registers through DMA-BUF where the rest allows (gpudirect-rdma-check says)"
         ),
     )
 }
@@ -132,14 +173,14 @@ fn origin(root: &Path, release: &str, relative: &str) -> String {
 }
 
 /// The verdict for @release under @root (`/` on a node).
-/// @running_peer_core: the running kernel has MLNX_OFED's PeerDirect core
-/// (what the check itself reads).
+/// @needs_no_client: the running kernel has no PeerDirect core (what the
+/// check itself reads) and `client_wanted` says no.
 pub fn verdict(
     root: &Path,
     release: &str,
     chosen: String,
     cmdline: Option<&str>,
-    running_peer_core: bool,
+    needs_no_client: bool,
 ) -> Verdict {
     let mut facts = vec![Fact::info(
         "kernel",
@@ -152,14 +193,7 @@ pub fn verdict(
         facts,
         needs_no_client: false,
     };
-    let installed_there = kernel_modules::read(root, release).ok();
-    let peer_core_there = installed_there
-        .as_ref()
-        .is_some_and(|i| i.exporter_of("ib_register_peer_memory_client").is_some());
-    let ours_there = installed_there
-        .as_ref()
-        .is_some_and(|i| i.file_of(MODULE).is_some());
-    if !running_peer_core && !peer_core_there && !ours_there {
+    if needs_no_client {
         facts.push(no_client_fact(release));
         return Verdict {
             needs_no_client: true,

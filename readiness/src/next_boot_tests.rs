@@ -79,7 +79,7 @@ impl Root {
         );
     }
     fn verdict(&self, k: &str) -> Verdict {
-        next_boot::verdict(&self.0, k, "--kernel".into(), None, true)
+        next_boot::verdict(&self.0, k, "--kernel".into(), None, false)
     }
 }
 
@@ -440,7 +440,7 @@ fn vermagic_and_signature_refusals() {
         K2,
         "test".into(),
         Some("root=/dev/vda ro module.sig_enforce=1"),
-        true,
+        false,
     );
     assert_eq!(v.loads(), Some(false));
 }
@@ -739,33 +739,48 @@ fn a_module_without_modversions_still_needs_its_providers_exporters() {
     );
 }
 
-/// A node with no PeerDirect core now and none installed for the kernel
-/// it boots next, nv_peer_mem not installed there: it needs no peer
-/// client, so the next boot loses nothing (the lent GPU hosts: DMA-BUF
-/// nodes without MLNX_OFED printed NEXT BOOT LOST / UNKNOWN before).
+/// A node with no PeerDirect core now, none installed for any kernel and
+/// nv_peer_mem installed nowhere needs no peer client, so the next boot
+/// loses nothing (the lent GPU hosts: DMA-BUF nodes without MLNX_OFED
+/// printed NEXT BOOT LOST / UNKNOWN before); anything that says the site
+/// wants one (MLNX_OFED's core or nv_peer_mem for any kernel, DKMS, our
+/// packages) keeps the verdict as it was.
 #[test]
-fn a_node_without_a_peer_core_needs_no_client_on_the_next_boot() {
+fn a_node_that_wants_no_peer_client_loses_nothing_on_the_next_boot() {
     let r = Root::new("no-core");
     r.kernel(K2, 0x1111_1111, None);
     r.without_mofed(K2);
-    let v = next_boot::verdict(&r.0, K2, "--kernel".into(), None, false);
-    assert!(v.needs_no_client);
-    assert_eq!(v.loads(), Some(true));
-    assert_eq!(v.exit_status(), 0);
-    // not even installed: still nothing to lose
-    let v = next_boot::verdict(&r.0, "6.99.0-1-amd64", "--kernel".into(), None, false);
-    assert_eq!(v.loads(), Some(true));
-    // the boot loader's choice unknown: the same
-    let v = next_boot::unknown_kernel("no grub.cfg".into(), false);
-    assert_eq!(v.exit_status(), 0);
-    // but a node running MLNX_OFED's core loses its client on such a kernel
+    assert_eq!(next_boot::client_wanted(&r.0), Some(false));
     let v = next_boot::verdict(&r.0, K2, "--kernel".into(), None, true);
-    assert_eq!(v.loads(), Some(false));
-    assert_eq!(next_boot::unknown_kernel("x".into(), true).loads(), None);
-    // and MLNX_OFED installed for the next kernel means a client is wanted
+    assert!(v.needs_no_client);
+    assert_eq!((v.loads(), v.exit_status()), (Some(true), 0));
+    let v = next_boot::verdict(&r.0, "6.99.0-1-amd64", "--kernel".into(), None, true);
+    assert_eq!(v.loads(), Some(true));
+    let v = next_boot::unknown_kernel("no grub.cfg".into(), true);
+    assert_eq!(v.exit_status(), 0);
+    assert_eq!(next_boot::unknown_kernel("x".into(), false).loads(), None);
+    // no /lib/modules at all (the lent hosts): nothing wanted
+    let empty = Root::new("empty");
+    assert_eq!(next_boot::client_wanted(&empty.0), Some(false));
+    // MLNX_OFED's core installed for some kernel: wanted
     let r = Root::new("core-there");
     r.kernel(K2, 0x1111_1111, None);
-    let v = next_boot::verdict(&r.0, K2, "--kernel".into(), None, false);
-    assert!(!v.needs_no_client);
-    assert_eq!(v.loads(), Some(false));
+    assert_eq!(next_boot::client_wanted(&r.0), Some(true));
+    // nv_peer_mem installed for another kernel only: wanted
+    let r = Root::new("ours-elsewhere");
+    r.kernel(
+        K1,
+        0x1111_1111,
+        Some(("updates/nv_peer_mem.ko", ours(K1, 0x1111_1111))),
+    );
+    r.without_mofed(K1);
+    r.kernel(K2, 0x1111_1111, None);
+    r.without_mofed(K2);
+    assert_eq!(next_boot::client_wanted(&r.0), Some(true));
+    // a kernel whose modules cannot be read: nothing is concluded
+    let r = Root::new("unreadable");
+    r.kernel(K2, 0x1111_1111, None);
+    r.without_mofed(K2);
+    std::fs::remove_file(r.0.join(format!("lib/modules/{K2}/modules.dep"))).unwrap();
+    assert_eq!(next_boot::client_wanted(&r.0), None);
 }
