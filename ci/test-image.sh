@@ -547,6 +547,10 @@ check "the hook installed mlnx-ofed-kernel, nvidia-current and nv_peer_mem for $
 # reads what DKMS built (docs/next-boot.md, "The kernel hook").
 check "the kernel's installation said nv_peer_mem will load on $k2 (zz-nv-peer-mem, after DKMS's hook)" \
     grep -q "nv_peer_mem: GPUDirect RDMA: nv_peer_mem will load on $k2" "$work/kernel-upgrade.out"
+# $k2 (bookworm-backports' 6.12) exports no mm_kobj: the same run says
+# NCCL will not see nv_peer_mem there (docs/readiness.md).
+check "and that NCCL will not use nv_peer_mem on $k2 (it exports no mm_kobj)" \
+    grep -q "nv_peer_mem: NCCL will not use nv_peer_mem on $k2: the kernel exports no mm_kobj" "$work/kernel-upgrade.out"
 # built_after KVER: nv_peer_mem's build log for KVER is newer than both
 # prerequisites' (BUILD_DEPENDS ordered the autoinstall).
 built_after() {

@@ -265,6 +265,7 @@ pub fn verdict(
     };
     vermagic_fact(&installed, &module, release, &mut facts);
     symbol_facts(root, &installed, &module, release, &mut facts);
+    nccl_fact(root, release, &mut facts);
     signature_fact(root, &module, release, cmdline, &mut facts);
     next_boot_dkms::facts(root, release, &mut facts);
     done(facts)
@@ -333,6 +334,33 @@ fn vermagic_fact(installed: &Installed, module: &Module, release: &str, facts: &
                 theirs.trim()
             ),
             Some(format!("rebuild {MODULE} for {release}")),
+        ));
+    }
+}
+
+/// Whether NCCL will see nv_peer_mem on @release, said where the kernel's
+/// own exports can be read: MLNX_OFED's core creates the files NCCL tests
+/// (/sys/kernel/mm/memory_peers/<client>/version) only where the kernel
+/// exports mm_kobj (its configure's HAVE_MM_KOBJ_EXPORTED, found in
+/// Module.symvers; backport 0271 of MLNX_OFED 25.10), and NCCL 2.28.9 and
+/// 2.30.7 test no other file of nv_peer_mem's (docs/readiness.md, "Which
+/// consumer sees which path"). Information: the module loads all the same.
+fn nccl_fact(root: &Path, release: &str, facts: &mut Vec<Fact>) {
+    let (exports, source) = kernel_exports(root, release);
+    let Some(source) = source else {
+        return;
+    };
+    if !exports.contains_key("mm_kobj") {
+        let source = source
+            .strip_prefix(root)
+            .map_or(source.clone(), |p| Path::new("/").join(p));
+        facts.push(Fact::info(
+            "nccl",
+            "node",
+            format!(
+                "NCCL will not use nv_peer_mem on {release}: the kernel exports no mm_kobj ({}), so MLNX_OFED's core creates no /sys/kernel/mm/memory_peers there, the files NCCL tests (UCX 1.18 and later still find nv_peer_mem by /sys/module/nv_peer_mem/version); for NCCL there, load nvidia_peermem or register through DMA-BUF",
+                source.display()
+            ),
         ));
     }
 }

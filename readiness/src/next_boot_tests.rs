@@ -784,3 +784,30 @@ fn a_node_that_wants_no_peer_client_loses_nothing_on_the_next_boot() {
     std::fs::remove_file(r.0.join(format!("lib/modules/{K2}/modules.dep"))).unwrap();
     assert_eq!(next_boot::client_wanted(&r.0), None);
 }
+
+/// On a kernel that exports no mm_kobj (Debian's 6.12) MLNX_OFED's core
+/// makes none of the files NCCL tests: the verdict says so beside "will
+/// load", and says nothing of it where the kernel exports mm_kobj.
+#[test]
+fn a_kernel_without_mm_kobj_is_said_to_hide_nv_peer_mem_from_nccl() {
+    let r = Root::new("mm-kobj");
+    r.kernel(
+        K2,
+        0x1111_1111,
+        Some(("updates/nv_peer_mem.ko", ours(K2, 0x1111_1111))),
+    );
+    let v = r.verdict(K2);
+    assert_eq!(v.loads(), Some(true), "{:?}", v.facts);
+    assert!(
+        line(&v, "nccl").contains("NCCL will not use nv_peer_mem on"),
+        "{:?}",
+        v.facts
+    );
+    assert!(line(&v, "nccl").contains(&format!("/boot/System.map-{K2}")));
+    r.write(
+        &format!("boot/System.map-{K2}"),
+        "ffffffff81000000 T _text\nffffffff82a5b0c0 r __ksymtab_kmalloc\nffffffff82a5b0d0 r __ksymtab_mm_kobj\n",
+    );
+    let v = r.verdict(K2);
+    assert!(v.facts.iter().all(|f| f.check != "nccl"), "{:?}", v.facts);
+}
