@@ -98,8 +98,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
         let driver = gpus
             .iter()
             .find(|g| &g.address == address)
-            .and_then(|g| host.link_target(&g.dir.join("driver")).ok())
-            .and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()));
+            .and_then(|g| nvidia::driver_of(host, g));
         facts.push(Fact::info(
             "gpu_driver",
             address,

@@ -70,10 +70,14 @@ pub fn parse_version(text: &str) -> Option<Driver> {
 /// required GPU System Processor (GSP)"), and no published rule maps PCI
 /// device ids to architectures (docs/diagnostics.md, "DMA-BUF").
 pub fn bound_to_nvidia(host: &Host, gpu: &PciDevice) -> bool {
+    driver_of(host, gpu).as_deref() == Some("nvidia")
+}
+
+/// The driver that drives @gpu (its sysfs `driver` link's name), if any.
+pub fn driver_of(host: &Host, gpu: &PciDevice) -> Option<String> {
     host.link_target(&gpu.dir.join("driver"))
         .ok()
-        .and_then(|t| t.file_name().map(|n| n == "nvidia"))
-        .unwrap_or(false)
+        .and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()))
 }
 
 /// The register line of NVIDIA's BAR @nv_index: NVIDIA numbers BARs by
