@@ -109,7 +109,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
         ));
     }
     let verbs = registration::verbs_library(host);
-    let (path, dmabuf, peer_core) = registration_facts(
+    let (path, dmabuf) = registration_facts(
         host,
         driver,
         bound,
@@ -202,7 +202,6 @@ pub fn check(host: &Host, programs: bool) -> Report {
         gpus: summaries,
         nics,
         peer_clients,
-        peer_core,
     }
 }
 
@@ -258,12 +257,12 @@ fn registration_facts(
     rdma_device: bool,
     programs: bool,
     facts: &mut Vec<Fact>,
-) -> (Path, bool, bool) {
+) -> (Path, bool) {
     let f = match registration::read(host, driver, bound, rdma_device, verbs) {
         Ok(f) => f,
         Err(u) => {
             facts.push(Fact::unreadable("path", "node", &u));
-            return (Path::None, false, false);
+            return (Path::None, false);
         }
     };
     if f.nv_peer_mem_loaded && f.nvidia_peermem_loaded {
@@ -327,7 +326,7 @@ fn registration_facts(
             Fact::problem("path", "node", Status::Fail, Problem::NoPath, "no path registers GPU memory for RDMA", Some(fix))
         }
     });
-    (path, blocker.is_none(), f.peer_core)
+    (path, blocker.is_none())
 }
 
 /// Every RDMA device with its PCI function and its distance from @gpu, in

@@ -5,7 +5,8 @@ use readiness::health::{self, Expected};
 use readiness::host::Host;
 use readiness::report::{Report, USAGE};
 use readiness::{
-    boot_loader, check, next_boot, next_boot_render, nfd, output_file, render, snapshot,
+    boot_loader, check, next_boot, next_boot_render, nfd, output_file, registration, render,
+    snapshot,
 };
 use std::io::Write;
 use std::path::PathBuf;
@@ -236,7 +237,7 @@ fn next_boot(a: &Args, asked: &Option<String>) -> ! {
         .map_or_else(|| PathBuf::from("/"), PathBuf::from);
     // Whether the node needs a peer client at all: MLNX_OFED's core
     // running (read as the check reads it), or installed, or ours.
-    let needs_no_client = !check::check(&Host::from_env(), false).peer_core
+    let needs_no_client = !registration::peer_core_running(&Host::from_env())
         && next_boot::client_wanted(&root) == Some(false);
     let verdict = match asked {
         Some(release) => {

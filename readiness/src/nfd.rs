@@ -186,7 +186,6 @@ mod tests {
             gpus: vec![],
             nics: vec![],
             peer_clients: vec![],
-            peer_core: false,
         }
     }
 

@@ -223,6 +223,13 @@ const SYMBOLS: [&str; 2] = [
     "symbol:ib_umem_dmabuf_get ",
 ];
 
+/// Whether MLNX_OFED's PeerDirect core runs here, decided as `read`
+/// decides it (false where that cannot be read), without the PCI walk and
+/// the rest of the check: what `--next-boot` needs of the running node.
+pub fn peer_core_running(host: &Host) -> bool {
+    read(host, None, Vec::new(), false, None).is_ok_and(|f| f.peer_core)
+}
+
 /// Reads the facts that come from the kernel (the driver and GPUs are
 /// read by their own modules and passed in), from sysfs and, only on a
 /// node with an out-of-tree RDMA core or a kernel older than 5.12, the

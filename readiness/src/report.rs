@@ -181,8 +181,6 @@ pub struct Report {
     pub nics: Vec<crate::rdma::Nic>,
     /// MLNX_OFED's per-client counters (empty without its core's sysfs).
     pub peer_clients: Vec<crate::peer_clients::PeerClient>,
-    /// MLNX_OFED's PeerDirect core runs here.
-    pub peer_core: bool,
 }
 
 impl Report {
@@ -217,7 +215,6 @@ mod tests {
             gpus: vec![],
             nics: vec![],
             peer_clients: vec![],
-            peer_core: false,
         };
         assert_eq!(r.exit_status(), READY);
         r.facts.push(Fact::problem(
