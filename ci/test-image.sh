@@ -336,8 +336,18 @@ place_mok() {
             -keyout "$tree/var/lib/dkms/mok.key" -outform DER -out "$tree/var/lib/dkms/mok.pub" >/dev/null 2>&1
 }
 check "a DKMS MOK key pair in the image (/var/lib/dkms/mok.key, mok.pub)" place_mok
-check "apt-get install nvidia-peer-memory nvidia-peer-memory-dkms" apt_install \
-    "/tmp/debs/$(basename "${our_debs[0]}")" "/tmp/debs/$(basename "${our_debs[1]}")"
+first_install() {
+    apt_install "/tmp/debs/$(basename "${our_debs[0]}")" "/tmp/debs/$(basename "${our_debs[1]}")" >"$work/first-install.out" 2>&1
+    local rc=$?
+    cat "$work/first-install.out"
+    return $rc
+}
+check "apt-get install nvidia-peer-memory nvidia-peer-memory-dkms" first_install
+# The packages' post-install says what the kernel hook says (whichever of
+# the two dpkg configured last asks it): nv_peer_mem will load on $k1, and
+# nothing about NCCL, as $k1 exports mm_kobj (docs/readiness.md).
+check "the installation said nv_peer_mem will load on $k1, and no NCCL warning there (it exports mm_kobj)" sh -c \
+    "grep -qF 'nv_peer_mem: GPUDirect RDMA: nv_peer_mem will load on $k1' '$work/first-install.out' && ! grep -q 'NCCL will not use' '$work/first-install.out'"
 # signed_by_mok KVER: DKMS's nv_peer_mem for KVER carries the MOK's signature.
 signed_by_mok() {
     local ko
@@ -610,6 +620,10 @@ swap_to() {
 }
 check "apt-get install the prebuilt package: dpkg removes nvidia-peer-memory-dkms, installs nvidia-peer-memory-modules-$k2" \
     swap_to to-prebuilt.out "/tmp/debs/$prebuilt_deb" nvidia-peer-memory-dkms
+# The prebuilt package's post-install asks the kernel hook: it will load
+# on $k2, and NCCL will not see it there ($k2 exports no mm_kobj).
+check "the prebuilt package's installation said it will load on $k2 and that NCCL will not use it there (no mm_kobj)" sh -c \
+    "grep -qF 'nv_peer_mem: GPUDirect RDMA: nv_peer_mem will load on $k2' '$work/to-prebuilt.out' && grep -qF 'nv_peer_mem: NCCL will not use nv_peer_mem on $k2: the kernel exports no mm_kobj' '$work/to-prebuilt.out'"
 check "states: -modules-$k2 installed, -dkms not, the service package still installed" \
     states_are "nvidia-peer-memory-modules-$k2=ii" nvidia-peer-memory-dkms=gone nvidia-peer-memory=ii
 no_dkms_builds() {
@@ -643,6 +657,8 @@ back_on_dkms() {
 }
 check "states: -dkms and the service installed, -modules-$k2 not; its module file gone" back_on_dkms
 check "DKMS installed nv_peer_mem for $k2 again" installed_for "$k2" nv_peer_mem
+check "-dkms's post-install said, once DKMS had built it, it will load on $k2 and NCCL will not use it there (no mm_kobj)" sh -c \
+    "grep -qF 'nv_peer_mem: GPUDirect RDMA: nv_peer_mem will load on $k2' '$work/to-dkms.out' && grep -qF 'nv_peer_mem: NCCL will not use nv_peer_mem on $k2: the kernel exports no mm_kobj' '$work/to-dkms.out'"
 check "$k2's modules.dep resolves nv_peer_mem to DKMS's build again" modules_dep_names "$k2" updates/dkms/nv_peer_mem
 check "DKMS's new build for $k2 is signed with the MOK key" signed_by_mok "$k2"
 rm -rf "$tree/tmp/debs"

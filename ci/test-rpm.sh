@@ -542,6 +542,8 @@ else
         "grep -q '^ONBOOT=yes' '$conf.rpmnew' && test ! -e '$conf.rpmsave'"
 fi
 
+# -common's kernel hook, which the module packages' scriptlets ask.
+hook_path=/usr/lib/kernel/install.d/95-nv-peer-mem.install
 echo "== kABI tracking: rhel9's kmod linked into a second compatible kernel by weak-modules"
 # A RHEL host in a scratch root: the kernel the kmod was built for ($rhel_krel),
 # a second one with the same kABI ($rhel_krel2, Debian's same headers) and
@@ -633,6 +635,28 @@ else
         test "$(readlink "$host/root/lib/modules/$rhel_krel2/weak-updates/$weak" 2>/dev/null)" = "$installed"
     check "modprobe on $rhel_krel2 resolves nv_peer_mem to the weak-updates link, after the stand-ins" sh -c \
         "modprobe -d '$host/root' -S '$rhel_krel2' --show-depends nv_peer_mem >'$work/weak-depends.txt' 2>&1; cat '$work/weak-depends.txt'; tail -n 1 '$work/weak-depends.txt' | grep -q 'weak-updates/$weak' && grep -q ib_core_standin '$work/weak-depends.txt' && grep -q 'standins/nvidia.ko' '$work/weak-depends.txt'"
+    # -common's trigger on the kmod: the kernel hook (a stand-in recording
+    # its calls) is asked about each kernel where modprobe now finds the
+    # module (the one it was built for and the weak-modules link), not the
+    # other kABI's.
+    trigger_asks_hook() {
+        local calls=$host/hook-calls
+        rpm -qp --triggers "$rhel9_common" 2>/dev/null | sed '1d' >"$host/trigger.sh"
+        grep -qF "$hook_path module" "$host/trigger.sh" || { cat "$host/trigger.sh"; return 1; }
+        printf '#!/bin/sh\necho "$*" >>"%s"\n' "$calls" >"$host/hook"
+        chmod +x "$host/hook"
+        sed -i "s|$hook_path|$host/hook|" "$host/trigger.sh"
+        # kmodtool's %post runs depmod for the kmod's own kernel only where
+        # /boot/System.map-<kernel> exists, as on every RHEL host; the
+        # scratch host has none, so run it as that %post would have.
+        on_host "$host" depmod -a "$rhel_krel" || return 1
+        : >"$calls"
+        on_host "$host" sh "$host/trigger.sh" || return 1
+        cat "$calls"
+        grep -qx "module $rhel_krel" "$calls" && grep -qx "module $rhel_krel2" "$calls" &&
+            ! grep -q "$other_krel" "$calls"
+    }
+    check "-common's trigger on kmod-nvidia_peer_memory asks the kernel hook about $rhel_krel and $rhel_krel2 (weak link), not $other_krel" trigger_asks_hook
     check "weak-modules did not link it for $other_krel (another kABI): depmod names a version disagreement" sh -c \
         "test ! -e '$host/root/lib/modules/$other_krel/weak-updates/nvidia_peer_memory' && grep -q 'not compatible with $other_krel: disagrees about version of symbol' '$host/post.txt'"
     # --nodeps: as for install_on.
@@ -696,13 +720,25 @@ FAKE
 chmod +x "$work/fake-dkms/dkms"
 rpm -qp --qf '%{POSTIN}' "$dkms_rpm" >"$work/dkms-post.sh" 2>>"$work/log"
 rpm -qp --qf '%{PREUN}' "$dkms_rpm" >"$work/dkms-preun.sh" 2>>"$work/log"
+# The kernel hook (-common's) as a stand-in that records its calls: %post
+# asks it about each kernel DKMS installed the module for.
+printf '#!/bin/sh\necho "hook $*" >>"%s"\n' "$work/fake-dkms/calls" >"$work/fake-dkms/hook"
+chmod +x "$work/fake-dkms/hook"
+check "-dkms %post asks the kernel hook ($hook_path module KERNEL)" grep -qF "$hook_path" "$work/dkms-post.sh"
+sed -i "s|$hook_path|$work/fake-dkms/hook|" "$work/dkms-post.sh"
 dkms_post_reports() { # <dkms install status> <expected message> [<what dkms prints>]
     : >"$work/fake-dkms/calls"
     PATH="$work/fake-dkms:$PATH" FAKE_DKMS_INSTALL_STATUS=$1 FAKE_DKMS_OUTPUT=${3:-} sh "$work/dkms-post.sh" 1 >"$work/dkms-post.out" 2>&1 || return 1
     cat "$work/dkms-post.out"
     grep -q "dkms add -m nv_peer_mem -v $version" "$work/fake-dkms/calls" &&
         grep -q "dkms install -m nv_peer_mem -v $version -k $kver" "$work/fake-dkms/calls" &&
-        grep -E "kernel $kver( |$)" "$work/dkms-post.out" | grep -q "$2"
+        grep -E "kernel $kver( |$)" "$work/dkms-post.out" | grep -q "$2" || return 1
+    # The hook is asked about a kernel only once the module is installed there.
+    if [ "$2" = "built and installed" ]; then
+        grep -qx "hook module $kver" "$work/fake-dkms/calls"
+    else
+        ! grep -q "^hook " "$work/fake-dkms/calls"
+    fi
 }
 check "-dkms %post: a kernel DKMS builds for is reported installed" dkms_post_reports 0 "built and installed"
 check "-dkms %post: an unsupported kernel (dkms 77) is skipped, exit 0" dkms_post_reports 77 "not a kernel the module supports"

@@ -365,6 +365,29 @@ hook_warns() {
         grep -q 'fix: dkms autoinstall -k 6.12.95+deb12-amd64' "$fake/hook.out"
 }
 check "kernel hook: will not load, a loud warning with the failing line and its fix, exit 0" hook_warns
+# The same hook as a module package's post-install (module RELEASE): the
+# same verdict, but not the hint that a prebuilt package being installed
+# in this run will check again (that package is the caller). A stand-in
+# dpkg-query says one is installed.
+hint_only_for_kernels() {
+    printf '#!/bin/sh\necho "install ok installed"\n' >"$fake/bin/dpkg-query"
+    chmod +x "$fake/bin/dpkg-query"
+    PATH="$fake/bin:$PATH" hook_says 4 6.12.95+deb12-amd64 /boot/vmlinuz -- 'that package checks again' || return 1
+    PATH="$fake/bin:$PATH" hook_says 4 module 6.12.95+deb12-amd64 -- 'WARNING: nv_peer_mem will NOT load on kernel 6.12.95+deb12-amd64' &&
+        grep -q 'fix: dkms autoinstall -k 6.12.95+deb12-amd64' "$fake/hook.out" &&
+        ! grep -q 'checks again' "$fake/hook.out"
+}
+check "kernel hook (module RELEASE, a module package's post-install): the warning, without the kernel installation's hint" hint_only_for_kernels
+rm -f "$fake/bin/dpkg-query"
+module_nccl_said() {
+    printf '#!/bin/sh\n[ "$1" = --kernel ] || exit 2\necho "     nccl      NCCL will not use nv_peer_mem on $2: the kernel exports no mm_kobj"\nexit 0\n' >"$fake/bin/check"
+    chmod +x "$fake/bin/check"
+    NV_PEER_MEM_CHECK=$fake/bin/check sh "$hook" module 6.12.95+deb12-amd64 >"$fake/hook.out" 2>&1 || return 1
+    cat "$fake/hook.out"
+    [ "$(cat "$fake/hook.out")" = "nv_peer_mem: GPUDirect RDMA: nv_peer_mem will load on 6.12.95+deb12-amd64
+nv_peer_mem: NCCL will not use nv_peer_mem on 6.12.95+deb12-amd64: the kernel exports no mm_kobj" ]
+}
+check "kernel hook (module RELEASE): will load, and NCCL's line, as for a kernel" module_nccl_said
 check "kernel hook (kernel-install add): cannot tell is said, exit 0" \
     hook_says 7 add 5.14.0-503.11.1.el9_5.x86_64 /boot/loader/entries/x /boot/vmlinuz -- "cannot tell whether nv_peer_mem will load on 5.14.0-503.11.1.el9_5.x86_64"
 hook_silent() {  # hook_silent CHECK ARGS...: exit 0 and nothing printed
