@@ -5,70 +5,14 @@
 //! updating throughout publishes never fails, a publish from an older
 //! checkout reaches the node, an expired Release is refused and
 //! `--refresh` renews it, the previous Release's indexes stay by hash, and
-//! control fields never become paths outside the repository. Longer than
-//! 400 lines: six scenarios over one real toolchain (key, packages, nodes)
-//! that only they use, which a split would spread over two files.
+//! control fields never become paths outside the repository. The key and
+//! helpers shared with rpm_repositories.rs (dnf) are in repository_common/.
 
+mod repository_common;
+
+use repository_common::{key, ok, scratch};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("xtask-repos-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// A throwaway signing key in @dir/gnupg; (GNUPGHOME, fingerprint).
-fn key(dir: &Path) -> (PathBuf, String) {
-    let home = dir.join("gnupg");
-    std::fs::create_dir_all(&home).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
-    let gpg = |args: &[&str]| {
-        let out = Command::new("gpg")
-            .env("GNUPGHOME", &home)
-            .args([
-                "--batch",
-                "--quiet",
-                "--pinentry-mode",
-                "loopback",
-                "--passphrase",
-                "",
-            ])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "gpg {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    gpg(&[
-        "--quick-gen-key",
-        "build-repo test <test@invalid>",
-        "ed25519",
-        "sign",
-        "never",
-    ]);
-    let listing = gpg(&["--with-colons", "--list-secret-keys"]);
-    let fingerprint = listing
-        .lines()
-        .find_map(|l| l.strip_prefix("fpr:"))
-        .and_then(|l| l.split(':').find(|f| !f.is_empty()))
-        .unwrap()
-        .to_owned();
-    let exported = Command::new("gpg")
-        .env("GNUPGHOME", &home)
-        .args(["--batch", "--export", &fingerprint])
-        .output()
-        .unwrap()
-        .stdout;
-    std::fs::write(dir.join("key.gpg"), exported).unwrap();
-    (home, fingerprint)
-}
 
 /// A binary package @name @version (architecture all) built by dpkg-deb,
 /// with @source as its Source field when given.
@@ -115,17 +59,6 @@ fn build_repo(
         .args(args)
         .args(debs);
     c
-}
-
-fn ok(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "exit {:?}\n{}{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 /// A scratch node that follows @repo (signed-by the test key): its

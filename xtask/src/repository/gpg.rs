@@ -23,6 +23,24 @@ pub fn check_key(key: &str) -> Result<()> {
     Ok(())
 }
 
+/// When @key's newest part was made (primary key or subkey: seconds since
+/// the epoch, gpg's `--with-colons` field 6): a signature dated earlier
+/// than the (sub)key that makes it is refused by OpenPGP verifiers such as
+/// rpm-sequoia (RHEL 10).
+pub fn created(key: &str) -> Result<u64> {
+    let out = Command::new("gpg")
+        .args(["--batch", "--list-secret-keys", "--with-colons", "--"])
+        .arg(key)
+        .output()
+        .context("running gpg (install gnupg)")?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|line| line.starts_with("sec:") || line.starts_with("ssb:"))
+        .filter_map(|line| line.split(':').nth(5)?.parse().ok())
+        .max()
+        .with_context(|| format!("gpg gives no creation time for --sign-key {key}"))
+}
+
 /// How gpg signs @input into @output.
 pub enum Signature {
     /// `--clearsign` (apt's InRelease).

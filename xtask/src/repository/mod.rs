@@ -25,10 +25,13 @@ with Packages, Release, InRelease and Release.gpg, by apt-ftparchive), .rpm file
 dnf/zypper repository (packages/, repodata/ with repomd.xml.asc, by createrepo_c). \
 --repo is created when missing; packages already in it stay, so nodes still on an older \
 kernel keep their module package. With --sign-key the metadata is signed with that gpg \
-key (GNUPGHOME or ~/.gnupg); without it the repository is unsigned and apt and dnf \
+key (GNUPGHOME or ~/.gnupg), and so is each .rpm put in (rpmsign, for dnf's and \
+zypper's gpgcheck=1); without it the repository is unsigned and apt and dnf \
 refuse it unless told to trust it, which this project never does.\n\n\
 Same packages, same SOURCE_DATE_EPOCH (default: the last commit's time): \
-byte-identical repository, signatures and the apt Release's Date and Valid-Until apart: \
+byte-identical repository (rpm signatures too, with an RSA or EdDSA key: they are \
+dated at SOURCE_DATE_EPOCH, or when the key was made if later), the metadata's \
+signatures and the apt Release's Date and Valid-Until apart: \
 a Release is dated when it is published (never before the one it replaces, which \
 nodes would keep) and valid for --valid-for days; run `build-repo --refresh` (from \
 cron) well within that to date and sign it again. One build-repo at a time changes \
@@ -101,6 +104,9 @@ pub fn build_repo_command(args: &BuildRepoArgs) -> Result<()> {
         std::fs::create_dir_all(path.parent().expect("pool paths have a parent"))?;
         std::fs::copy(source, &path)
             .with_context(|| format!("copying {} into the repository", source.display()))?;
+        if let (Format::Rpm, Some(key)) = (format, args.sign_key.as_deref()) {
+            rpm::sign(&path, key, epoch)?;
+        }
         // createrepo_c records file times: new files get the epoch; files
         // already published keep theirs (they are the served ones, linked)
         let file = std::fs::File::options().write(true).open(&path)?;
@@ -211,7 +217,7 @@ fn check(args: &BuildRepoArgs, repo: &Path) -> Result<(Format, Vec<(PathBuf, Str
         let published = repo.join(destination);
         if published.exists() {
             ensure!(
-                same_bytes(path, &published)?,
+                same_package(format, path, &published)?,
                 "{destination} is already published with other contents; nodes may have installed it, so it is never replaced: build the package again with a new --release",
             );
         }
@@ -246,6 +252,18 @@ fn check(args: &BuildRepoArgs, repo: &Path) -> Result<(Format, Vec<(PathBuf, Str
 
 fn same_bytes(a: &Path, b: &Path) -> Result<bool> {
     Ok(std::fs::read(a)? == std::fs::read(b)?)
+}
+
+/// Whether @given is the package published as @published: the same bytes,
+/// or for rpm the same package apart from its signature (build-repo signs
+/// what it publishes, so the input published again differs there).
+fn same_package(format: Format, given: &Path, published: &Path) -> Result<bool> {
+    if same_bytes(given, published)? {
+        return Ok(true);
+    }
+    Ok(format == Format::Rpm
+        && rpm::identity(given)?
+            .is_some_and(|id| rpm::identity(published).ok().flatten() == Some(id)))
 }
 
 /// Writes @bytes to @path through a new inode (a temporary file renamed

@@ -3,7 +3,11 @@
 //! are built with), with `repodata/repomd.xml.asc` signed by gpg for dnf's
 //! `repo_gpgcheck=1` and zypper's `repo_gpgcheck`. Timestamps come from
 //! the repository's epoch (`--set-timestamp-to-revision`), so the same
-//! packages give the same metadata.
+//! packages give the same metadata. With a key, each package put in is
+//! signed too (rpmsign, as Fedora's and NVIDIA's repositories are), for
+//! dnf's and zypper's `gpgcheck=1`: repo_gpgcheck vouches for the
+//! metadata, gpgcheck for a package wherever it came from (a mirror, a
+//! local copy).
 
 use super::gpg::{self, Signature};
 use crate::error::BadInput;
@@ -48,6 +52,69 @@ pub fn file_name(path: &Path) -> Result<String> {
         )));
     }
     Ok(format!("{name}.rpm"))
+}
+
+/// The package's identity apart from its signature: rpm's SHA256HEADER
+/// (the main header's digest; the header holds the payload's digest), so
+/// the package signed in the repository and the unsigned one published
+/// again are the same package. None for a package without one (rpm
+/// before 4.14 wrote none).
+pub fn identity(path: &Path) -> Result<Option<String>> {
+    let out = Command::new("rpm")
+        .args([
+            "-qp",
+            "--nosignature",
+            "--nodigest",
+            "--qf",
+            "%{SHA256HEADER}",
+        ])
+        .arg(path)
+        .output()
+        .context("running rpm (install rpm)")?;
+    let digest = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    Ok((out.status.success() && digest.len() == 64).then_some(digest))
+}
+
+/// Signs the package at @path in place with @key (rpmsign --addsign,
+/// which replaces any signature it had). The signature is dated at
+/// @epoch, or when the key was made if that is later, so the same
+/// package, key and epoch give the same bytes with the deterministic
+/// signature schemes (RSA, EdDSA) and a signature never predates its key
+/// (gpg::created).
+pub fn sign(path: &Path, key: &str, epoch: u64) -> Result<()> {
+    let date = epoch.max(gpg::created(key)?);
+    // rpm runs %__gpg by path, and its default differs by distribution
+    // (Debian's rpm says /usr/bin/gpg2, which Debian does not ship): the
+    // gpg that signs the metadata signs the packages.
+    let gpg = std::env::var_os("PATH")
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join("gpg"))
+                .find(|gpg| gpg.is_file())
+        })
+        .context("no gpg in PATH (install gnupg)")?;
+    let out = Command::new("rpmsign")
+        .arg("--addsign")
+        .arg("--define")
+        .arg(format!("__gpg {}", gpg.display()))
+        .arg("--define")
+        .arg(format!("_gpg_name {key}"))
+        .args(["--define", "_gpg_digest_algo sha256"])
+        .arg("--define")
+        .arg(format!(
+            "_gpg_sign_cmd_extra_args --batch --faked-system-time {date}!"
+        ))
+        .arg(path)
+        .output()
+        .context("running rpmsign (install rpm)")?;
+    if !out.status.success() {
+        bail!(
+            "rpmsign could not sign {} with {key}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
 }
 
 /// Where a package goes in the repository.

@@ -1,0 +1,177 @@
+//! `build-repo` for dnf as a repository operator and the nodes meet it
+//! (issue 40, "signed end to end"): the built xtask binary publishing a
+//! small package made with rpmbuild into a dnf repository signed with a
+//! throwaway gpg key, installed by real dnf on a scratch root with
+//! `gpgcheck=1` (the package's own signature) and `repo_gpgcheck=1`, as
+//! build-repo's printed node configuration says. A package changed after
+//! signing is refused; the same package published again is the same
+//! package; the same inputs give the same repository.
+
+mod repository_common;
+
+use repository_common::{key, ok, scratch};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A noarch package @name built by rpmbuild (no files, no requirements
+/// beyond rpmlib's).
+fn rpm(dir: &Path, name: &str) -> PathBuf {
+    let top = dir.join(format!("rpmbuild-{name}"));
+    let spec = dir.join(format!("{name}.spec"));
+    std::fs::write(
+        &spec,
+        format!(
+            "Name: {name}\nVersion: 1\nRelease: 1\nSummary: a test package\nLicense: MIT\nBuildArch: noarch\n%description\nA test package.\n%files\n"
+        ),
+    )
+    .unwrap();
+    ok(Command::new("rpmbuild")
+        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .arg("--define")
+        .arg(format!("_topdir {}", top.display()))
+        .args([
+            "--define",
+            "use_source_date_epoch_as_buildtime 1",
+            "--quiet",
+            "-bb",
+        ])
+        .arg(&spec)
+        .output()
+        .unwrap());
+    top.join(format!("RPMS/noarch/{name}-1-1.noarch.rpm"))
+}
+
+/// `cargo xtask build-repo --repo @repo --sign-key` with the test key.
+fn build_repo(repo: &Path, (gnupg, key): &(PathBuf, String), rpms: &[&Path]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .env("GNUPGHOME", gnupg)
+        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .arg("build-repo")
+        .arg("--repo")
+        .arg(repo)
+        .args(["--sign-key", key])
+        .args(rpms)
+        .output()
+        .unwrap()
+}
+
+/// dnf on a fresh scratch root @root following @repo alone, the test key
+/// as its gpgkey, package signatures checked (gpgcheck=1) and the
+/// metadata's when @repo_gpgcheck: `dnf install @package`.
+fn dnf_install(dir: &Path, root: &str, repo: &Path, repo_gpgcheck: bool, package: &str) -> Output {
+    let root = dir.join(root);
+    let _ = std::fs::remove_dir_all(&root);
+    Command::new("dnf")
+        .arg("-y")
+        .arg(format!("--installroot={}", root.display()))
+        .args(["--releasever=9", "--setopt=reposdir=/nonexistent"])
+        .arg(format!("--repofrompath=nvpm,file://{}", repo.display()))
+        .args(["--repo=nvpm", "--setopt=nvpm.gpgcheck=1"])
+        .arg(format!(
+            "--setopt=nvpm.repo_gpgcheck={}",
+            u8::from(repo_gpgcheck)
+        ))
+        .arg(format!(
+            "--setopt=nvpm.gpgkey=file://{}",
+            dir.join("key.asc").display()
+        ))
+        .args(["install", package])
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn dnf_with_gpgcheck_installs_the_published_package_and_refuses_a_changed_one() {
+    let dir = scratch("rpm-gpgcheck");
+    let key = key(&dir);
+    let package = rpm(&dir, "nvpm-test");
+    let repo = dir.join("repo");
+    ok(build_repo(&repo, &key, &[&package]));
+
+    // gpgcheck=1 and repo_gpgcheck=1, as the printed .repo file says: the
+    // package is signed with the repository's key, so dnf installs it.
+    let installed = dnf_install(&dir, "node", &repo, true, "nvpm-test");
+    assert!(installed.status.success(), "{}", text(&installed));
+    let query = Command::new("rpm")
+        .arg("--root")
+        .arg(dir.join("node"))
+        .args(["-q", "nvpm-test"])
+        .output()
+        .unwrap();
+    assert!(query.status.success(), "{}", text(&query));
+
+    // A mirror that changes the package after it was signed (its Summary,
+    // in the signed header) and indexes it again: the metadata matches the
+    // package, only the package's signature can tell. dnf refuses it.
+    let mirror = dir.join("mirror");
+    ok(Command::new("cp")
+        .arg("-a")
+        .arg(&repo)
+        .arg(&mirror)
+        .output()
+        .unwrap());
+    let published = mirror.join("packages/nvpm-test-1-1.noarch.rpm");
+    let mut bytes = std::fs::read(&published).unwrap();
+    let at = bytes
+        .windows(14)
+        .position(|w| w == b"a test package")
+        .expect("the Summary is in the header");
+    bytes[at] = b'A';
+    std::fs::write(&published, bytes).unwrap();
+    ok(Command::new("createrepo_c")
+        .args(["--quiet", "--update"])
+        .arg(&mirror)
+        .output()
+        .unwrap());
+    let refused = dnf_install(&dir, "node-mirror", &mirror, false, "nvpm-test");
+    assert!(!refused.status.success(), "{}", text(&refused));
+    let said = text(&refused);
+    assert!(
+        said.contains("nvpm-test-1-1.noarch.rpm"),
+        "dnf names the package it refused: {said}"
+    );
+    let query = Command::new("rpm")
+        .arg("--root")
+        .arg(dir.join("node-mirror"))
+        .args(["-q", "nvpm-test"])
+        .output()
+        .unwrap();
+    assert!(!query.status.success(), "{}", text(&query));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_same_package_published_again_is_the_same_and_the_same_inputs_give_the_same_repository() {
+    let dir = scratch("rpm-again");
+    let key = key(&dir);
+    let package = rpm(&dir, "nvpm-test");
+    let (first, second) = (dir.join("first"), dir.join("second"));
+    ok(build_repo(&first, &key, &[&package]));
+    ok(build_repo(&second, &key, &[&package]));
+    // The unsigned input and the signed package in the repository are one
+    // package: publishing it again adds nothing and is not refused.
+    let again = ok(build_repo(&first, &key, &[&package]));
+    assert!(
+        text(&again).contains("1 package(s) were already published with the same contents"),
+        "{}",
+        text(&again)
+    );
+    // Same package, key and SOURCE_DATE_EPOCH: the same signed package and
+    // metadata (the detached repomd.xml.asc is dated when it is made).
+    let diff = Command::new("diff")
+        .args(["-r", "-x", "repomd.xml.asc"])
+        .arg(&first)
+        .arg(&second)
+        .output()
+        .unwrap();
+    assert!(diff.status.success(), "{}", text(&diff));
+    let _ = std::fs::remove_dir_all(&dir);
+}
