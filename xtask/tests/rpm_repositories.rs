@@ -5,7 +5,8 @@
 //! `gpgcheck=1` (the package's own signature) and `repo_gpgcheck=1`, as
 //! build-repo's printed node configuration says. A package changed after
 //! signing is refused; the same package published again is the same
-//! package; the same inputs give the same repository.
+//! package; the same inputs give the same repository; a node that read
+//! repomd.xml just before a publish still gets the files it names.
 
 mod repository_common;
 
@@ -59,6 +60,11 @@ fn build_repo(repo: &Path, (gnupg, key): &(PathBuf, String), rpms: &[&Path]) -> 
 /// as its gpgkey, package signatures checked (gpgcheck=1) and the
 /// metadata's when @repo_gpgcheck: `dnf install @package`.
 fn dnf_install(dir: &Path, root: &str, repo: &Path, repo_gpgcheck: bool, package: &str) -> Output {
+    dnf(dir, root, repo, repo_gpgcheck, &["install", package])
+}
+
+/// dnf @args on a fresh scratch root, as dnf_install.
+fn dnf(dir: &Path, root: &str, repo: &Path, repo_gpgcheck: bool, args: &[&str]) -> Output {
     let root = dir.join(root);
     let _ = std::fs::remove_dir_all(&root);
     Command::new("dnf")
@@ -66,7 +72,11 @@ fn dnf_install(dir: &Path, root: &str, repo: &Path, repo_gpgcheck: bool, package
         .arg(format!("--installroot={}", root.display()))
         .args(["--releasever=9", "--setopt=reposdir=/nonexistent"])
         .arg(format!("--repofrompath=nvpm,file://{}", repo.display()))
-        .args(["--repo=nvpm", "--setopt=nvpm.gpgcheck=1"])
+        .args([
+            "--repo=nvpm",
+            "--setopt=nvpm.gpgcheck=1",
+            "--setopt=nvpm.skip_if_unavailable=False",
+        ])
         .arg(format!(
             "--setopt=nvpm.repo_gpgcheck={}",
             u8::from(repo_gpgcheck)
@@ -75,7 +85,7 @@ fn dnf_install(dir: &Path, root: &str, repo: &Path, repo_gpgcheck: bool, package
             "--setopt=nvpm.gpgkey=file://{}",
             dir.join("key.asc").display()
         ))
-        .args(["install", package])
+        .args(args)
         .output()
         .unwrap()
 }
@@ -173,5 +183,78 @@ fn the_same_package_published_again_is_the_same_and_the_same_inputs_give_the_sam
         .output()
         .unwrap();
     assert!(diff.status.success(), "{}", text(&diff));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_node_holding_the_previous_repomd_gets_its_files_and_older_ones_go() {
+    let dir = scratch("rpm-window");
+    let key = key(&dir);
+    let (a, b, c) = (
+        rpm(&dir, "nvpm-a"),
+        rpm(&dir, "nvpm-b"),
+        rpm(&dir, "nvpm-c"),
+    );
+    let repo = dir.join("repo");
+    ok(build_repo(&repo, &key, &[&a]));
+    // What a node read just before the next publish swapped repodata/.
+    let held = dir.join("held");
+    std::fs::create_dir_all(&held).unwrap();
+    for name in ["repomd.xml", "repomd.xml.asc"] {
+        std::fs::copy(repo.join("repodata").join(name), held.join(name)).unwrap();
+    }
+    ok(build_repo(&repo, &key, &[&b]));
+    // The node goes on with the repomd.xml it holds against the new tree:
+    // every file it names is there with the contents it names (dnf checks
+    // each one's checksum), so it installs nvpm-a and does not see nvpm-b.
+    let node = dir.join("node-view");
+    ok(Command::new("cp")
+        .arg("-a")
+        .arg(&repo)
+        .arg(&node)
+        .output()
+        .unwrap());
+    for name in ["repomd.xml", "repomd.xml.asc"] {
+        std::fs::copy(held.join(name), node.join("repodata").join(name)).unwrap();
+    }
+    let listed = dnf(&dir, "node", &node, true, &["repoquery", "--available"]);
+    assert!(listed.status.success(), "{}", text(&listed));
+    let said = text(&listed);
+    assert!(
+        said.contains("nvpm-a-0:1-1.noarch") && !said.contains("nvpm-b"),
+        "{said}"
+    );
+    let installed = dnf_install(&dir, "node", &node, true, "nvpm-a");
+    assert!(installed.status.success(), "{}", text(&installed));
+    // One generation back is kept, no more: after a third publish the
+    // first one's primary is gone, the second's and the third's are there.
+    let primaries = |repo: &Path| {
+        std::fs::read_dir(repo.join("repodata"))
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with("-primary.xml.gz")
+            })
+            .count()
+    };
+    assert_eq!(primaries(&repo), 2);
+    ok(build_repo(&repo, &key, &[&c]));
+    assert_eq!(primaries(&repo), 2);
+    // The first generation's repomd.xml against the third tree: its files
+    // are gone, so such a node must fetch repomd.xml again.
+    for name in ["repomd.xml", "repomd.xml.asc"] {
+        std::fs::copy(held.join(name), repo.join("repodata").join(name)).unwrap();
+    }
+    let stale = dnf(
+        &dir,
+        "node-stale",
+        &repo,
+        true,
+        &["repoquery", "--available"],
+    );
+    assert!(!stale.status.success(), "{}", text(&stale));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -123,25 +123,46 @@ pub fn pool_path(file_name: &str) -> String {
 }
 
 /// Writes repodata/ for the packages in @repo, signed with @key when given.
+///
+/// dnf reads repomd.xml first and the files it names afterwards, so a node
+/// that read the previous repomd.xml just before the swap asks for that
+/// generation's files: they are named by their checksum (createrepo_c's
+/// default, not `--simple-md-filenames`, whose fixed names would then hold
+/// other contents) and kept beside the new ones for one publish, as the apt
+/// side keeps the previous Release's by-hash indexes; older generations go.
 pub fn index(repo: &Path, key: Option<&str>, epoch: u64) -> Result<()> {
     let repodata = repo.join("repodata");
-    if repodata.exists() {
-        std::fs::remove_dir_all(&repodata)?;
+    // Out of createrepo_c's way while it writes the new repodata/ (it reads
+    // only .rpm files, so a hidden directory beside them is left alone).
+    let previous = repo.join(".repodata-previous");
+    if previous.exists() {
+        std::fs::remove_dir_all(&previous)?;
     }
+    let kept = if repodata.exists() {
+        let names = referenced_files(&repodata)?;
+        std::fs::rename(&repodata, &previous)?;
+        names
+    } else {
+        Vec::new()
+    };
     tool(
         Command::new("createrepo_c")
-            .args([
-                "--quiet",
-                "--simple-md-filenames",
-                "--workers",
-                "1",
-                "--no-database",
-            ])
+            .args(["--quiet", "--workers", "1", "--no-database"])
             .arg("--revision")
             .arg(epoch.to_string())
             .arg("--set-timestamp-to-revision")
             .arg(repo),
     )?;
+    for name in kept {
+        let new = repodata.join(&name);
+        if !new.exists() {
+            std::fs::hard_link(previous.join(&name), &new)
+                .with_context(|| format!("keeping the previous repodata/{name}"))?;
+        }
+    }
+    if previous.exists() {
+        std::fs::remove_dir_all(&previous)?;
+    }
     if let Some(key) = key {
         gpg::sign(
             key,
@@ -151,4 +172,31 @@ pub fn index(repo: &Path, key: Option<&str>, epoch: u64) -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// The files of @repodata that its repomd.xml names (`<location
+/// href="repodata/NAME"/>`), NAME a plain file name: what a node holding
+/// that repomd.xml fetches next. An href of another shape names nothing
+/// kept (never a path outside repodata/).
+fn referenced_files(repodata: &Path) -> Result<Vec<String>> {
+    let repomd = repodata.join("repomd.xml");
+    if !repomd.exists() {
+        return Ok(Vec::new());
+    }
+    let text = std::fs::read_to_string(&repomd)
+        .with_context(|| format!("reading {}", repomd.display()))?;
+    Ok(text
+        .split("<location href=\"repodata/")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .filter(|name| {
+            !name.is_empty()
+                && !name.starts_with('.')
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+                && repodata.join(name).is_file()
+        })
+        .map(str::to_owned)
+        .collect())
 }
