@@ -79,8 +79,8 @@ meta1=$work/v1/nvidia-peer-memory-modules-amd64_$m1+$version.1_amd64.deb
 meta2=$work/v2/nvidia-peer-memory-modules-amd64_$m2+$version.1_amd64.deb
 check "per-kernel packages and metapackages are named as documented" ls "$p1" "$p2" "$meta1" "$meta2"
 check "the module is in /lib/modules/$k1/updates/" sh -c "dpkg-deb -c '$p1' | grep -q ' ./lib/modules/$k1/updates/nv_peer_mem.ko\$'"
-check "it depends on that kernel's image, the MLNX_OFED package (=) and the service package (=)" sh -c "
-    dpkg-deb -f '$p1' Depends | grep -qxF 'linux-image-$k1 | linux-image-$k1-unsigned, mlnx-ofed-kernel-dkms (= 25.10.OFED.25.10.1.7.1.1-1), nvidia-peer-memory (= $dv)'"
+check "it depends on that kernel's image, the MLNX_OFED package (=) and the service package from $version below the next major" sh -c "
+    dpkg-deb -f '$p1' Depends | grep -qxF 'linux-image-$k1 | linux-image-$k1-unsigned, mlnx-ofed-kernel-dkms (= 25.10.OFED.25.10.1.7.1.1-1), nvidia-peer-memory (>= $version~), nvidia-peer-memory (<< $((${version%%.*} + 1))~)'"
 check "it conflicts with -dkms and provides nvidia-peer-memory-modules" sh -c "
     [ \"\$(dpkg-deb -f '$p1' Conflicts)\" = nvidia-peer-memory-dkms ] && [ \"\$(dpkg-deb -f '$p1' Provides)\" = nvidia-peer-memory-modules ]"
 check "the metapackage follows linux-image-amd64 $m1 (=) and its module (=)" sh -c "
@@ -344,6 +344,24 @@ conf=$(node_apt dkms "$work/status-dkms" "$source_line")
 check "switching from -dkms to the modules removes -dkms" sh -c "
     APT_CONFIG='$conf' apt-get update >/dev/null && APT_CONFIG='$conf' apt-get -s install nvidia-peer-memory-modules-amd64 | tee '$work/from-dkms.sim' &&
     grep -q '^Remv nvidia-peer-memory-dkms ' '$work/from-dkms.sim' && grep -q '^Inst nvidia-peer-memory-modules-amd64 ' '$work/from-dkms.sim'"
+# The service package's next release (a --release bump; the next minor
+# version alike) published beside the modules: a node takes it and keeps
+# the module package of the kernel it runs, which a relation on the
+# service's exact version would remove (docs/fleet.md, "The service
+# relation"). In a copy of the repository: the checks below use it as is.
+next_service=$version-2~deb12
+mkdir -p "$work/stubs-service/nvidia-peer-memory/DEBIAN"
+printf 'Package: nvidia-peer-memory\nVersion: %s\nArchitecture: amd64\nMaintainer: nv_peer_mem tests <tests@invalid>\nSection: kernel\nPriority: optional\nDescription: test stand-in for nvidia-peer-memory\n Index entry only (ci/test-fleet.sh).\n' "$next_service" \
+    >"$work/stubs-service/nvidia-peer-memory/DEBIAN/control"
+dpkg-deb --root-owner-group --build "$work/stubs-service/nvidia-peer-memory" "$work/stubs-service/nvidia-peer-memory_${next_service}_amd64.deb" >/dev/null
+cp -a "$repo" "$work/repo-service"
+check "build-repo: the service package's next release ($next_service) into a copy of the repository" \
+    "$xtask" build-repo --repo "$work/repo-service" --suite bookworm --sign-key "$key" "$work/stubs-service/nvidia-peer-memory_${next_service}_amd64.deb"
+conf=$(node_apt service "$work/status-modules" "deb [signed-by=$work/repo-key.gpg] file://$work/repo-service bookworm main")
+check "apt full-upgrade takes the service package's next release and keeps the $k1 module package" sh -c "
+    APT_CONFIG='$conf' apt-get update >/dev/null && APT_CONFIG='$conf' apt-get -s full-upgrade | tee '$work/service.sim' &&
+    grep -q '^Inst nvidia-peer-memory \\[$dv\\] ($next_service ' '$work/service.sim' &&
+    ! grep -q '^Remv nvidia-peer-memory-modules-$k1 ' '$work/service.sim'"
 
 # --- the dnf/zypper repository ------------------------------------------
 check "build-repo: a signed dnf repository" sh -c "'$xtask' build-repo --repo '$work/rpmrepo' --sign-key '$key' '$work'/rpms/*.rpm"

@@ -335,8 +335,8 @@ for id in $rpm_ids; do
         rpm -qp --requires "$module" >"$work/$id-requires.txt" 2>>"$work/log"
         rpm -qp --scripts "$module" >"$work/$id-scripts.txt" 2>>"$work/log"
         rpm -qpl "$module" >"$work/$id-module.txt" 2>>"$work/log"
-        check "$id: the module package provides nvidia_peer_memory-kmod, requires -common, conflicts -dkms" sh -c \
-            "grep -qx 'nvidia_peer_memory-kmod = $version-$release$dist' '$work/$id-provides.txt' && grep -qx 'nvidia_peer_memory-common = $version' '$work/$id-requires.txt' && rpm -qp --conflicts '$module' | grep -qx nvidia_peer_memory-dkms"
+        check "$id: the module package provides nvidia_peer_memory-kmod, requires -common from $version below the next major, conflicts -dkms" sh -c \
+            "grep -qx 'nvidia_peer_memory-kmod = $version-$release$dist' '$work/$id-provides.txt' && grep -qx 'nvidia_peer_memory-common >= $version' '$work/$id-requires.txt' && grep -qx 'nvidia_peer_memory-common < $((${version%%.*} + 1))' '$work/$id-requires.txt' && rpm -qp --conflicts '$module' | grep -qx nvidia_peer_memory-dkms"
         if [ $route = kmod ]; then
             ko=/lib/modules/$rhel_krel/extra/nvidia_peer_memory/nv_peer_mem.ko.xz
             check "$id: kmod has $ko (xz, as RHEL compresses)" grep -qxF "$ko" "$work/$id-module.txt"

@@ -41,6 +41,15 @@ pub fn base_context(
 ) -> tera::Context {
     let mut context = tera::Context::new();
     context.insert("version", version);
+    // The first version of the next major release: module packages accept
+    // the service package from their own version up to it (docs/fleet.md,
+    // "The service relation").
+    let major: u64 = version
+        .split('.')
+        .next()
+        .and_then(|major| major.parse().ok())
+        .unwrap_or(0);
+    context.insert("next_major", &(major + 1));
     context.insert("release", &release);
     context.insert("maintainer", &packaging.maintainer);
     context.insert("homepage", &packaging.homepage);

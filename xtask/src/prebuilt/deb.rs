@@ -90,6 +90,7 @@ pub fn build(args: &BuildModulesArgs) -> Result<()> {
     let mut context = plan.base_context();
     Prebuilt::add_context(&plan, &mut context);
     let version = debian_version(&plan);
+    let upstream = debian_upstream_version(&plan.workspace_version)?;
     // The metapackage of each flavour goes with its newest kernel.
     let newest_of_flavour = |target: &Target| {
         target.kernel_meta_version.as_ref().is_some_and(|mine| {
@@ -151,6 +152,7 @@ pub fn build(args: &BuildModulesArgs) -> Result<()> {
         kernel_context.insert("ofed_package", &target.ofed.package.0);
         kernel_context.insert("ofed_version", &target.ofed.package.1);
         kernel_context.insert("debian_version", &version);
+        kernel_context.insert("service_floor", &upstream);
         if with_meta {
             let meta_version = target.kernel_meta_version.clone().unwrap_or_default();
             kernel_context.insert("meta_package", &package::meta_package(&kernel.flavour));
