@@ -247,6 +247,16 @@ hook_runs() {
 }
 hook_path=/etc/kernel/postinst.d/zz-nv-peer-mem
 check "the kernel hook runs gpudirect-rdma-check for a kernel and exits 0 (says whether nv_peer_mem will load)" hook_runs
+# apt's kernel guard (docs/fleet.md): the postinst's apt configuration, as
+# apt itself reads it.
+guard_configured() {
+    apt-config dump >"$work/apt-config.txt" || return 1
+    grep -F 'nv_peer_mem-apt-guard' "$work/apt-config.txt"
+    grep -qx 'DPkg::Pre-Install-Pkgs:: "/usr/libexec/nv_peer_mem/nv_peer_mem-apt-guard";' "$work/apt-config.txt" &&
+        grep -qx 'DPkg::Tools::Options::/usr/libexec/nv_peer_mem/nv_peer_mem-apt-guard::Version "2";' "$work/apt-config.txt" &&
+        test -x /usr/libexec/nv_peer_mem/nv_peer_mem-apt-guard
+}
+check "apt's kernel guard: apt-config names it as a Pre-Install-Pkgs hook, protocol version 2" guard_configured
 readiness_on_host() {
     local rc=0
     /usr/sbin/gpudirect-rdma-check >"$work/readiness.txt" 2>&1 || rc=$?
@@ -402,9 +412,10 @@ leftovers() {
     ls -d /usr/src/nv_peer_mem-* /var/lib/dkms/nv_peer_mem /var/cache/nv_peer_mem 2>/dev/null
     find /lib/modules/*/updates -name 'nv_peer_mem*' 2>/dev/null
     find /etc -name '*nv_peer_mem*' 2>/dev/null
+    ls /etc/apt/apt.conf.d/50nv-peer-mem-kernel-guard 2>/dev/null
 }
 left=$(leftovers)
-check "nothing left under /usr/src, /var/lib/dkms, /var/cache (the DKMS builds' core cache), /lib/modules/*/updates, /etc${left:+: $left}" test -z "$left"
+check "nothing left under /usr/src, /var/lib/dkms, /var/cache (the DKMS builds' core cache), /lib/modules/*/updates, /etc (the apt guard's configuration too)${left:+: $left}" test -z "$left"
 while read -r kver; do
     check "$kver: stand-ins removed" bash "$here/prereq-standin.sh" remove "$kver"
 done <"$work/standin-kernels"

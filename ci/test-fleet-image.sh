@@ -262,8 +262,27 @@ native_srv() { rm -rf "$tree/srv/nv-peer-mem" && cp -a "$work/$1" "$tree/srv/nv-
 rm -f "$tree/etc/initramfs-tools/conf.d/nvpm-test-node.conf"
 first_install() { native_srv repo-v1 && apt_in_image update && apt_in_image install nvidia-peer-memory nvidia-peer-memory-modules-amd64; }
 check "apt-get install nvidia-peer-memory nvidia-peer-memory-modules-amd64 (the node's state after its first boot)" first_install
-native_srv repo-v2 && cp -a "$work/kernels" "$tree/srv/debian-kernels"
+# Issue 40 item 6: Debian's linux-image-amd64 has moved to $k2, the site
+# has not published its module yet (repository v1). `apt-get upgrade`
+# keeps the kernel back (the metapackage); `apt-get full-upgrade` would
+# remove the metapackage and install $k2 without its module: the service
+# package's kernel guard (apt's Pre-Install-Pkgs) refuses before dpkg
+# runs, naming the package, and nothing changes.
+rm -rf "$tree/srv/debian-kernels" && cp -a "$work/kernels" "$tree/srv/debian-kernels"
 set_sources nv-peer-mem kernels
+dpkg_state() { in_image dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\n' | sha256sum; }
+guard_refuses() {
+    apt_in_image update >/dev/null || return 1
+    local before rc
+    before=$(dpkg_state)
+    apt_in_image full-upgrade >"$work/guard.out" 2>&1
+    rc=$?
+    cat "$work/guard.out"
+    [ $rc != 0 ] && grep -qF "nvidia-peer-memory-modules-$k2: booted, that kernel would have no" "$work/guard.out" &&
+        [ "$(dpkg_state)" = "$before" ] && [ ! -e "$tree/boot/vmlinuz-$k2" ]
+}
+check "apt-get full-upgrade before $k2's module is published: refused by the kernel guard, naming nvidia-peer-memory-modules-$k2; nothing changed" guard_refuses
+native_srv repo-v2
 kernel_update() {
     apt_in_image update || return 1
     local t0=$SECONDS

@@ -398,4 +398,48 @@ fake_check 4
 check "kernel hook (kernel-install remove): nothing to check, exit 0, silent" hook_silent "$fake/bin/check" remove 6.1.0-56-amd64 /x /y
 check "kernel hook: removed but not purged (no gpudirect-rdma-check): exit 0, silent" hook_silent /nonexistent 6.1.0-56-amd64 /boot/vmlinuz
 
+echo "== apt's kernel guard (packaging/nv_peer_mem-apt-guard)"
+# apt's Pre-Install-Pkgs protocol version 2 (apt.conf(5), apt 2.6): the
+# header, the configuration up to a blank line, then one action a line
+# (package, old version, direction, new version, .deb / **CONFIGURE** /
+# **REMOVE**). A stand-in dpkg-query lists the node's module packages.
+guard=$root/packaging/nv_peer_mem-apt-guard
+k_old=6.1.0-56-amd64 k_new=6.12.95+deb12-amd64
+guard_says() {  # guard_says EXIT INSTALLED-PACKAGES CONFIG-LINE ACTION-LINES -- PATTERN
+    local want=$1 have=$2 config=$3 actions=$4 pattern=${6:-}
+    printf '#!/bin/sh\nfor p in %s; do echo "$p ii "; done\n' "$have" >"$fake/bin/dpkg-query"
+    chmod +x "$fake/bin/dpkg-query"
+    printf 'VERSION 2\nAPT::Architecture=amd64\n%s\n\n%s\n' "$config" "$actions" |
+        PATH="$fake/bin:$PATH" sh "$guard" >"$fake/guard.out" 2>&1
+    local rc=$?
+    cat "$fake/guard.out"
+    [ $rc = "$want" ] || { echo "exit $rc, not $want"; return 1; }
+    [ -z "$pattern" ] || grep -qF -- "$pattern" "$fake/guard.out"
+}
+kernel_only="linux-image-$k_new - < 6.12.95-1~bpo12+1 /var/cache/apt/archives/linux-image-${k_new}_6.12.95-1~bpo12+1_amd64.deb
+linux-image-amd64 6.1.158-1 < 6.12.95-1~bpo12+1 /var/cache/apt/archives/linux-image-amd64_6.12.95-1~bpo12+1_amd64.deb
+nvidia-peer-memory-modules-amd64 6.1.158-1+1.4.0.1 - - **REMOVE**"
+check "apt guard: full-upgrade's kernel without its module package on a prebuilt node: refused (exit 1), naming the package" \
+    guard_says 1 "nvidia-peer-memory-modules-$k_old nvidia-peer-memory-modules-amd64" "Debug::NoLocking=0" "$kernel_only" -- \
+    "nvidia-peer-memory-modules-$k_new: booted, that kernel would have no"
+with_module="$kernel_only
+nvidia-peer-memory-modules-$k_new - < 1.4.0-1~deb12 /var/cache/apt/archives/nvidia-peer-memory-modules-${k_new}_1.4.0-1~deb12_amd64.deb"
+check "apt guard: the kernel and its module package in one run: let through, silent" \
+    guard_says 0 "nvidia-peer-memory-modules-$k_old" "" "$with_module" -- ""
+unsigned="linux-image-$k_new-unsigned - < 6.12.95-1~bpo12+1 /var/cache/apt/archives/linux-image-${k_new}-unsigned_6.12.95-1~bpo12+1_amd64.deb"
+check "apt guard: an -unsigned image is the same kernel: refused without its module package" \
+    guard_says 1 "nvidia-peer-memory-modules-$k_old" "" "$unsigned" -- "nvidia-peer-memory-modules-$k_new"
+check "apt guard: the module package already installed: let through" \
+    guard_says 0 "nvidia-peer-memory-modules-$k_old nvidia-peer-memory-modules-$k_new" "" "$kernel_only" -- ""
+check "apt guard: a DKMS node (no per-kernel module package): let through, silent" \
+    guard_says 0 "nvidia-peer-memory-dkms" "" "$kernel_only" -- ""
+check "apt guard: -o NvPeerMem::Allow-Kernel-Without-Module=true: let through, saying what it does" \
+    guard_says 0 "nvidia-peer-memory-modules-$k_old" "NvPeerMem::Allow-Kernel-Without-Module=true" "$kernel_only" -- \
+    "installing kernel $k_new without nvidia-peer-memory-modules-$k_new"
+removing_module="$kernel_only
+nvidia-peer-memory-modules-$k_new 1.4.0-1~deb12 - - **REMOVE**"
+check "apt guard: the module package removed in the same run: refused" \
+    guard_says 1 "nvidia-peer-memory-modules-$k_old nvidia-peer-memory-modules-$k_new" "" "$removing_module" -- "nvidia-peer-memory-modules-$k_new"
+rm -f "$fake/bin/dpkg-query"
+
 finish
