@@ -71,7 +71,10 @@ m1=$(meta_of "$k1") m2=$(meta_of "$k2")
 
 # --- build-modules -------------------------------------------------------
 mkdir -p "$work/v1" "$work/v2" "$work/again"
-check "build-modules for $k1" "$xtask" build-modules --kernel "$k1" --out "$work/v1" "${common[@]}"
+built_k1() { "$xtask" build-modules --kernel "$k1" --out "$work/v1" "${common[@]}" >"$work/build-k1.out" 2>&1; local rc=$?; cat "$work/build-k1.out"; return $rc; }
+check "build-modules for $k1" built_k1
+check "build-modules without a signing key warns that enforcing kernels refuse the modules" \
+    grep -q 'WARNING: the modules are not signed (no --modsign-key/--modsign-cert)' "$work/build-k1.out"
 check "build-modules for $k2" "$xtask" build-modules --kernel "$k2" --out "$work/v2" "${common[@]}"
 p1=$work/v1/nvidia-peer-memory-modules-${k1}_${dv}_amd64.deb
 p2=$work/v2/nvidia-peer-memory-modules-${k2}_${dv}_amd64.deb
@@ -137,9 +140,10 @@ check "build-modules again gives byte-identical packages" sh -c "
 openssl req -new -nodes -utf8 -sha256 -days 1 -batch -x509 -subj "/CN=nv_peer_mem test signing key/" \
     -outform DER -out "$work/signing.der" -keyout "$work/signing.pem" >>"$work/log" 2>&1
 mkdir -p "$work/signed" "$work/xs"
-check "build-modules --modsign-key/--modsign-cert signs the module" sh -c "
+check "build-modules --modsign-key/--modsign-cert signs the module, and does not warn" sh -c "
     '$xtask' build-modules --kernel '$k1' --out '$work/signed' --no-metapackage ${common[*]} \
-        --modsign-key '$work/signing.pem' --modsign-cert '$work/signing.der' &&
+        --modsign-key '$work/signing.pem' --modsign-cert '$work/signing.der' >'$work/build-signed.out' 2>&1 &&
+    ! grep -q 'not signed' '$work/build-signed.out' &&
     dpkg-deb -x '$work/signed/$(basename "$p1")' '$work/xs' &&
     [ \"\$(modinfo -F signer '$work/xs/lib/modules/$k1/updates/nv_peer_mem.ko')\" = 'nv_peer_mem test signing key' ]"
 

@@ -187,6 +187,7 @@ pub fn build(args: &BuildModulesArgs) -> Result<()> {
         plan.distro.codename.as_deref().unwrap_or("stable"),
         plan.out.display()
     ));
+    report.push_str(super::unsigned_warning(args));
     print_report(&report)
 }
 

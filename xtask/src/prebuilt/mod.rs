@@ -148,6 +148,18 @@ fn rpm_distro(args: &BuildModulesArgs) -> Result<Option<Distro>> {
     Ok((distro.family == Family::Rpm).then(|| distro.clone()))
 }
 
+/// What build-modules says after building modules without a signing key:
+/// a kernel that enforces module signatures (module.sig_enforce=1, or the
+/// lockdown Secure Boot brings: module_sig_check() in
+/// kernel/module/signing.c) refuses them (docs/fleet.md, "Module signing").
+pub(crate) fn unsigned_warning(args: &BuildModulesArgs) -> &'static str {
+    if args.modsign_key.is_some() && args.modsign_cert.is_some() {
+        ""
+    } else {
+        "\nWARNING: the modules are not signed (no --modsign-key/--modsign-cert): a node whose kernel enforces module signatures (Secure Boot's lockdown, or module.sig_enforce=1) refuses to load them. Sign them with a key the nodes trust (docs/fleet.md, \"Module signing\").\n"
+    }
+}
+
 /// --core-cache, else kmod/Makefile's choice for root, else one under
 /// target/ (a scratch tree's own cache would be lost per kernel).
 pub(crate) fn core_cache(args: &BuildModulesArgs) -> PathBuf {

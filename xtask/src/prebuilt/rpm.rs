@@ -144,6 +144,7 @@ pub fn build(args: &BuildModulesArgs, distro: &Distro) -> Result<()> {
         core_cache.display(),
         args.out.display()
     ));
+    report.push_str(super::unsigned_warning(args));
     print_report(&report)
 }
 
