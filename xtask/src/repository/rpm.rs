@@ -19,17 +19,7 @@ use std::process::Command;
 /// The package's canonical file name (`<name>-<version>-<release>.<arch>.rpm`)
 /// from its header; a file rpm cannot read is bad input.
 pub fn file_name(path: &Path) -> Result<String> {
-    let out = Command::new("rpm")
-        .args([
-            "-qp",
-            "--nosignature",
-            "--nodigest",
-            "--qf",
-            "%{NAME}-%{VERSION}-%{RELEASE}.%{ARCH}",
-        ])
-        .arg(path)
-        .output()
-        .context("running rpm (install rpm)")?;
+    let out = query(path, "%{NAME}-%{VERSION}-%{RELEASE}.%{ARCH}")?;
     if !out.status.success() {
         bail!(BadInput::error(format!(
             "{}: not an rpm package ({}); pass .rpm files built by rpmbuild or build-dkms",
@@ -60,17 +50,7 @@ pub fn file_name(path: &Path) -> Result<String> {
 /// again are the same package. None for a package without one (rpm
 /// before 4.14 wrote none).
 pub fn identity(path: &Path) -> Result<Option<String>> {
-    let out = Command::new("rpm")
-        .args([
-            "-qp",
-            "--nosignature",
-            "--nodigest",
-            "--qf",
-            "%{SHA256HEADER}",
-        ])
-        .arg(path)
-        .output()
-        .context("running rpm (install rpm)")?;
+    let out = query(path, "%{SHA256HEADER}")?;
     let digest = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     Ok((out.status.success() && digest.len() == 64).then_some(digest))
 }
@@ -115,6 +95,16 @@ pub fn sign(path: &Path, key: &str, epoch: u64) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `rpm -qp --qf @format` on the package file, its signature and digests
+/// unchecked (the repository's key is not in rpm's keyring here).
+fn query(path: &Path, format: &str) -> Result<std::process::Output> {
+    Command::new("rpm")
+        .args(["-qp", "--nosignature", "--nodigest", "--qf", format])
+        .arg(path)
+        .output()
+        .context("running rpm (install rpm)")
 }
 
 /// Where a package goes in the repository.
