@@ -124,7 +124,10 @@ impl Route for DkmsDeb {
             let snippet = dh_dkms_snippet(name, &module_name, &module_version)?;
             let own = file(&format!("{PACKAGE}.{name}"));
             let script = match (own, snippet) {
-                (Some(own), Some(snippet)) => own.replace("#DEBHELPER#\n", &snippet),
+                // debhelper replaces the token within its line and keeps
+                // the line's newline after the snippet's own
+                // (debhelper_script_subst, Debian/Debhelper/Dh_Lib.pm).
+                (Some(own), Some(snippet)) => own.replace("#DEBHELPER#", &snippet),
                 // dh_installdeb with nothing to add empties the token's
                 // line but keeps it.
                 (Some(own), None) => own.replace("#DEBHELPER#", ""),
