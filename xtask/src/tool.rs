@@ -18,3 +18,11 @@ pub fn stdout(cmd: &mut Command) -> Result<String> {
     );
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+/// Where @tool is in PATH, as the shell would find it.
+pub fn find(tool: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(tool))
+        .find(|candidate| candidate.is_file())
+}

@@ -193,7 +193,7 @@ fn check(
         "--ofed-package, --nvidia-src and --no-metapackage are for Debian and Ubuntu; the rpm build finds MLNX_OFED and the NVIDIA driver as its spec says (--rpmbuild-option=--define='ofa_kernel <dir>', 'nvidia_symvers <file>')"
     );
     ensure!(
-        which("rpmbuild"),
+        crate::tool::find("rpmbuild").is_some(),
         "rpmbuild is not installed; install rpm-build (dnf install rpm-build) on this build host"
     );
     let kmp = route == Some(ModuleRoute::Kmp);
@@ -235,11 +235,6 @@ fn make_kernelrelease(dir: &Path) -> Option<String> {
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     (out.status.success() && !text.is_empty()).then_some(text)
-}
-
-fn which(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
 }
 
 #[cfg(test)]

@@ -94,6 +94,10 @@ pub fn build_repo_command(args: &BuildRepoArgs) -> Result<()> {
         })?,
         Err(_) => workspace::source_date_epoch()?,
     };
+    let signing = match (format, args.sign_key.as_deref()) {
+        (Format::Rpm, Some(key)) => Some((key, rpm::signing_date(key, epoch)?)),
+        _ => None,
+    };
     let stage = Stage::new(&lock)?;
     let mut added = Vec::new();
     for (source, destination) in &additions {
@@ -104,8 +108,8 @@ pub fn build_repo_command(args: &BuildRepoArgs) -> Result<()> {
         std::fs::create_dir_all(path.parent().expect("pool paths have a parent"))?;
         std::fs::copy(source, &path)
             .with_context(|| format!("copying {} into the repository", source.display()))?;
-        if let (Format::Rpm, Some(key)) = (format, args.sign_key.as_deref()) {
-            rpm::sign(&path, key, epoch)?;
+        if let Some((key, date)) = signing {
+            rpm::sign(&path, key, date)?;
         }
         // createrepo_c records file times: new files get the epoch; files
         // already published keep theirs (they are the served ones, linked)

@@ -55,24 +55,22 @@ pub fn identity(path: &Path) -> Result<Option<String>> {
     Ok((out.status.success() && digest.len() == 64).then_some(digest))
 }
 
-/// Signs the package at @path in place with @key (rpmsign --addsign,
-/// which replaces any signature it had). The signature is dated at
+/// When build-repo dates the rpm signatures it makes with @key: at
 /// @epoch, or when the key was made if that is later, so the same
 /// package, key and epoch give the same bytes with the deterministic
 /// signature schemes (RSA, EdDSA) and a signature never predates its key
-/// (gpg::created).
-pub fn sign(path: &Path, key: &str, epoch: u64) -> Result<()> {
-    let date = epoch.max(gpg::created(key)?);
+/// (gpg::created). Asked once a publish.
+pub fn signing_date(key: &str, epoch: u64) -> Result<u64> {
+    Ok(epoch.max(gpg::created(key)?))
+}
+
+/// Signs the package at @path in place with @key (rpmsign --addsign,
+/// which replaces any signature it had), dated at @date (signing_date).
+pub fn sign(path: &Path, key: &str, date: u64) -> Result<()> {
     // rpm runs %__gpg by path, and its default differs by distribution
     // (Debian's rpm says /usr/bin/gpg2, which Debian does not ship): the
     // gpg that signs the metadata signs the packages.
-    let gpg = std::env::var_os("PATH")
-        .and_then(|path| {
-            std::env::split_paths(&path)
-                .map(|dir| dir.join("gpg"))
-                .find(|gpg| gpg.is_file())
-        })
-        .context("no gpg in PATH (install gnupg)")?;
+    let gpg = crate::tool::find("gpg").context("no gpg in PATH (install gnupg)")?;
     let out = Command::new("rpmsign")
         .arg("--addsign")
         .arg("--define")
