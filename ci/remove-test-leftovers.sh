@@ -8,8 +8,9 @@
 # "no prerequisites yet" checks fail.
 # Only what a test made, told apart by its own marks:
 # - our two packages (every suite purges them; they are the product under test);
-# - the equivs stand-in for MLNX_OFED's package, only at the version
-#   ci/mofed-standin.sh gives it (99:0-test), never a real MLNX_OFED;
+# - the equivs stand-in for MLNX_OFED's package, only at the versions
+#   ci/mofed-standin.sh gives it (99:0-test, 99:1-test), never a real
+#   MLNX_OFED;
 # - ci/prereq-standin.sh's stand-in modules and DKMS registrations, by
 #   that script's marker files (prereq-standin.sh remove-all).
 # Callers hold the host package lock (/var/lock/nv-peer-mem-host-packages.lock).
@@ -18,7 +19,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 [ "$(id -u)" = 0 ] || { echo "remove-test-leftovers.sh: run as root" >&2; exit 2; }
 dpkg -P nvidia-peer-memory nvidia-peer-memory-dkms >/dev/null 2>&1
 standin=mlnx-ofed-kernel-modules
-if [ "$(dpkg-query -W -f='${Status} ${Version}' "$standin" 2>/dev/null)" = "install ok installed 99:0-test" ]; then
-    dpkg -P "$standin" >/dev/null
-fi
+case "$(dpkg-query -W -f='${Status} ${Version}' "$standin" 2>/dev/null)" in
+"install ok installed 99:0-test" | "install ok installed 99:1-test") dpkg -P "$standin" >/dev/null ;;
+esac
 bash "$here/prereq-standin.sh" remove-all >/dev/null

@@ -12,7 +12,9 @@
 #   (build-srpm's source rpm) make: same files, modes, owners, digests,
 #   control fields / header tags, dependencies and scripts;
 #   dpkg -i of the deb makes DKMS build the module for every kernel with
-#   headers; dpkg -P leaves nothing.
+#   headers; an update of a provider package (the MLNX_OFED stand-in, a
+#   file under /usr/src) fires its file trigger, which rebuilds them;
+#   dpkg -P leaves nothing.
 # The host install is serialised with other users of this machine
 # (flock /var/lock/nv-peer-mem-host-packages.lock) and undone on exit.
 # Last line: "N passed, M failed"; exit status 1 when anything failed,
@@ -156,7 +158,8 @@ check "dpkg-buildpackage -us -uc of build-deb's source" sh -c \
 route_deb=$work/deb-route/$deb_name
 # What must be equal: file modes, owners and paths (not mtimes); the md5
 # of every file but the gzip'd changelog, whose compressed bytes depend
-# on the compressor (its text is compared); control fields; scripts with
+# on the compressor (its text is compared); control fields; the triggers
+# file; scripts with
 # debhelper's "Automatically added by <tool/version>" lines left out.
 deb_facts() {
     local deb=$1 out=$2 x
@@ -166,7 +169,7 @@ deb_facts() {
     dpkg-deb --control "$deb" "$out/x"
     ls "$out/x" >"$out/members"
     grep -v changelog.Debian.gz "$out/x/md5sums" >"$out/md5sums"
-    for x in preinst postinst prerm postrm; do
+    for x in preinst postinst prerm postrm triggers; do
         [ -f "$out/x/$x" ] && grep -v '^# Automatically added by ' "$out/x/$x" >"$out/$x"
     done
     dpkg-deb --fsys-tarfile "$deb" | tar xO ./usr/share/doc/$package/changelog.Debian.gz | gunzip >"$out/changelog"
@@ -214,7 +217,7 @@ check "rpmbuild --rebuild --nodeps --define 'dist ${fedora_dist:-%{nil}}' of bui
 route_rpm=$work/rpm-route/top/RPMS/noarch/$fedora_rpm_name
 # What must be equal: files with modes, owners, digests and flags; the
 # header tags a user sees; every dependency kind; the scriptlets with
-# their interpreters; the changelog. Not the build host, build time or source rpm name.
+# their interpreters and the file triggers; the changelog. Not the build host, build time or source rpm name.
 rpm_facts() {
     local rpm=$1 out=$2 kind
     mkdir -p "$out"
@@ -224,6 +227,7 @@ rpm_facts() {
         rpm -qp --"$kind" "$rpm" | sort -u >"$out/$kind"
     done
     rpm -qp --scripts "$rpm" >"$out/scripts"
+    rpm -qp --filetriggers "$rpm" >"$out/filetriggers"
     rpm -qp --changelog "$rpm" >"$out/changelog"
 }
 compare_rpms() {  # compare_rpms DISTRO_BUILT_RPM XTASK_RPM
@@ -250,10 +254,12 @@ cleanup() {
 trap 'cleanup' EXIT
 trap 'echo "interrupted"; exit 130' INT TERM
 cleanup
+our_standin=
 if ! dpkg-query -W -f='${Status}' mlnx-ofed-kernel-dkms mlnx-ofed-kernel-modules 2>/dev/null | grep -q 'install ok installed'; then
     bash "$here/mofed-standin.sh" "$work/equivs" "$standin" \
         "Installed by ci/test-dkms.sh only, and purged by it." >>"$work/log" 2>&1
     check "equivs stand-in for MLNX_OFED installed" dpkg -i "$work/equivs/${standin}_0-test_all.deb"
+    our_standin=1
 fi
 check "dpkg -i of build-dkms's deb" dpkg -i "$deb"
 check "$package is installed and configured" sh -c "dpkg-query -W -f='\${Status}' $package | grep -qx 'install ok installed'"
@@ -271,6 +277,37 @@ for kver in "${kernels[@]}"; do
     check "dkms status: nv_peer_mem installed for $kver" sh -c "dkms status -m nv_peer_mem -v '$upstream' -k '$kver' | grep -q ': installed'"
     check "modinfo -k $kver nv_peer_mem finds version $version" sh -c "modinfo -k '$kver' -F version nv_peer_mem | grep -qx '$version'"
 done
+# Issue 40 item 12 on this host: a provider package updated (the MLNX_OFED
+# stand-in's next version, with a file under /usr/src/ofa_kernel/) fires
+# the deb's file trigger; dpkg runs its postinst's triggered branch, whose
+# script (packaging/nv_peer_mem-dkms-rebuild, from the DKMS source tree)
+# rebuilds every DKMS build here: without the service package there is no
+# gpudirect-rdma-check to tell a stale build from a good one. (The verdict
+# deciding, and a real change of symbol versions, are in the booted image:
+# ci/test-image.sh, next-boot-crc.)
+provider_update_rebuilds() {
+    local k before=() i=0 out
+    for k in "${kernels[@]}"; do before+=("$(stat -c %Y /lib/modules/"$k"/updates/dkms/nv_peer_mem.ko* 2>/dev/null)"); done
+    sleep 1
+    dpkg -i "$work/equivs/${standin}_1-test_all.deb" >"$work/provider-update.out" 2>&1 || { cat "$work/provider-update.out"; return 1; }
+    cat "$work/provider-update.out"
+    grep -q "^Processing triggers for $package " "$work/provider-update.out" || return 1
+    for k in "${kernels[@]}"; do
+        grep -qF "nv_peer_mem: a package it is built against changed for kernel $k: rebuilding nv_peer_mem $upstream with DKMS" "$work/provider-update.out" &&
+            dkms status -m nv_peer_mem -v "$upstream" -k "$k" | grep -q ': installed' &&
+            [ "$(stat -c %Y /lib/modules/"$k"/updates/dkms/nv_peer_mem.ko* 2>/dev/null)" -gt "${before[$i]:-0}" ] ||
+            { echo "$k: not rebuilt"; dkms status; return 1; }
+        i=$((i + 1))
+    done
+}
+if [ -n "$our_standin" ]; then
+    bash "$here/mofed-standin.sh" "$work/equivs" "$standin" \
+        "Installed by ci/test-dkms.sh only, and purged by it." update >>"$work/log" 2>&1
+    check "a provider update (MLNX_OFED's stand-in, 99:1-test, a file under /usr/src) fires the trigger: DKMS's build redone for ${kernels[*]}, installed" \
+        provider_update_rebuilds
+else
+    echo "skipped: the provider update trigger (a real MLNX_OFED package is installed here, which this test does not update)"
+fi
 check "dpkg -P $package" dpkg -P "$package"
 leftovers() {
     ls -d /usr/src/nv_peer_mem-* /var/lib/dkms/nv_peer_mem /var/cache/nv_peer_mem 2>/dev/null

@@ -30,8 +30,11 @@
 #              MLNX_OFED update with another ib_* CRC put in place, the
 #              kernel hook's warning, --next-boot's verdict (LOST) saved
 #   next-boot-crc  rebooted: the saved verdict is what the boot shows (not
-#              loaded, status names the CRC); DKMS's ib_core back, the
-#              module loads; then apt-get purge leaves nothing
+#              loaded, status names the CRC); then MLNX_OFED's DKMS package
+#              updated with dpkg -i (other ib_* CRCs, same kernel): -dkms's
+#              file trigger rebuilds nv_peer_mem, the verdict is OK and
+#              the module loads, built against the update; then apt-get
+#              purge leaves nothing
 # Last line: "N passed, M failed"; exit 1 on any failure, 2 when the host
 # is not set up. Scratch: $NVPM_TEST_DIR (default /var/tmp/nv-peer-mem-test-image).
 set -uo pipefail
@@ -264,6 +267,33 @@ CONF
     dkms_deb nvidia-kernel-dkms nvidia-current "stand-in for Debian's nvidia-kernel-dkms: the P2P double as nvidia"
 }
 check "DKMS stand-in debs (mlnx-ofed-kernel-dkms, nvidia-kernel-dkms) built" stage_dkms_standins
+# MLNX_OFED's DKMS package updated on the same kernel (issue 40 item 12,
+# the next-boot-crc scenario): 99.1, the same sources built with
+# vm-standins' abi_variant switch (struct peer_memory_client renamed, so
+# ib_register_peer_memory_client gets another CRC, as an update that
+# changes that struct does), installed with dh_dkms's own postinst
+# (dkms/debhelper/postinst-dkms: dkms's common.postinst builds and
+# installs it for the running kernel) while the old version's prerm
+# removes 99.0's builds. Its file under /usr/src fires nv_peer_mem's file
+# trigger.
+dkms_standin_update=99.1
+stage_dkms_standin_update() {
+    local d=$work/mlnx-ofed-kernel-dkms-update src
+    src=$d/usr/src/mlnx-ofed-kernel-$dkms_standin_update
+    rm -rf "$d" && cp -a "$debs/mlnx-ofed-kernel-dkms" "$d" &&
+        mv "$d/usr/src/mlnx-ofed-kernel-$dkms_standin_version" "$src" || return 1
+    sed -i -e "s/^PACKAGE_VERSION=.*/PACKAGE_VERSION=\"$dkms_standin_update\"/" \
+        -e 's/ NVPM_CORE_NAME=ib_core modules"$/ NVPM_CORE_NAME=ib_core NVPM_CORE_ABI_CFLAGS=-Dpeer_memory_client=nvpm_peer_memory_client_abi_variant modules"/' "$src/dkms.conf" &&
+        grep -q "^PACKAGE_VERSION=\"$dkms_standin_update\"$" "$src/dkms.conf" && grep -q 'NVPM_CORE_ABI_CFLAGS=' "$src/dkms.conf" || return 1
+    sed -i "s/^Version: .*/Version: $dkms_standin_update-test/" "$d/DEBIAN/control" &&
+        { echo '#!/bin/sh'; echo 'set -e'
+          sed -e 's/#MODULE_NAME#/mlnx-ofed-kernel/' -e "s/#MODULE_VERSION#/$dkms_standin_update/" "$root/dkms/debhelper/postinst-dkms"; } >"$d/DEBIAN/postinst" &&
+        printf '#!/bin/sh\ndkms remove -m mlnx-ofed-kernel -v %s --all >/dev/null 2>&1 || true\n' "$dkms_standin_update" >"$d/DEBIAN/prerm" &&
+        chmod 0755 "$d/DEBIAN/postinst" "$d/DEBIAN/prerm" &&
+        mkdir -p "$debs/update" &&
+        dpkg-deb --root-owner-group --build "$d" "$debs/update/mlnx-ofed-kernel-dkms_${dkms_standin_update}-test_all.deb" >/dev/null
+}
+check "stand-in MLNX_OFED DKMS update ($dkms_standin_update-test: other ib_* CRCs, dh_dkms's postinst) built" stage_dkms_standin_update
 check "stand-in NVIDIA source deb built" stage_nvidia_source
 # An MLNX_OFED update for $k1 whose ib_* symbol versions differ (vm-standins'
 # abi_variant/): the same package at a newer version, so the guest
@@ -382,6 +412,9 @@ install_test_unit() {
     # The next-boot scenario's MLNX_OFED update for $k2 (other ib_* CRCs).
     install -D -m 0644 "$work/standins/$k2/abi_variant/ib_core.ko" "$t/$k2/ib_core_abi_variant.ko" &&
     install -D -m 0644 "$work/standins/$k2/abi_variant/Module.symvers" "$t/$k2/Module.symvers.abi_variant" || return 1
+    # ... and the update of MLNX_OFED's DKMS package the next boot installs.
+    install -D -m 0644 "$debs/update/mlnx-ofed-kernel-dkms_${dkms_standin_update}-test_all.deb" \
+        "$t/debs/mlnx-ofed-kernel-dkms_${dkms_standin_update}-test_all.deb" || return 1
     mkdir -p "$tree/etc/systemd/system/multi-user.target.wants"
     ln -sf /etc/systemd/system/nvpm-image-test.service "$tree/etc/systemd/system/multi-user.target.wants/"
     # The console is the test's channel: no login prompt on it.
@@ -675,11 +708,12 @@ boot "$k2" newkernel service_loaded_module outcome_matches_update loaded_is_dkms
     crc_update_installed hook_warns_crc next_boot_predicts_crc
 lap "boot newkernel"
 
-echo "== reboot $k2 after an MLNX_OFED update nv_peer_mem was not rebuilt for: the saved verdict against the boot"
+echo "== reboot $k2 after an MLNX_OFED update nv_peer_mem was not rebuilt for: the saved verdict against the boot; then a packaged update, which rebuilds it"
 # Issue 26 item 3: the verdict the last boot saved (NEXT BOOT LOST) is what
 # this boot shows. loglevel=3: the expected load failure's kernel lines
 # stay off the console, the guest checks the kernel log instead (quiet_end).
-append=loglevel=3 boot "$k2" next-boot-crc outcome_matches_crc status_crc_after_boot no_splat_crc_boot crc_undone \
+append=loglevel=3 boot "$k2" next-boot-crc outcome_matches_crc status_crc_after_boot no_splat_crc_boot \
+    provider_update_rebuilds provider_update_verdict provider_update_loads provider_update_crc provider_update_dkms \
     purge purge_unloaded purge_leaves_nothing modprobe_fails_after_purge
 lap "boot next-boot-crc"
 

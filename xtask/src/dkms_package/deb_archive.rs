@@ -30,7 +30,7 @@ pub struct DebFile {
 }
 
 /// A binary package: its control fields in order, maintainer scripts
-/// (`postinst`, ...) and files.
+/// (`postinst`, ...) and `triggers`, and files.
 #[derive(Debug, Clone)]
 pub struct DebPackage {
     pub control: Vec<(String, String)>,
@@ -123,7 +123,9 @@ pub fn write_deb(package: &DebPackage) -> Result<Vec<u8>> {
         ("md5sums".to_owned(), 0o644, md5sums(&sorted)),
     ];
     for (name, text) in &package.scripts {
-        members.push((name.clone(), 0o755, text.clone().into_bytes()));
+        // The triggers file is data for dpkg, not a program.
+        let mode = if name == "triggers" { 0o644 } else { 0o755 };
+        members.push((name.clone(), mode, text.clone().into_bytes()));
     }
     members.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, mode, contents) in &members {

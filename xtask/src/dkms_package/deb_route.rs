@@ -10,6 +10,8 @@
 //!   put where the package's own scripts say `#DEBHELPER#`, or make the
 //!   whole script; `${misc:Depends}` gets `dkms (>= 2.1.0.0)`
 //!   (`>= 3.0.3-4~` with BUILD_EXCLUSIVE_CONFIG);
+//! - dh_installdeb: `debian/<pkg>.triggers` goes to the control area as
+//!   `triggers` (mode 0644);
 //! - dh_installdocs/changelogs/compress: `copyright`, and
 //!   `changelog.Debian.gz` in `/usr/share/doc/<pkg>/`;
 //! - dpkg-gencontrol: the binary paragraph of `debian/control` with the
@@ -41,8 +43,9 @@ const DH_DKMS_SNIPPETS: &str = "dkms/debhelper";
 
 /// What debhelper does with each `debian/<pkg>.<kind>` file this route
 /// understands; any other kind is refused.
-const KNOWN_PACKAGE_FILES: [&str; 6] =
-    ["install", "dkms", "preinst", "postinst", "prerm", "postrm"];
+const KNOWN_PACKAGE_FILES: [&str; 7] = [
+    "install", "dkms", "preinst", "postinst", "prerm", "postrm", "triggers",
+];
 
 /// The package, ready but for the source tree's files.
 pub struct DebParts {
@@ -135,6 +138,10 @@ impl Route for DkmsDeb {
                 (None, None) => continue,
             };
             scripts.push((name.to_owned(), script));
+        }
+        // dh_installdeb copies the triggers file as it is.
+        if let Some(triggers) = file(&format!("{PACKAGE}.triggers")) {
+            scripts.push(("triggers".to_owned(), triggers.to_owned()));
         }
 
         let install_file = file(&format!("{PACKAGE}.install")).unwrap_or("");

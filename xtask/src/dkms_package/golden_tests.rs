@@ -91,6 +91,13 @@ fn golden_render(packaging: &Packaging, distro: &Distro) -> BTreeMap<String, Str
         for (name, body) in package.scriptlets {
             files.insert(name, body + "\n");
         }
+        let mut triggers = String::new();
+        for (path, body) in package.trans_file_triggers_in {
+            triggers.push_str(&format!("-- {path}\n{body}\n"));
+        }
+        if !triggers.is_empty() {
+            files.insert("transfiletriggerin".to_owned(), triggers);
+        }
     }
     files
 }
@@ -206,7 +213,14 @@ fn the_rpm_reads_back_with_its_name_files_and_scriptlets() {
         .into_iter()
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
-    for want in ["", "/dkms.conf", "/kmod", "/kmod/Makefile", "/kmod/VERSION"] {
+    for want in [
+        "",
+        "/dkms.conf",
+        "/kmod",
+        "/kmod/Makefile",
+        "/kmod/VERSION",
+        "/nv_peer_mem-dkms-rebuild",
+    ] {
         assert!(
             paths.contains(&format!("{dkms_dir}{want}")),
             "{want} missing: {paths:?}"

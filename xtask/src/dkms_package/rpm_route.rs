@@ -4,8 +4,9 @@
 //! source rpm). Everything the package says comes from the same rendered
 //! spec (spec_subpackage.rs reads its `%package dkms` sections): name,
 //! inherited header tags, Requires/Conflicts/Provides, description,
-//! scriptlets and the `%files` path; the files are the source tree's
-//! `kmod/` and `dkms.conf`, which the spec's `%prep` copies into that path
+//! scriptlets, file triggers and the `%files` path; the files are the
+//! source tree's `kmod/`, `dkms.conf` and the rebuild script the file
+//! triggers run, which the spec's `%prep` copies into that path
 //! ([`DKMS_TREE`]).
 
 use super::spec_subpackage::{self, Subpackage};
@@ -26,8 +27,8 @@ const SUBPACKAGE: &str = "dkms";
 
 /// What the spec's `%prep` copies into the DKMS tree, and the line that
 /// does it: if the line changes, so must this list.
-const DKMS_TREE: [&str; 2] = ["kmod", "dkms.conf"];
-const DKMS_TREE_COPY: &str = "cp -a kmod dkms.conf dkms-tree/";
+const DKMS_TREE: [&str; 3] = ["kmod", "dkms.conf", "packaging/nv_peer_mem-dkms-rebuild"];
+const DKMS_TREE_COPY: &str = "cp -a kmod dkms.conf packaging/nv_peer_mem-dkms-rebuild dkms-tree/";
 
 /// The subpackage as the spec says it, and the spec's `%changelog`
 /// (rpmbuild gives every package of a spec the same changelog).
@@ -181,6 +182,10 @@ impl SingleArtifact for DkmsRpm {
                 "postun" => builder.post_uninstall_script(script),
                 _ => builder.post_trans_script(script),
             };
+        }
+        for (path, body) in &package.trans_file_triggers_in {
+            let script = rpm::Scriptlet::new(body.clone()).prog(vec!["/bin/sh"]);
+            builder.trans_file_trigger_in(path, None, script);
         }
 
         let mut directories = BTreeSet::from([dkms_dir.clone()]);

@@ -50,6 +50,9 @@ pub struct Subpackage {
     pub description: String,
     /// Scriptlet section name (`post`) -> body, without trailing blank lines.
     pub scriptlets: BTreeMap<String, String>,
+    /// `%transfiletriggerin <suffix> -- PATH` sections: (path, body), in
+    /// spec order.
+    pub trans_file_triggers_in: Vec<(String, String)>,
     /// `%files` lines: (is `%dir`, path).
     pub files: Vec<(bool, String)>,
 }
@@ -88,7 +91,10 @@ fn section_header(line: &str) -> Option<(&str, &str)> {
     let rest = line.strip_prefix('%')?;
     let word_end = rest.find(|c: char| c.is_whitespace()).unwrap_or(rest.len());
     let word = &rest[..word_end];
-    (SECTIONS.contains(&word) || word.starts_with("trigger") || word.starts_with("filetrigger"))
+    (SECTIONS.contains(&word)
+        || word.starts_with("trigger")
+        || word.starts_with("filetrigger")
+        || word.starts_with("transfiletrigger"))
         .then(|| (word, rest[word_end..].trim()))
 }
 
@@ -194,7 +200,23 @@ pub fn read(spec: &str, suffix: &str, dist: &str) -> Result<Subpackage> {
     let mut description = None;
     let mut scriptlets = BTreeMap::new();
     let mut files = Vec::new();
+    let mut trans_file_triggers_in = Vec::new();
     for (kind, argument, body) in &sections {
+        // `%transfiletriggerin dkms -- /path`: one path, no options.
+        if kind == "transfiletriggerin" {
+            if let Some((package, path)) = argument.split_once(" -- ") {
+                if is_ours(package.trim()) {
+                    let path = macros.expand(path.trim())?;
+                    ensure!(
+                        path.starts_with('/') && !path.contains(char::is_whitespace),
+                        "`%{kind} {argument}`: build-dkms writes one absolute path per file trigger (extend xtask/src/dkms_package/spec_subpackage.rs)"
+                    );
+                    let text = section_text(body, kind, &mut macros)?;
+                    trans_file_triggers_in.push((path, text));
+                    continue;
+                }
+            }
+        }
         if kind == "package" || !is_ours(argument) {
             // `%post -p /bin/foo dkms` and the like would not match: refuse them.
             if kind != "package" && argument.split_whitespace().any(|w| w == suffix) {
@@ -235,6 +257,7 @@ pub fn read(spec: &str, suffix: &str, dist: &str) -> Result<Subpackage> {
         dependencies,
         description,
         scriptlets,
+        trans_file_triggers_in,
         files,
     })
 }

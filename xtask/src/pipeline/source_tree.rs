@@ -27,9 +27,11 @@ pub const HELPER_NAME: &str = "nv_peer_mem-service";
 /// Files of packaging/ that every route ships and every package installs:
 /// the boot service, its helper and configuration; gpudirect-rdma-check's
 /// timer, its service and options, and the NHC check (docs/monitoring.md);
-/// the kernel hook; and apt's kernel guard, which only the Debian service
-/// package installs (docs/fleet.md, "The kernel guard").
-pub const SHARED_PACKAGING_FILES: [&str; 9] = [
+/// the kernel hook; apt's kernel guard, which only the Debian service
+/// package installs (docs/fleet.md, "The kernel guard"); and the -dkms
+/// packages' rebuild after a provider update (docs/next-boot.md,
+/// "Provider updates").
+pub const SHARED_PACKAGING_FILES: [&str; 10] = [
     "nv_peer_mem.conf",
     "nv_peer_mem.service",
     HELPER_NAME,
@@ -39,6 +41,7 @@ pub const SHARED_PACKAGING_FILES: [&str; 9] = [
     "nvpm_gpudirect.nhc",
     "nv_peer_mem-kernel-hook",
     "nv_peer_mem-apt-guard",
+    "nv_peer_mem-dkms-rebuild",
 ];
 
 /// gpudirect-rdma-check as the packages build it: the crate's sources
