@@ -95,7 +95,7 @@ fn section_header(line: &str) -> Option<(&str, &str)> {
         || word.starts_with("trigger")
         || word.starts_with("filetrigger")
         || word.starts_with("transfiletrigger"))
-        .then(|| (word, rest[word_end..].trim()))
+    .then(|| (word, rest[word_end..].trim()))
 }
 
 /// Reads subpackage @suffix (`%package dkms`) of @spec, as rpmbuild reads
@@ -203,19 +203,18 @@ pub fn read(spec: &str, suffix: &str, dist: &str) -> Result<Subpackage> {
     let mut trans_file_triggers_in = Vec::new();
     for (kind, argument, body) in &sections {
         // `%transfiletriggerin dkms -- /path`: one path, no options.
-        if kind == "transfiletriggerin" {
-            if let Some((package, path)) = argument.split_once(" -- ") {
-                if is_ours(package.trim()) {
-                    let path = macros.expand(path.trim())?;
-                    ensure!(
-                        path.starts_with('/') && !path.contains(char::is_whitespace),
-                        "`%{kind} {argument}`: build-dkms writes one absolute path per file trigger (extend xtask/src/dkms_package/spec_subpackage.rs)"
-                    );
-                    let text = section_text(body, kind, &mut macros)?;
-                    trans_file_triggers_in.push((path, text));
-                    continue;
-                }
-            }
+        if kind == "transfiletriggerin"
+            && let Some((package, path)) = argument.split_once(" -- ")
+            && is_ours(package.trim())
+        {
+            let path = macros.expand(path.trim())?;
+            ensure!(
+                path.starts_with('/') && !path.contains(char::is_whitespace),
+                "`%{kind} {argument}`: build-dkms writes one absolute path per file trigger (extend xtask/src/dkms_package/spec_subpackage.rs)"
+            );
+            let text = section_text(body, kind, &mut macros)?;
+            trans_file_triggers_in.push((path, text));
+            continue;
         }
         if kind == "package" || !is_ours(argument) {
             // `%post -p /bin/foo dkms` and the like would not match: refuse them.
