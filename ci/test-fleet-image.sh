@@ -12,10 +12,12 @@
 #                    module over the MLNX_OFED and NVIDIA stand-ins; no
 #                    toolchain came with it
 #   fleet-update     the same disk, booted again after the host published
-#                    the backports kernel's module into the served
-#                    repository and Debian's linux-image-amd64 moved to that
-#                    kernel: the node's own `apt-get upgrade --with-new-pkgs`
-#                    brings kernel and module together, and modprobe
+#                    the backports kernel's module and its series'
+#                    metapackage into the served repository, Debian's
+#                    bookworm-backports kernel mirrored beside: the node
+#                    moves to the backports series as README says (`apt-get
+#                    install nvidia-peer-memory-modules-amd64-backports`),
+#                    which brings kernel and module together, and modprobe
 #                    resolves the module for the kernel it boots next
 #   (timed natively) the same update made again in an image of the node
 #                    with apt, so that its seconds to a loadable module are
@@ -262,7 +264,7 @@ native_srv() { rm -rf "$tree/srv/nv-peer-mem" && cp -a "$work/$1" "$tree/srv/nv-
 rm -f "$tree/etc/initramfs-tools/conf.d/nvpm-test-node.conf"
 first_install() { native_srv repo-v1 && apt_in_image update && apt_in_image install nvidia-peer-memory nvidia-peer-memory-modules-amd64; }
 check "apt-get install nvidia-peer-memory nvidia-peer-memory-modules-amd64 (the node's state after its first boot)" first_install
-# Issue 40 item 6: Debian's linux-image-amd64 has moved to $k2, the site
+# Issue 40 item 6: the kernel mirror offers linux-image-amd64 for $k2, the site
 # has not published its module yet (repository v1). `apt-get upgrade`
 # keeps the kernel back (the metapackage); `apt-get full-upgrade` would
 # remove the metapackage and install $k2 without its module: the service
@@ -286,26 +288,27 @@ native_srv repo-v2
 kernel_update() {
     apt_in_image update || return 1
     local t0=$SECONDS
-    apt_in_image --with-new-pkgs upgrade || return 1
+    apt_in_image install nvidia-peer-memory-modules-amd64-backports || return 1
     # Loadable: the kernel is there and modprobe resolves nv_peer_mem for it.
     in_image modprobe -S "$k2" --show-depends nv_peer_mem | grep -q "/lib/modules/$k2/updates/nv_peer_mem.ko" || return 1
     echo $((SECONDS - t0)) >"$work/kernel-update-seconds"
 }
-check "apt-get upgrade --with-new-pkgs: linux-image-amd64 $m2, $k2 and its module package together" kernel_update
+check "apt-get install nvidia-peer-memory-modules-amd64-backports (to the backports series): linux-image-amd64 $m2, $k2 and its module package together" kernel_update
 installed_now() {
     local p
     for p in "linux-image-$k2" "nvidia-peer-memory-modules-$k2" "nvidia-peer-memory-modules-$k1"; do
         in_image dpkg-query -W -f='${Status}\n' "$p" | grep -q 'install ok installed' || { echo "$p is not installed"; return 1; }
     done
     [ "$(in_image dpkg-query -W -f='${Version}' linux-image-amd64)" = "$m2" ] &&
-        [ "$(in_image dpkg-query -W -f='${Version}' nvidia-peer-memory-modules-amd64)" = "$m2+$version.1" ]
+        [ "$(in_image dpkg-query -W -f='${Version}' nvidia-peer-memory-modules-amd64-backports)" = "$m2+$version.1" ] &&
+        ! in_image dpkg-query -W -f='${Status}\n' nvidia-peer-memory-modules-amd64 2>/dev/null | grep -q 'install ok installed'
 }
-check "both kernels' module packages installed; the metapackages at $m2" installed_now
+check "both kernels' module packages installed; the backports series' metapackage at $m2, the suite's gone" installed_now
 ours=$(cat "$work/kernel-update-seconds" 2>/dev/null) && ours="$ours s" || ours="not measured (the update failed)"
 dkms=$(cat "${NVPM_TEST_IMAGE_DIR:-/var/tmp/nv-peer-mem-test-image}/kernel-update-seconds" 2>/dev/null) && dkms="$dkms s" ||
     dkms="not recorded yet (ci/test-image.sh, which ci/test.sh runs beside this suite, writes it; ci/test.sh prints both figures once both suites ended)"
 echo "   kernel update to a loadable nv_peer_mem, natively in the image:"
-echo "     prebuilt route (apt-get upgrade of kernel + module package): $ours"
+echo "     prebuilt route (apt-get install of kernel + module package): $ours"
 echo "     DKMS route (ci/test-image.sh, kernel install + DKMS builds):   $dkms"
 echo "   the same update in the booted node (TCG): ${guest_seconds:-not measured} s"
 check "no toolchain came with the update" host_no_toolchain

@@ -79,8 +79,10 @@ check "build-modules for $k2" "$xtask" build-modules --kernel "$k2" --out "$work
 p1=$work/v1/nvidia-peer-memory-modules-${k1}_${dv}_amd64.deb
 p2=$work/v2/nvidia-peer-memory-modules-${k2}_${dv}_amd64.deb
 meta1=$work/v1/nvidia-peer-memory-modules-amd64_$m1+$version.1_amd64.deb
-meta2=$work/v2/nvidia-peer-memory-modules-amd64_$m2+$version.1_amd64.deb
-check "per-kernel packages and metapackages are named as documented" ls "$p1" "$p2" "$meta1" "$meta2"
+# $k2 is bookworm-backports' kernel ($m2 has ~bpo): its metapackage is the
+# backports series' (docs/fleet.md, "Naming and dependencies").
+meta2b=$work/v2/nvidia-peer-memory-modules-amd64-backports_$m2+$version.1_amd64.deb
+check "per-kernel packages and metapackages (the suite's, and -backports for $k2) are named as documented" ls "$p1" "$p2" "$meta1" "$meta2b"
 check "the module is in /lib/modules/$k1/updates/" sh -c "dpkg-deb -c '$p1' | grep -q ' ./lib/modules/$k1/updates/nv_peer_mem.ko\$'"
 check "it depends on that kernel's image, the MLNX_OFED package (=) and the service package from $version below the next major" sh -c "
     dpkg-deb -f '$p1' Depends | grep -qxF 'linux-image-$k1 | linux-image-$k1-unsigned, mlnx-ofed-kernel-dkms (= 25.10.OFED.25.10.1.7.1.1-1), nvidia-peer-memory (>= $version~), nvidia-peer-memory (<< $((${version%%.*} + 1))~)'"
@@ -115,20 +117,20 @@ lintian_quiet() {
     echo "$out"
     [ -z "$out" ]
 }
-check "lintian: no errors or warnings on the module packages" lintian_quiet "$p1" "$meta1" "$p2" "$meta2"
+check "lintian: no errors or warnings on the module packages" lintian_quiet "$p1" "$meta1" "$p2" "$meta2b"
 # The build farm: both kernels in one call, the core cache shared; the
 # per-kernel cost and peak memory it prints are figures (shown here, not
-# asserted); the metapackage is the newest kernel's only.
+# asserted); one metapackage per series, each its newest kernel's.
 farm() {
     mkdir -p "$work/farm"
     "$xtask" build-modules --kernel "$k1" --kernel "$k2" --out "$work/farm" "${common[@]}" >"$work/farm.out" 2>&1 ||
         { cat "$work/farm.out"; return 1; }
     cat "$work/farm.out"
     ls "$work/farm/nvidia-peer-memory-modules-${k1}_"*.deb "$work/farm/nvidia-peer-memory-modules-${k2}_"*.deb &&
-        [ "$(ls "$work"/farm/nvidia-peer-memory-modules-amd64_*.deb | wc -l)" = 1 ] &&
-        cmp -s "$(ls "$work"/farm/nvidia-peer-memory-modules-amd64_*.deb)" "$(ls "$work"/v2/nvidia-peer-memory-modules-amd64_*.deb)"
+        [ "$(ls "$work"/farm/nvidia-peer-memory-modules-amd64*_*.deb | wc -l)" = 2 ] &&
+        cmp "$work/farm/$(basename "$meta1")" "$meta1" && cmp "$work/farm/$(basename "$meta2b")" "$meta2b"
 }
-check "build-modules for $k1 and $k2 in one call: both module packages, one metapackage (the newest kernel's, as its own build gives it)" farm
+check "build-modules for $k1 and $k2 in one call: both module packages, one metapackage per series (as each kernel's own build gives it)" farm
 echo "   build farm figures (build-modules, both kernels, one call):"
 sed -n '/^Build cost per kernel/,/^$/p' "$work/farm.out" | sed 's/^/     /'
 check "build-modules again gives byte-identical packages" sh -c "
@@ -197,10 +199,10 @@ stub "linux-image-$k2" "$m2" amd64
 stub mlnx-ofed-kernel-dkms 25.10.OFED.25.10.1.7.1.1-1 all
 stub nvidia-peer-memory "$dv" amd64
 for d in dkms make gcc rustc-web rust-web-src; do stub "$d" 99 all; done
-stub_meta() {  # the kernel metapackage of one version, built apart (same name)
+stub_meta() {  # stub_meta VERSION KERNEL [ITS IMAGE'S VERSION]: the kernel metapackage of one version, built apart (same name)
     local d=$work/stubs-meta/$1
     mkdir -p "$d/DEBIAN"
-    printf 'Package: linux-image-amd64\nVersion: %s\nArchitecture: amd64\nMaintainer: nv_peer_mem tests <tests@invalid>\nDepends: linux-image-%s (= %s)\nSection: kernel\nPriority: optional\nDescription: test stand-in for linux-image-amd64\n Index entry only (ci/test-fleet.sh).\n' "$1" "$2" "$1" >"$d/DEBIAN/control"
+    printf 'Package: linux-image-amd64\nVersion: %s\nArchitecture: amd64\nMaintainer: nv_peer_mem tests <tests@invalid>\nDepends: linux-image-%s (= %s)\nSection: kernel\nPriority: optional\nDescription: test stand-in for linux-image-amd64\n Index entry only (ci/test-fleet.sh).\n' "$1" "$2" "${3:-$1}" >"$d/DEBIAN/control"
     dpkg-deb --root-owner-group --build "$d" "$work/stubs/linux-image-amd64_${1}_amd64.deb" >/dev/null
 }
 stub_meta "$m1" "$k1"
@@ -308,10 +310,26 @@ check "build-repo refuses an unknown signing key" repo_refused "no secret key" -
 check "build-repo refuses .deb and .rpm together" repo_refused "both .deb and .rpm" --suite bookworm "$p2" "$work"/rpms/*.rpm
 check "build-repo refuses an apt repository without --suite" repo_refused "--suite is needed" "$p2"
 
-# The kernel update: Debian publishes linux-image-amd64 for $k2; until this
-# repository has its module, the node keeps its kernel.
-stub_meta "$m2" "$k2"
-check "the kernel repository gets linux-image-amd64 $m2" "$xtask" build-repo --repo "$repo" --suite bookworm --sign-key "$key" "$work/stubs/linux-image-amd64_${m2}_amd64.deb"
+# The kernel update within the suite's series: Debian publishes
+# linux-image-amd64 for its next kernel; until this repository has its
+# module, the node keeps its kernel. The archive carries one kernel per
+# series, so $k2 stands in for the suite's next one (modelled): a build
+# host sees it as such when its apt says linux-image-amd64 $m2s (no ~bpo)
+# installs it, here a private apt view (APT_CONFIG) holding that stub
+# alone; build-modules then writes the suite's metapackage for it.
+m2s=${m2%%~bpo*}
+stub_meta "$m2s" "$k2" "$m2"
+check "the kernel repository gets linux-image-amd64 $m2s (installing $k2)" "$xtask" build-repo --repo "$repo" --suite bookworm --sign-key "$key" "$work/stubs/linux-image-amd64_${m2s}_amd64.deb"
+mkdir -p "$work/v2s"
+build_host_view() {
+    "$xtask" build-repo --repo "$work/next-stable" --suite bookworm --sign-key "$key" "$work/stubs/linux-image-amd64_${m2s}_amd64.deb" >/dev/null &&
+        local hostconf && hostconf=$(node_apt build-host "$work/status-base" "deb [signed-by=$work/repo-key.gpg] file://$work/next-stable bookworm main") &&
+        APT_CONFIG=$hostconf apt-get update >/dev/null &&
+        APT_CONFIG=$hostconf "$xtask" build-modules --kernel "$k2" --out "$work/v2s" "${common[@]}" >/dev/null &&
+        cmp "$p2" "$work/v2s/$(basename "$p2")"
+}
+check "build-modules for $k2 on a build host whose apt has it as the suite's next kernel: the suite's metapackage at $m2s" build_host_view
+meta2s=$work/v2s/nvidia-peer-memory-modules-amd64_$m2s+$version.1_amd64.deb
 # A package as dpkg records it once installed: its own control fields.
 installed() {
     dpkg-deb -f "$1" | sed '1a Status: install ok installed'
@@ -327,15 +345,15 @@ check "apt upgrade keeps the kernel back while the repository has no module for 
     APT_CONFIG='$conf' apt-get update >/dev/null && APT_CONFIG='$conf' apt-get -s --with-new-pkgs upgrade | tee '$work/held.sim' &&
     grep -q 'kept back' '$work/held.sim' && ! grep -q '^Inst linux-image' '$work/held.sim'"
 check "build-repo adds the $k2 packages; the $k1 ones stay" sh -c "
-    '$xtask' build-repo --repo '$repo' --suite bookworm --sign-key '$key' '$p2' '$meta2' &&
+    '$xtask' build-repo --repo '$repo' --suite bookworm --sign-key '$key' '$p2' '$meta2s' &&
     grep -q '^Package: nvidia-peer-memory-modules-$k1\$' '$repo/dists/bookworm/main/binary-amd64/Packages' &&
     grep -q '^Package: nvidia-peer-memory-modules-$k2\$' '$repo/dists/bookworm/main/binary-amd64/Packages'"
 check "then apt upgrade brings the new kernel and its module together, keeping the old" sh -c "
     APT_CONFIG='$conf' apt-get update >/dev/null && APT_CONFIG='$conf' apt-get -s --with-new-pkgs upgrade | tee '$work/upgrade.sim' &&
-    grep -q '^Inst linux-image-amd64 .*($m2 ' '$work/upgrade.sim' &&
+    grep -q '^Inst linux-image-amd64 .*($m2s ' '$work/upgrade.sim' &&
     grep -q '^Inst linux-image-$k2 ' '$work/upgrade.sim' &&
     grep -q '^Inst nvidia-peer-memory-modules-$k2 ' '$work/upgrade.sim' &&
-    grep -q '^Inst nvidia-peer-memory-modules-amd64 .*($m2+$version.1 ' '$work/upgrade.sim' &&
+    grep -q '^Inst nvidia-peer-memory-modules-amd64 .*($m2s+$version.1 ' '$work/upgrade.sim' &&
     ! grep -q '^Remv' '$work/upgrade.sim'"
 check "switching to -dkms removes the module packages" sh -c "
     APT_CONFIG='$conf' apt-get -s install nvidia-peer-memory-dkms | tee '$work/to-dkms.sim' &&
@@ -366,6 +384,83 @@ check "apt full-upgrade takes the service package's next release and keeps the $
     APT_CONFIG='$conf' apt-get update >/dev/null && APT_CONFIG='$conf' apt-get -s full-upgrade | tee '$work/service.sim' &&
     grep -q '^Inst nvidia-peer-memory \\[$dv\\] ($next_service ' '$work/service.sim' &&
     ! grep -q '^Remv nvidia-peer-memory-modules-$k1 ' '$work/service.sim'"
+
+# --- kernel series: the suite's kernels and its backports' (issue 40 item 5)
+# README's example publishes both series' module packages into one
+# repository. Debian's kernels as two stub repositories, one per series
+# (linux-image-amd64 and the kernel image it installs): a node that follows
+# the suite's kernels sees the first, one that follows bookworm-backports'
+# both. Only the installed packages differ between the nodes below.
+series_repos() {
+    "$xtask" build-repo --repo "$work/series" --suite bookworm --sign-key "$key" "$p1" "$meta1" "$p2" "$meta2b" \
+        "$work/stubs/nvidia-peer-memory_${dv}_amd64.deb" "$work/stubs/mlnx-ofed-kernel-dkms_25.10.OFED.25.10.1.7.1.1-1_all.deb" >/dev/null &&
+        "$xtask" build-repo --repo "$work/kernels-stable" --suite bookworm --sign-key "$key" \
+            "$work/stubs/linux-image-amd64_${m1}_amd64.deb" "$work/stubs/linux-image-${k1}_${m1}_amd64.deb" >/dev/null &&
+        "$xtask" build-repo --repo "$work/kernels-backports" --suite bookworm-backports --sign-key "$key" \
+            "$work/stubs/linux-image-amd64_${m2}_amd64.deb" "$work/stubs/linux-image-${k2}_${m2}_amd64.deb" >/dev/null
+}
+stub_meta "$m2" "$k2"
+check "a repository with both series' module packages; Debian's kernels of each series apart" series_repos
+series_sources() {  # series_sources stable|backports: the node's sources.list lines
+    echo "deb [signed-by=$work/repo-key.gpg] file://$work/series bookworm main"
+    echo "deb [signed-by=$work/repo-key.gpg] file://$work/kernels-stable bookworm main"
+    [ "$1" = stable ] || echo "deb [signed-by=$work/repo-key.gpg] file://$work/kernels-backports bookworm-backports main"
+}
+# series_node NAME STATUS stable|backports: a node's apt config, updated.
+series_node() {
+    local conf
+    conf=$(node_apt "$1" "$2" "$(series_sources "$3")") && APT_CONFIG=$conf apt-get update >/dev/null && echo "$conf"
+}
+readme_stable() {
+    local conf
+    conf=$(series_node series-stable "$work/status-base" stable) || return 1
+    APT_CONFIG=$conf apt-get -s install nvidia-peer-memory nvidia-peer-memory-modules-amd64 | tee "$work/series-stable.sim" &&
+        grep -q "^Inst nvidia-peer-memory-modules-$k1 " "$work/series-stable.sim" &&
+        grep -q '^Inst nvidia-peer-memory-modules-amd64 ' "$work/series-stable.sim" && ! grep -q '^Inst linux-image' "$work/series-stable.sim"
+}
+check "README, a node that follows the suite's kernels: apt-get install nvidia-peer-memory nvidia-peer-memory-modules-amd64 takes $k1's module, no kernel change" readme_stable
+readme_backports() {
+    local conf
+    conf=$(series_node series-backports "$work/status-base" backports) || return 1
+    APT_CONFIG=$conf apt-get -s install nvidia-peer-memory nvidia-peer-memory-modules-amd64-backports | tee "$work/series-backports.sim" &&
+        grep -q "^Inst linux-image-amd64 .*($m2 " "$work/series-backports.sim" && grep -q "^Inst linux-image-$k2 " "$work/series-backports.sim" &&
+        grep -q "^Inst nvidia-peer-memory-modules-$k2 " "$work/series-backports.sim" &&
+        grep -q '^Inst nvidia-peer-memory-modules-amd64-backports ' "$work/series-backports.sim" && ! grep -q '^Remv' "$work/series-backports.sim"
+}
+check "README, a node that follows bookworm-backports' kernels: apt-get install nvidia-peer-memory nvidia-peer-memory-modules-amd64-backports takes linux-image-amd64 $m2, $k2 and its module" readme_backports
+stays_in_series() {
+    local conf
+    conf=$(series_node series-held "$work/status-modules" backports) || return 1
+    APT_CONFIG=$conf apt-get -s --with-new-pkgs upgrade | tee "$work/series-held.sim" &&
+        grep -q 'kept back' "$work/series-held.sim" && ! grep -q '^Inst linux-image' "$work/series-held.sim"
+}
+check "a node on the suite's series, backports' kernels in its sources: apt upgrade keeps linux-image-amd64 back, though $k2's module is published" stays_in_series
+moves_series() {
+    local conf
+    conf=$(series_node series-move "$work/status-modules" backports) || return 1
+    APT_CONFIG=$conf apt-get -s install nvidia-peer-memory-modules-amd64-backports | tee "$work/series-move.sim" &&
+        grep -q "^Inst linux-image-$k2 " "$work/series-move.sim" && grep -q "^Inst nvidia-peer-memory-modules-$k2 " "$work/series-move.sim" &&
+        [ "$(grep '^Remv' "$work/series-move.sim")" = "Remv nvidia-peer-memory-modules-amd64 [$m1+$version.1]" ]
+}
+check "moving it to the backports series (apt-get install nvidia-peer-memory-modules-amd64-backports): $k2 and its module come, only the suite's metapackage goes ($k1's module stays)" moves_series
+# What one metapackage for both series did (before this layout): the
+# backports kernel's metapackage under the suite's name makes README's
+# install fail on a node that follows the suite's kernels.
+one_name_fails() {
+    local d=$work/one-name conf
+    rm -rf "$d" && mkdir -p "$d" && dpkg-deb -R "$meta2b" "$d/tree" &&
+        sed -i 's/^Package: nvidia-peer-memory-modules-amd64-backports$/Package: nvidia-peer-memory-modules-amd64/' "$d/tree/DEBIAN/control" &&
+        dpkg-deb --root-owner-group --build "$d/tree" "$d/nvidia-peer-memory-modules-amd64_$m2+$version.1_amd64.deb" >/dev/null &&
+        cp -a "$work/series" "$d/repo" &&
+        "$xtask" build-repo --repo "$d/repo" --suite bookworm --sign-key "$key" "$d/nvidia-peer-memory-modules-amd64_$m2+$version.1_amd64.deb" >/dev/null || return 1
+    conf=$(node_apt one-name "$work/status-base" "$(series_sources stable | sed "s|file://$work/series |file://$d/repo |")") &&
+        APT_CONFIG=$conf apt-get update >/dev/null || return 1
+    ! APT_CONFIG=$conf apt-get -s install nvidia-peer-memory nvidia-peer-memory-modules-amd64 >"$d/out" 2>&1
+    local rc=$?
+    cat "$d/out"
+    [ $rc = 0 ] && grep -q "Depends: linux-image-amd64 (= $m2)" "$d/out"
+}
+check "with one metapackage name for both series, that install fails (Depends: linux-image-amd64 (= $m2)): what the series names prevent" one_name_fails
 
 # --- the dnf/zypper repository ------------------------------------------
 check "build-repo: a signed dnf repository" sh -c "'$xtask' build-repo --repo '$work/rpmrepo' --sign-key '$key' '$work'/rpms/*.rpm"

@@ -91,11 +91,17 @@ pub fn build(args: &BuildModulesArgs) -> Result<()> {
     Prebuilt::add_context(&plan, &mut context);
     let version = debian_version(&plan);
     let upstream = debian_upstream_version(&plan.workspace_version)?;
-    // The metapackage of each flavour goes with its newest kernel.
-    let newest_of_flavour = |target: &Target| {
+    // The metapackage of each flavour and series (package::Series) goes
+    // with its newest kernel.
+    let meta_name = |target: &Target| {
+        target.kernel_meta_version.as_ref().map(|version| {
+            package::meta_package(&target.kernel.flavour, package::Series::of(version))
+        })
+    };
+    let newest_of_series = |target: &Target| {
         target.kernel_meta_version.as_ref().is_some_and(|mine| {
             !targets.iter().any(|other| {
-                other.kernel.flavour == target.kernel.flavour
+                meta_name(other) == meta_name(target)
                     && other
                         .kernel_meta_version
                         .as_ref()
@@ -105,7 +111,7 @@ pub fn build(args: &BuildModulesArgs) -> Result<()> {
     };
     let mut packages: Vec<(String, Vec<u8>)> = Vec::new();
     let mut costs = String::new();
-    let mut done_flavours: Vec<String> = Vec::new();
+    let mut done_metapackages: Vec<String> = Vec::new();
     for (index, target) in targets.iter().enumerate() {
         let kernel = &target.kernel;
         eprintln!(
@@ -139,9 +145,11 @@ pub fn build(args: &BuildModulesArgs) -> Result<()> {
         );
         eprint!("build-modules: {cost}");
         costs.push_str(&cost);
-        let with_meta = newest_of_flavour(target) && !done_flavours.contains(&kernel.flavour);
-        if with_meta {
-            done_flavours.push(kernel.flavour.clone());
+        let meta = meta_name(target)
+            .filter(|name| newest_of_series(target) && !done_metapackages.contains(name));
+        let with_meta = meta.is_some();
+        if let Some(name) = &meta {
+            done_metapackages.push(name.clone());
         }
         let mut kernel_context = context.clone();
         kernel_context.insert("kernel", &kernel.release);
@@ -153,9 +161,13 @@ pub fn build(args: &BuildModulesArgs) -> Result<()> {
         kernel_context.insert("ofed_version", &target.ofed.package.1);
         kernel_context.insert("debian_version", &version);
         kernel_context.insert("service_floor", &upstream);
-        if with_meta {
+        if let Some(meta) = &meta {
             let meta_version = target.kernel_meta_version.clone().unwrap_or_default();
-            kernel_context.insert("meta_package", &package::meta_package(&kernel.flavour));
+            kernel_context.insert("meta_package", meta);
+            kernel_context.insert(
+                "meta_backports",
+                &(package::Series::of(&meta_version) == package::Series::Backports),
+            );
             kernel_context.insert(
                 "meta_version",
                 &package::meta_version(&meta_version, &plan.package_version, plan.release),

@@ -2,9 +2,10 @@
 //! prebuilt/deb/: per kernel `nvidia-peer-memory-modules-<release>` (the
 //! module in /lib/modules/<release>/updates/, depmod in its scripts, the
 //! symbol versions it was built against in its doc directory) and per
-//! flavour the metapackage `nvidia-peer-memory-modules-<flavour>` that
-//! follows `linux-image-<flavour>` (docs/fleet.md, "Naming and
-//! dependencies").
+//! kernel series the metapackage that follows `linux-image-<flavour>`:
+//! `nvidia-peer-memory-modules-<flavour>` for the suite's own kernels,
+//! `nvidia-peer-memory-modules-<flavour>-backports` for its backports
+//! kernels (docs/fleet.md, "Naming and dependencies").
 
 use crate::dkms_package::deb_archive::{DebFile, DebPackage, installed_size_kib, write_deb};
 use crate::dkms_package::deb_control::paragraphs;
@@ -22,9 +23,42 @@ pub fn module_package(release: &str) -> String {
     format!("nvidia-peer-memory-modules-{release}")
 }
 
-/// The flavour metapackage's name.
-pub fn meta_package(flavour: &str) -> String {
-    format!("nvidia-peer-memory-modules-{flavour}")
+/// The kernel series a kernel metapackage version belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Series {
+    /// The suite's own kernels (bookworm's 6.1).
+    Stable,
+    /// Its backports suite's (bookworm-backports' 6.12): Debian marks a
+    /// backport's version `~bpo<release>+<n>` (`6.12.95-1~bpo12+1`, what
+    /// `apt-cache show linux-image-amd64` gives for bookworm-backports),
+    /// so that it sorts before the same version in the next release.
+    Backports,
+}
+
+impl Series {
+    /// The series of the kernel that @kernel_meta_version of
+    /// `linux-image-<flavour>` installs.
+    pub fn of(kernel_meta_version: &str) -> Series {
+        if kernel_meta_version.contains("~bpo") {
+            Series::Backports
+        } else {
+            Series::Stable
+        }
+    }
+}
+
+/// The metapackage's name for a flavour and series. One per series: the
+/// two series share `linux-image-<flavour>`, and one metapackage following
+/// both would be uninstallable on a node that follows the suite's kernels
+/// once the backports kernel's is published (its newest version would
+/// need the backports `linux-image-<flavour>`). Ubuntu names its kernel
+/// series the same way, by a suffix on the flavour
+/// (`linux-image-generic-hwe-24.04`).
+pub fn meta_package(flavour: &str, series: Series) -> String {
+    match series {
+        Series::Stable => format!("nvidia-peer-memory-modules-{flavour}"),
+        Series::Backports => format!("nvidia-peer-memory-modules-{flavour}-backports"),
+    }
 }
 
 /// The metapackage's version: the kernel metapackage's version it follows,
@@ -186,9 +220,17 @@ mod tests {
             "nvidia-peer-memory-modules-6.12.95+deb12-amd64"
         );
         assert_eq!(
-            meta_package("cloud-amd64"),
+            meta_package("cloud-amd64", Series::Stable),
             "nvidia-peer-memory-modules-cloud-amd64"
         );
+        assert_eq!(
+            meta_package("amd64", Series::Backports),
+            "nvidia-peer-memory-modules-amd64-backports"
+        );
+        assert_eq!(Series::of("6.12.95-1~bpo12+1"), Series::Backports);
+        assert_eq!(Series::of("6.1.192-2"), Series::Stable);
+        // An epoch or a security update's mark is not a backport.
+        assert_eq!(Series::of("1:6.1.192-2+deb12u1"), Series::Stable);
         assert_eq!(meta_version("6.1.192-2", "1.4.0", 1), "6.1.192-2+1.4.0.1");
     }
 }
