@@ -10,8 +10,11 @@
 #              harness's scenarios pass against it
 #   onboot-no  ONBOOT=no: not loaded, the journal says why; then, on the
 #              running system, the kernel's own ib_core (no peer memory
-#              API) and an MLNX_OFED update with other ib_* symbol
-#              versions: the service fails and `systemctl status` says why
+#              API): the service fails and `systemctl status` says why;
+#              an MLNX_OFED update with other ib_* symbol versions (dpkg
+#              -i): -dkms's file trigger rebuilds nv_peer_mem, which loads;
+#              the build from before it put back: the service fails and
+#              `systemctl status` says why
 #   peermem    nvidia_peermem loaded at boot: the service refuses, naming
 #              the fix; then DKMS's build removed: status says there is no
 #              module and how to build it
@@ -479,7 +482,7 @@ boot "$k1" onboot service_loaded_module journal_says_loaded loaded_is_dkms_build
 lap "boot onboot"
 boot "$k1" onboot-no not_loaded_onboot_no journal_says_onboot_no status_onboot_no systemctl_status_onboot_no \
     inbox_ib_core_loaded inbox_start_fails status_inbox systemctl_status_inbox no_splat_inbox \
-    abi_update_installed crc_start_fails status_crc systemctl_status_crc no_splat_crc
+    abi_update_rebuilds abi_update_loads crc_start_fails status_crc systemctl_status_crc no_splat_crc
 lap "boot onboot-no"
 boot "$k1" peermem peermem_loaded refused_beside_peermem journal_names_fix status_names_peermem \
     systemctl_status_peermem dkms_remove status_no_module
