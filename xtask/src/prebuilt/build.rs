@@ -9,6 +9,7 @@ use super::kernel::{Arch, Kernel};
 use super::prerequisites::{NvidiaSource, OfedTree, provider};
 use crate::bench_kmod::timed;
 use crate::dkms_package::tree_files::TreeFile;
+use crate::pipeline::Plan;
 use crate::tool;
 use anyhow::{Context, Result, bail, ensure};
 use std::path::{Path, PathBuf};
@@ -58,8 +59,9 @@ pub fn build(
     nvidia: &NvidiaSource,
     core_cache: &Path,
     modsign: Option<&ModSign>,
-    version: &str,
+    plan: &Plan,
 ) -> Result<BuiltModule> {
+    let version = plan.package_version.as_str();
     let kmod = tree_dir.join("kmod");
     let mut make = Command::new("make");
     make.arg("-C")
@@ -78,6 +80,17 @@ pub fn build(
     let mapped = format!("/usr/src/nv_peer_mem-{version}");
     make.arg(format!("KCFLAGS=-ffile-prefix-map={tree}={mapped}"))
         .arg(format!("KRUSTFLAGS=--remap-path-prefix={tree}={mapped}"));
+    // The kernel's own switch for reproducible builds: with
+    // KBUILD_BUILD_TIMESTAMP set, scripts/Makefile.btf (6.12) leaves out
+    // pahole's -j, "[which] makes its output unreproducible", unless
+    // pahole >= 1.27 can encode in parallel reproducibly (bookworm's
+    // dwarves is 1.24): the module's .BTF section otherwise differs from
+    // build to build (ci/test-fleet.sh caught it on 6.12). Any value
+    // switches it; the package's date is the one that belongs there.
+    make.env(
+        "KBUILD_BUILD_TIMESTAMP",
+        format!("@{}", plan.source_date_epoch),
+    );
     if let Some(symvers) = &nvidia.symvers {
         make.arg(format!("NV_SYMVERS={}", symvers.display()));
     }

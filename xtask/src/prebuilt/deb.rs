@@ -130,7 +130,7 @@ pub fn build(args: &BuildModulesArgs) -> Result<()> {
             &nvidia,
             &core_cache,
             modsign.as_ref(),
-            &plan.package_version,
+            &plan,
         )?;
         let cost = format!(
             "{}: {:.1} s, peak RSS {}\n",

@@ -190,13 +190,15 @@ fn symbol_versions(release: &str, imports: &[String]) -> String {
     text
 }
 
-/// The metapackage's lintian override: its version is the kernel
+/// The metapackage's lintian overrides: its version is the kernel
 /// metapackage's with ours appended, which puts more dots in the revision
 /// than lintian's heuristic expects (Lintian::Check::Fields::Version allows
-/// two); the order it gives is the point (see meta_version).
+/// two); the order it gives is the point (see meta_version). Name and
+/// version together make the backports series' file name longer than the
+/// 80 characters lintian warns above.
 fn meta_overrides(package: &str) -> String {
     format!(
-        "# The version is linux-image-<flavour>'s with ours appended, so it rises with either.\n{package}: debian-revision-not-well-formed\n"
+        "# The version is linux-image-<flavour>'s with ours appended, so it rises with either.\n{package}: debian-revision-not-well-formed\n# The name says flavour and series, the version the kernel's and ours: over 80 characters for a backports kernel.\n{package}: package-has-long-file-name\n"
     )
 }
 
