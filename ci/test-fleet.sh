@@ -411,36 +411,40 @@ series_node() {
     local conf
     conf=$(node_apt "$1" "$2" "$(series_sources "$3")") && APT_CONFIG=$conf apt-get update >/dev/null && echo "$conf"
 }
+# series_sim NAME STATUS stable|backports APT-GET-ARGS...: apt-get -s on
+# that node; its plan is in $work/NAME.sim.
+series_sim() {
+    local name=$1 status=$2 series=$3 conf
+    shift 3
+    conf=$(series_node "$name" "$status" "$series") || return 1
+    APT_CONFIG=$conf apt-get -s "$@" | tee "$work/$name.sim"
+}
 readme_stable() {
-    local conf
-    conf=$(series_node series-stable "$work/status-base" stable) || return 1
-    APT_CONFIG=$conf apt-get -s install nvidia-peer-memory nvidia-peer-memory-modules-amd64 | tee "$work/series-stable.sim" &&
-        grep -q "^Inst nvidia-peer-memory-modules-$k1 " "$work/series-stable.sim" &&
-        grep -q '^Inst nvidia-peer-memory-modules-amd64 ' "$work/series-stable.sim" && ! grep -q '^Inst linux-image' "$work/series-stable.sim"
+    local sim=$work/series-stable.sim
+    series_sim series-stable "$work/status-base" stable install nvidia-peer-memory nvidia-peer-memory-modules-amd64 &&
+        grep -q "^Inst nvidia-peer-memory-modules-$k1 " "$sim" &&
+        grep -q '^Inst nvidia-peer-memory-modules-amd64 ' "$sim" && ! grep -q '^Inst linux-image' "$sim"
 }
 check "README, a node that follows the suite's kernels: apt-get install nvidia-peer-memory nvidia-peer-memory-modules-amd64 takes $k1's module, no kernel change" readme_stable
 readme_backports() {
-    local conf
-    conf=$(series_node series-backports "$work/status-base" backports) || return 1
-    APT_CONFIG=$conf apt-get -s install nvidia-peer-memory nvidia-peer-memory-modules-amd64-backports | tee "$work/series-backports.sim" &&
-        grep -q "^Inst linux-image-amd64 .*($m2 " "$work/series-backports.sim" && grep -q "^Inst linux-image-$k2 " "$work/series-backports.sim" &&
-        grep -q "^Inst nvidia-peer-memory-modules-$k2 " "$work/series-backports.sim" &&
-        grep -q '^Inst nvidia-peer-memory-modules-amd64-backports ' "$work/series-backports.sim" && ! grep -q '^Remv' "$work/series-backports.sim"
+    local sim=$work/series-backports.sim
+    series_sim series-backports "$work/status-base" backports install nvidia-peer-memory nvidia-peer-memory-modules-amd64-backports &&
+        grep -q "^Inst linux-image-amd64 .*($m2 " "$sim" && grep -q "^Inst linux-image-$k2 " "$sim" &&
+        grep -q "^Inst nvidia-peer-memory-modules-$k2 " "$sim" &&
+        grep -q '^Inst nvidia-peer-memory-modules-amd64-backports ' "$sim" && ! grep -q '^Remv' "$sim"
 }
 check "README, a node that follows bookworm-backports' kernels: apt-get install nvidia-peer-memory nvidia-peer-memory-modules-amd64-backports takes linux-image-amd64 $m2, $k2 and its module" readme_backports
 stays_in_series() {
-    local conf
-    conf=$(series_node series-held "$work/status-modules" backports) || return 1
-    APT_CONFIG=$conf apt-get -s --with-new-pkgs upgrade | tee "$work/series-held.sim" &&
-        grep -q 'kept back' "$work/series-held.sim" && ! grep -q '^Inst linux-image' "$work/series-held.sim"
+    local sim=$work/series-held.sim
+    series_sim series-held "$work/status-modules" backports --with-new-pkgs upgrade &&
+        grep -q 'kept back' "$sim" && ! grep -q '^Inst linux-image' "$sim"
 }
 check "a node on the suite's series, backports' kernels in its sources: apt upgrade keeps linux-image-amd64 back, though $k2's module is published" stays_in_series
 moves_series() {
-    local conf
-    conf=$(series_node series-move "$work/status-modules" backports) || return 1
-    APT_CONFIG=$conf apt-get -s install nvidia-peer-memory-modules-amd64-backports | tee "$work/series-move.sim" &&
-        grep -q "^Inst linux-image-$k2 " "$work/series-move.sim" && grep -q "^Inst nvidia-peer-memory-modules-$k2 " "$work/series-move.sim" &&
-        [ "$(grep '^Remv' "$work/series-move.sim")" = "Remv nvidia-peer-memory-modules-amd64 [$m1+$version.1]" ]
+    local sim=$work/series-move.sim
+    series_sim series-move "$work/status-modules" backports install nvidia-peer-memory-modules-amd64-backports &&
+        grep -q "^Inst linux-image-$k2 " "$sim" && grep -q "^Inst nvidia-peer-memory-modules-$k2 " "$sim" &&
+        [ "$(grep '^Remv' "$sim")" = "Remv nvidia-peer-memory-modules-amd64 [$m1+$version.1]" ]
 }
 check "moving it to the backports series (apt-get install nvidia-peer-memory-modules-amd64-backports): $k2 and its module come, only the suite's metapackage goes ($k1's module stays)" moves_series
 # What one metapackage for both series did (before this layout): the
