@@ -752,6 +752,46 @@ check "-dkms %post: exit 9 for another reason is a failed build, naming make.log
 check "-dkms %preun: exit 0 even when dkms remove fails" sh -c \
     "PATH='$work/fake-dkms:$PATH' sh '$work/dkms-preun.sh' 0 && grep -q 'dkms remove -m nv_peer_mem -v $version --all' '$work/fake-dkms/calls'"
 
+# -dkms's file triggers (docs/next-boot.md, "Provider updates"): rpm runs
+# each %transfiletriggerin script once a transaction installed files under
+# its path; both run the rebuild script of the package's DKMS tree. Here
+# the scripts as the package holds them, pointed at that script as the
+# package ships it (rpm2cpio), with the stand-in dkms above, a stand-in
+# gpudirect-rdma-check saying what it is told to, and a DKMS tree with a
+# build of nv_peer_mem for $kver.
+trigger_paths=$(rpm -qp --qf '[%{TRANSFILETRIGGERNAME}\n]' "$dkms_rpm" 2>>"$work/log" | sort | tr '\n' ' ')
+check "-dkms has %transfiletriggerin on /lib/modules and /usr/src ($trigger_paths)" test "$trigger_paths" = "/lib/modules /usr/src "
+rm -rf "$work/trigger" && mkdir -p "$work/trigger/x" "$work/trigger/dkms-tree/nv_peer_mem/$version/$kver/x86_64"
+(cd "$work/trigger/x" && rpm2cpio "$dkms_rpm" | cpio -idm --quiet "./usr/src/nv_peer_mem-$version/nv_peer_mem-dkms-rebuild") 2>>"$work/log"
+rpm -qp --qf '[%{TRANSFILETRIGGERSCRIPTS}\n--\n]' "$dkms_rpm" 2>>"$work/log" | awk -v RS='\n--\n' 'NR == 1' >"$work/trigger/script.sh"
+sed -i "s|/usr/src/nv_peer_mem-$version/|$work/trigger/x/usr/src/nv_peer_mem-$version/|" "$work/trigger/script.sh"
+# check_says EXIT LINE: the stand-in gpudirect-rdma-check's answer.
+check_says() { printf '#!/bin/sh\necho "%s"\nexit %s\n' "$2" "$1" >"$work/trigger/check" && chmod +x "$work/trigger/check"; }
+trigger_runs() {  # trigger_runs WANT-DKMS-CALLS(yes|no)
+    : >"$work/fake-dkms/calls"
+    PATH="$work/fake-dkms:$PATH" NV_PEER_MEM_CHECK="$work/trigger/check" NV_PEER_MEM_DKMS_TREE="$work/trigger/dkms-tree" \
+        sh "$work/trigger/script.sh" </dev/null >"$work/trigger/out" 2>&1 || return 1
+    cat "$work/trigger/out" "$work/fake-dkms/calls"
+    if [ "$1" = yes ]; then
+        grep -qx "dkms uninstall -m nv_peer_mem -v $version -k $kver" "$work/fake-dkms/calls" &&
+            grep -qx "dkms build --force -m nv_peer_mem -v $version -k $kver" "$work/fake-dkms/calls" &&
+            grep -qx "dkms install -m nv_peer_mem -v $version -k $kver" "$work/fake-dkms/calls" &&
+            grep -q "changed for kernel $kver: rebuilding nv_peer_mem $version with DKMS" "$work/trigger/out"
+    else
+        [ ! -s "$work/fake-dkms/calls" ] && [ ! -s "$work/trigger/out" ]
+    fi
+}
+if [ -s "$work/trigger/script.sh" ] && [ -x "$work/trigger/x/usr/src/nv_peer_mem-$version/nv_peer_mem-dkms-rebuild" ]; then
+    check_says 4 "FAIL symbols   ib_core (/lib/modules/$kver/updates/ib_core.ko) exports another version of ib_register_peer_memory_client (0x2; nv_peer_mem was built against 0x1): the kernel refuses it (disagrees about version of symbol)"
+    check "-dkms's trigger: a build whose provider exports another symbol version is rebuilt (dkms uninstall, build --force, install)" trigger_runs yes
+    check_says 4 "FAIL symbols   nothing installed for $kver exports ib_register_peer_memory_client (Unknown symbol): MLNX_OFED kernel modules"
+    check "-dkms's trigger: a build LOST for another reason (no MLNX_OFED) is left alone, nothing printed" trigger_runs no
+    check_says 0 "NEXT BOOT OK: nv_peer_mem will load on $kver"
+    check "-dkms's trigger: a build that will load is left alone, nothing printed" trigger_runs no
+else
+    fail "-dkms's trigger script or its rebuild script not found in ${dkms_rpm##*/}"
+fi
+
 echo "== rpmlint"
 for rpm_file in $(printf '%s\n' "${lint_rpms[@]}" | sort -u); do
     rpmlint -c "$root/rpm/rpmlint.toml" "$rpm_file" >"$work/rpmlint.txt" 2>&1
