@@ -33,6 +33,8 @@ pkgs=(
   apt-utils gnupg openssl
   # arm64: cross compiler for the module and the VM test modules
   gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu
+  # NCCL's access probe in the guests, static (xtask/src/vm/nccl_probe.rs)
+  libc6-dev libc6-dev-arm64-cross
   # boot tests; patch plants the mutation check's defects
   busybox-static cpio patch
   # trixie/sid chroots (ci/chroot.sh); bookworm's own mmdebstrap 1.3.5 makes

@@ -594,9 +594,10 @@ check "the hook installed mlnx-ofed-kernel, nvidia-current and nv_peer_mem for $
 check "the kernel's installation said nv_peer_mem will load on $k2 (zz-nv-peer-mem, after DKMS's hook)" \
     grep -q "nv_peer_mem: GPUDirect RDMA: nv_peer_mem will load on $k2" "$work/kernel-upgrade.out"
 # $k2 (bookworm-backports' 6.12) exports no mm_kobj: the same run says
-# NCCL will not see nv_peer_mem there (docs/readiness.md).
-check "and that NCCL will not use nv_peer_mem on $k2 (it exports no mm_kobj)" \
-    grep -q "nv_peer_mem: NCCL will not use nv_peer_mem on $k2: the kernel exports no mm_kobj" "$work/kernel-upgrade.out"
+# NCCL will see nv_peer_mem there all the same, since the module makes
+# /sys/kernel/mm/memory_peers itself (docs/contracts.md).
+check "and that NCCL will see nv_peer_mem on $k2 (no mm_kobj: the module makes memory_peers)" \
+    grep -q "nv_peer_mem: NCCL will see nv_peer_mem on $k2: the kernel exports no mm_kobj" "$work/kernel-upgrade.out"
 # built_after KVER: nv_peer_mem's build log for KVER is newer than both
 # prerequisites' (BUILD_DEPENDS ordered the autoinstall).
 built_after() {
@@ -657,9 +658,10 @@ swap_to() {
 check "apt-get install the prebuilt package: dpkg removes nvidia-peer-memory-dkms, installs nvidia-peer-memory-modules-$k2" \
     swap_to to-prebuilt.out "/tmp/debs/$prebuilt_deb" nvidia-peer-memory-dkms
 # The prebuilt package's post-install asks the kernel hook: it will load
-# on $k2, and NCCL will not see it there ($k2 exports no mm_kobj).
-check "the prebuilt package's installation said it will load on $k2 and that NCCL will not use it there (no mm_kobj)" sh -c \
-    "grep -qF 'nv_peer_mem: GPUDirect RDMA: nv_peer_mem will load on $k2' '$work/to-prebuilt.out' && grep -qF 'nv_peer_mem: NCCL will not use nv_peer_mem on $k2: the kernel exports no mm_kobj' '$work/to-prebuilt.out'"
+# on $k2, and NCCL will see it there ($k2 exports no mm_kobj; the module
+# makes memory_peers itself).
+check "the prebuilt package's installation said it will load on $k2 and that NCCL will see it there (no mm_kobj)" sh -c \
+    "grep -qF 'nv_peer_mem: GPUDirect RDMA: nv_peer_mem will load on $k2' '$work/to-prebuilt.out' && grep -qF 'nv_peer_mem: NCCL will see nv_peer_mem on $k2: the kernel exports no mm_kobj' '$work/to-prebuilt.out'"
 check "states: -modules-$k2 installed, -dkms not, the service package still installed" \
     states_are "nvidia-peer-memory-modules-$k2=ii" nvidia-peer-memory-dkms=gone nvidia-peer-memory=ii
 no_dkms_builds() {
@@ -693,8 +695,8 @@ back_on_dkms() {
 }
 check "states: -dkms and the service installed, -modules-$k2 not; its module file gone" back_on_dkms
 check "DKMS installed nv_peer_mem for $k2 again" installed_for "$k2" nv_peer_mem
-check "-dkms's post-install said, once DKMS had built it, it will load on $k2 and NCCL will not use it there (no mm_kobj)" sh -c \
-    "grep -qF 'nv_peer_mem: GPUDirect RDMA: nv_peer_mem will load on $k2' '$work/to-dkms.out' && grep -qF 'nv_peer_mem: NCCL will not use nv_peer_mem on $k2: the kernel exports no mm_kobj' '$work/to-dkms.out'"
+check "-dkms's post-install said, once DKMS had built it, it will load on $k2 and NCCL will see it there (no mm_kobj)" sh -c \
+    "grep -qF 'nv_peer_mem: GPUDirect RDMA: nv_peer_mem will load on $k2' '$work/to-dkms.out' && grep -qF 'nv_peer_mem: NCCL will see nv_peer_mem on $k2: the kernel exports no mm_kobj' '$work/to-dkms.out'"
 check "$k2's modules.dep resolves nv_peer_mem to DKMS's build again" modules_dep_names "$k2" updates/dkms/nv_peer_mem
 check "DKMS's new build for $k2 is signed with the MOK key" signed_by_mok "$k2"
 rm -rf "$tree/tmp/debs"

@@ -184,10 +184,19 @@ check "loaded: no nvidia/ib_core complaint" status_lacks 'not loaded'
 # MLNX_OFED's core without /sys/kernel/mm/memory_peers (a kernel that does
 # not export mm_kobj): status says NCCL will not see nv_peer_mem; with the
 # directory, it says nothing of it.
-check "no memory_peers: NCCL will not use nv_peer_mem, nvidia_peermem or DMA-BUF named" status_says 0 \
-    'created no /sys/kernel/mm/memory_peers on kernel .*mm_kobj.*NCCL.*will not use nv_peer_mem here.*nvidia_peermem instead, or register through DMA-BUF'
+check "no memory_peers, a module without the memory_peers parameter: NCCL will not use nv_peer_mem, the current module, nvidia_peermem or DMA-BUF named" status_says 0 \
+    'created no /sys/kernel/mm/memory_peers on kernel .*mm_kobj.*does not make it itself.*NCCL.*will not use nv_peer_mem here.*install the current nv_peer_mem, or load nvidia_peermem instead, or register through DMA-BUF'
+# The module's own answer (kmod/glue: the read-only parameter memory_peers).
+mkdir -p "$fake/sys/module/nv_peer_mem/parameters"
+echo 'failed -17' >"$fake/sys/module/nv_peer_mem/parameters/memory_peers"
+check "no memory_peers, the module could not make it: its answer, the kernel log and the reload named" status_says 0 \
+    "nv_peer_mem could not make it .its parameter memory_peers says 'failed -17'; 'dmesg [|] grep nv_peer_mem' says why.*will not use nv_peer_mem here.*reload nv_peer_mem"
 mkdir -p "$fake/sys/kernel/mm/memory_peers/nv_mem"
-check "memory_peers there: no NCCL warning" sh -c "$(declare -f status_says run_helper status_lacks); fake='$fake' kver='$kver' helper='$helper' status_says 0 && fake='$fake' status_lacks 'created no /sys/kernel/mm/memory_peers'"
+echo core >"$fake/sys/module/nv_peer_mem/parameters/memory_peers"
+check "memory_peers there (the core's): no NCCL warning" sh -c "$(declare -f status_says run_helper status_lacks); fake='$fake' kver='$kver' helper='$helper' status_says 0 && fake='$fake' status_lacks 'created no /sys/kernel/mm/memory_peers'"
+echo nv_peer_mem >"$fake/sys/module/nv_peer_mem/parameters/memory_peers"
+check "memory_peers made by nv_peer_mem: status says so, NCCL finds nv_mem" status_says 0 \
+    'core created no /sys/kernel/mm/memory_peers on kernel .*nv_peer_mem made it, so NCCL finds nv_mem there'
 
 new_machine; load ib_core; load nvidia
 printf 'ffffffffc0a01000 T ib_register_client\t[ib_core]\n' >"$fake/proc/kallsyms"
@@ -360,6 +369,15 @@ nccl_said() {
     [ "$(sed -n 2p "$fake/hook.out")" = "nv_peer_mem: NCCL will not use nv_peer_mem on 6.12.95+deb12-amd64: the kernel exports no mm_kobj" ]
 }
 check "kernel hook: will load, and the verdict's NCCL line (no mm_kobj) passed on" nccl_said
+# A module that makes memory_peers itself: the verdict's "will see" line.
+nccl_will_see() {
+    printf '#!/bin/sh\necho "     nccl      NCCL will see nv_peer_mem on $2: the kernel exports no mm_kobj (x), so ..."\nexit 0\n' >"$fake/bin/check"
+    chmod +x "$fake/bin/check"
+    NV_PEER_MEM_CHECK=$fake/bin/check sh "$hook" 6.12.95+deb12-amd64 /boot/vmlinuz >"$fake/hook.out" 2>&1 || return 1
+    cat "$fake/hook.out"
+    [ "$(sed -n 2p "$fake/hook.out")" = "nv_peer_mem: NCCL will see nv_peer_mem on 6.12.95+deb12-amd64: the kernel exports no mm_kobj (x), so ..." ]
+}
+check "kernel hook: will load, and the verdict's NCCL line (the module makes memory_peers) passed on" nccl_will_see
 hook_warns() {
     hook_says 4 6.12.95+deb12-amd64 /boot/vmlinuz -- 'WARNING: nv_peer_mem will NOT load on kernel 6.12.95+deb12-amd64' &&
         grep -q 'fix: dkms autoinstall -k 6.12.95+deb12-amd64' "$fake/hook.out"

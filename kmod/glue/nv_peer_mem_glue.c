@@ -21,6 +21,10 @@
 #include <linux/spinlock.h>
 #include <linux/mutex.h>
 #include <linux/sched.h>
+#include <linux/kobject.h>
+#include <linux/sysfs.h>
+#include <linux/kernfs.h>
+#include <linux/moduleparam.h>
 
 #include NVPM_PEER_MEM_H
 #include NVPM_NV_P2P_H
@@ -308,6 +312,201 @@ void nvpm_c_unregister(u32 kind)
 		ib_unregister_peer_memory_client(*handle);
 	*handle = NULL;
 }
+
+/*
+ * /sys/kernel/mm/memory_peers/<client>/ where MLNX_OFED's core made none
+ * (docs/contracts.md, "memory_peers without mm_kobj"). NCCL, UCX and
+ * NVSHMEM test for memory_peers/nv_mem/version; the core makes it only on
+ * kernels that export mm_kobj, which no module can reach elsewhere. The
+ * module makes the same directories under its own kobject,
+ * /sys/module/nv_peer_mem/memory_peers/, and links
+ * /sys/kernel/mm/memory_peers to it with sysfs_add_link_to_group() on
+ * kernel_kobj's "mm" child: exported interfaces only.
+ */
+static struct kobject *nvpm_peers_holder;
+static struct kobject *nvpm_peer_kobj[2];
+static bool nvpm_peers_linked;
+/* For the memory_peers parameter: NVPM_PEER_FILES_CORE, 0 (the module
+ * made them), -ENODATA before any attempt, else the error. */
+static int nvpm_peer_files_result = -ENODATA;
+
+/* The core's counters, in the order of platform.rs's peer_stats::Counter;
+ * version is not a counter. */
+#define NVPM_PEER_VERSION 0xffu
+struct nvpm_peer_attr {
+	struct kobj_attribute attr;
+	u32 counter;
+};
+
+static const char *nvpm_client_name(u32 kind)
+{
+	return kind == NVPM_CLIENT_NC ? nv_mem_nc_client.name : nv_mem_client.client.name;
+}
+
+static ssize_t nvpm_peer_attr_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	u32 counter = container_of(attr, struct nvpm_peer_attr, attr)->counter;
+	u32 kind = kobj == nvpm_peer_kobj[NVPM_CLIENT_NC] ? NVPM_CLIENT_NC : NVPM_CLIENT_MEM;
+
+	/* The core's formats: "%s\n" and "%llu\n". */
+	if (counter == NVPM_PEER_VERSION)
+		return scnprintf(buf, PAGE_SIZE, "%s\n",
+				 kind == NVPM_CLIENT_NC ? nv_mem_nc_client.version
+							: nv_mem_client.client.version);
+	return scnprintf(buf, PAGE_SIZE, "%llu\n", nvpm_rs_peer_stat(kind, counter));
+}
+
+#define NVPM_PEER_ATTR(_name, _counter)                                         \
+	static struct nvpm_peer_attr nvpm_peer_attr_##_name = {                 \
+		.attr = __ATTR(_name, 0444, nvpm_peer_attr_show, NULL),         \
+		.counter = _counter,                                            \
+	}
+NVPM_PEER_ATTR(version, NVPM_PEER_VERSION);
+NVPM_PEER_ATTR(num_alloc_mrs, 0);
+NVPM_PEER_ATTR(num_dealloc_mrs, 1);
+NVPM_PEER_ATTR(num_reg_pages, 2);
+NVPM_PEER_ATTR(num_dereg_pages, 3);
+NVPM_PEER_ATTR(num_reg_bytes, 4);
+NVPM_PEER_ATTR(num_dereg_bytes, 5);
+NVPM_PEER_ATTR(num_free_callbacks, 6);
+
+static struct attribute *nvpm_peer_attrs[] = {
+	&nvpm_peer_attr_version.attr.attr,
+	&nvpm_peer_attr_num_alloc_mrs.attr.attr,
+	&nvpm_peer_attr_num_dealloc_mrs.attr.attr,
+	&nvpm_peer_attr_num_reg_pages.attr.attr,
+	&nvpm_peer_attr_num_dereg_pages.attr.attr,
+	&nvpm_peer_attr_num_reg_bytes.attr.attr,
+	&nvpm_peer_attr_num_dereg_bytes.attr.attr,
+	&nvpm_peer_attr_num_free_callbacks.attr.attr,
+	NULL,
+};
+
+static const struct attribute_group nvpm_peer_group = {
+	.attrs = nvpm_peer_attrs,
+};
+
+/*
+ * Who has /sys/kernel/mm/memory_peers: NVPM_PEER_FILES_CORE when it is a
+ * directory listing one of @kinds' clients (the core's, made when it
+ * registered the client, under its mutex, before
+ * ib_register_peer_memory_client returned), 0 when nobody (the module may
+ * make it), -EEXIST when something else made it. Asked before making
+ * anything, so a taken name costs no sysfs duplicate warning (with its
+ * stack dump) in the kernel log. A directory is checked for before its
+ * children are looked up: a link's node has no children.
+ */
+static int nvpm_peers_owner(u32 kinds)
+{
+	struct kernfs_node *mm, *peers, *client;
+	int ret = -EEXIST;
+	u32 kind;
+
+	mm = kernfs_find_and_get(kernel_kobj->sd, "mm");
+	if (!mm)
+		return -ENOENT;
+	peers = kernfs_find_and_get(mm, "memory_peers");
+	kernfs_put(mm);
+	if (!peers)
+		return 0;
+	for (kind = 0; kind < ARRAY_SIZE(nvpm_peer_kobj) && kernfs_type(peers) == KERNFS_DIR; kind++) {
+		if (!(kinds & (1u << kind)))
+			continue;
+		client = kernfs_find_and_get(peers, nvpm_client_name(kind));
+		if (client) {
+			kernfs_put(client);
+			ret = NVPM_PEER_FILES_CORE;
+			break;
+		}
+	}
+	kernfs_put(peers);
+	return ret;
+}
+
+void nvpm_c_peer_files_remove(void)
+{
+	u32 kind;
+
+	if (nvpm_peers_linked)
+		sysfs_remove_link_from_group(kernel_kobj, "mm", "memory_peers");
+	nvpm_peers_linked = false;
+	for (kind = 0; kind < ARRAY_SIZE(nvpm_peer_kobj); kind++) {
+		/* kobject_put removes the directory and its files; kernfs
+		 * waits for running show calls first. */
+		kobject_put(nvpm_peer_kobj[kind]);
+		nvpm_peer_kobj[kind] = NULL;
+	}
+	kobject_put(nvpm_peers_holder);
+	nvpm_peers_holder = NULL;
+}
+
+static int nvpm_peer_files_make(u32 kinds)
+{
+	u32 kind;
+	int ret;
+
+	ret = nvpm_peers_owner(kinds);
+	if (ret)
+		return ret;
+	nvpm_peers_holder = kobject_create_and_add("memory_peers", &THIS_MODULE->mkobj.kobj);
+	if (!nvpm_peers_holder)
+		return -ENOMEM;
+	for (kind = 0; kind < ARRAY_SIZE(nvpm_peer_kobj); kind++) {
+		if (!(kinds & (1u << kind)))
+			continue;
+		nvpm_peer_kobj[kind] = kobject_create_and_add(nvpm_client_name(kind), nvpm_peers_holder);
+		if (!nvpm_peer_kobj[kind])
+			return -ENOMEM;
+		ret = sysfs_create_group(nvpm_peer_kobj[kind], &nvpm_peer_group);
+		if (ret)
+			return ret;
+	}
+	/* -EEXIST only if a memory_peers appeared since nvpm_peers_owner. */
+	ret = sysfs_add_link_to_group(kernel_kobj, "mm", nvpm_peers_holder, "memory_peers");
+	if (ret)
+		return ret;
+	nvpm_peers_linked = true;
+	return 0;
+}
+
+int nvpm_c_peer_files_create(u32 kinds)
+{
+	int ret = nvpm_peer_files_make(kinds);
+
+	if (ret < 0)
+		nvpm_c_peer_files_remove();
+	nvpm_peer_files_result = ret;
+	return ret;
+}
+
+/* The memory_peers parameter: read-only, it says who made the files. */
+static int nvpm_memory_peers_get(char *buf, const struct kernel_param *kp)
+{
+	switch (nvpm_peer_files_result) {
+	case NVPM_PEER_FILES_CORE:
+		return scnprintf(buf, PAGE_SIZE, "core\n");
+	case 0:
+		return scnprintf(buf, PAGE_SIZE, "nv_peer_mem\n");
+	case -ENODATA:
+		return scnprintf(buf, PAGE_SIZE, "none\n");
+	default:
+		return scnprintf(buf, PAGE_SIZE, "failed %d\n", nvpm_peer_files_result);
+	}
+}
+
+static int nvpm_memory_peers_set(const char *val, const struct kernel_param *kp)
+{
+	pr_err("nv_peer_mem: memory_peers is read-only: it says who made /sys/kernel/mm/memory_peers\n");
+	return -EPERM;
+}
+
+static const struct kernel_param_ops nvpm_memory_peers_ops = {
+	.set = nvpm_memory_peers_set,
+	.get = nvpm_memory_peers_get,
+};
+module_param_cb(memory_peers, &nvpm_memory_peers_ops, NULL, 0444);
+MODULE_PARM_DESC(memory_peers,
+		 "Read-only: who made /sys/kernel/mm/memory_peers/<client>/version, the files NCCL, UCX and NVSHMEM test for: core (MLNX_OFED's PeerDirect core, on kernels that export mm_kobj), nv_peer_mem (this module, on the others), failed <errno> (neither: NCCL will not use nv_peer_mem), none (no client registered)");
 
 /*
  * The lock of the context registry, which is kept by the Rust logic

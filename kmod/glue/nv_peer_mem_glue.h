@@ -24,6 +24,9 @@
  */
 #define NVPM_NVIDIA_P2P_PAGE_SIZE_64KB 1u
 #define NVPM_NVIDIA_P2P_DMA_MAPPING_VERSION 0x00020003u
+/* nvpm_c_peer_files_create's answer when the core made memory_peers
+ * (platform.rs's PeerFiles::Core); 0 when the module made it. */
+#define NVPM_PEER_FILES_CORE 1
 /* Size of platform.rs's SavedSgTable. */
 #define NVPM_SAVED_SG_TABLE_SIZE 32
 
@@ -39,6 +42,7 @@ u64 nvpm_rs_get_page_size(void);
 void nvpm_rs_release(void *ctx);
 void nvpm_rs_free_callback(void *data);
 void nvpm_rs_probe_free_callback(void *data);
+u64 nvpm_rs_peer_stat(u32 kind, u32 counter);
 
 /* Implemented in C, called by Rust. */
 int nvpm_c_p2p_get_pages(u64 va, u64 len, void **slot, u32 callback, void *data);
@@ -59,6 +63,8 @@ void nvpm_c_sg_free(void *table);
 void nvpm_c_invalidate(u64 core_context);
 int nvpm_c_register(u32 kind, u32 style, const char *name, size_t len);
 void nvpm_c_unregister(u32 kind);
+int nvpm_c_peer_files_create(u32 kinds);
+void nvpm_c_peer_files_remove(void);
 void nvpm_c_registry_lock(void);
 void nvpm_c_registry_unlock(void);
 void nvpm_c_client_lock(void);

@@ -6,6 +6,7 @@
 use crate::context::Context;
 use crate::errno::{EINVAL, ENOMEM, Errno};
 use crate::params::{Clients, PERSISTENT_API_SUPPORT_DEFAULT, ParamError, Params};
+use crate::peer_stats::{Counter, PeerStats};
 use crate::platform::{
     ClientKind, FreeCallback, Level, NVIDIA_P2P_PAGE_SIZE_64KB, Platform,
     dma_mapping_version_compatible, version_compatible,
@@ -48,6 +49,8 @@ pub struct Driver<P: Platform> {
     registry: Registry,
     /// Bit per [`ClientKind`] registered with the core.
     registered: AtomicU8,
+    /// Each client's counters, by [`ClientKind`].
+    stats: [PeerStats; 2],
 }
 
 fn bit(kind: ClientKind) -> u8 {
@@ -60,7 +63,13 @@ impl<P: Platform> Driver<P> {
             platform,
             registry: Registry::new(),
             registered: AtomicU8::new(0),
+            stats: [PeerStats::new(), PeerStats::new()],
         }
+    }
+
+    /// One of @kind's counters ([`crate::peer_stats`]).
+    pub fn peer_stat(&self, kind: ClientKind, counter: Counter) -> u64 {
+        self.stats[kind as usize].get(counter)
     }
 
     pub fn platform(&self) -> &P {
@@ -126,11 +135,32 @@ impl<P: Platform> Driver<P> {
             }
             self.registered.fetch_or(bit(kind), Ordering::AcqRel);
         }
+        self.publish_peer_files();
         Ok(())
+    }
+
+    /// Makes sure NCCL, UCX and NVSHMEM find the registered clients where
+    /// they look, `/sys/kernel/mm/memory_peers/<client>/version`: the core
+    /// made it (kernels that export `mm_kobj`), or the module makes it. A
+    /// failure never fails the load (the clients work; only those
+    /// consumers do not see them): it is said once, here, and in the
+    /// glue's read-only `memory_peers` parameter.
+    fn publish_peer_files(&self) {
+        let p = &self.platform;
+        // Made by the core or by the module: nothing to say (the
+        // parameter says which).
+        if let Err(e) = p.create_peer_files(self.registered.load(Ordering::Acquire)) {
+            p.log(
+                Level::Error,
+                "cannot make /sys/kernel/mm/memory_peers/<client>/version, the file NCCL tests, and the PeerDirect core made none: NCCL will not use nv_peer_mem (it runs without GPUDirect RDMA through it); see /sys/module/nv_peer_mem/parameters/memory_peers",
+                e.to_kernel().into(),
+            );
+        }
     }
 
     /// Module unload: unregisters what `init` registered, newest first.
     pub fn exit(&self) {
+        self.platform.remove_peer_files();
         for kind in [ClientKind::Nc, ClientKind::Mem] {
             if self.registered.fetch_and(!bit(kind), Ordering::AcqRel) & bit(kind) != 0 {
                 self.platform.unregister(kind);
@@ -522,6 +552,11 @@ impl<P: Platform> Driver<P> {
         // mapping with its page table): the memory is gone, fail.
         let guard = lock_client(p);
         let revoked = c.in_callback.load(Ordering::Acquire);
+        if !revoked {
+            // Counted under the client lock, as the mapping's end is.
+            c.counted_pages.store(nmap, Ordering::Release);
+            self.stats[c.kind as usize].mapped(nmap, c.range.len);
+        }
         drop(guard);
         if revoked {
             if c.sg_allocated.swap(false, Ordering::AcqRel) {
@@ -545,7 +580,17 @@ impl<P: Platform> Driver<P> {
         let _guard = lock_client(&self.platform);
         let mapping = c.dma_mapping.swap(ptr::null_mut(), Ordering::AcqRel);
         if !mapping.is_null() {
+            self.count_unmapped(c);
             self.unmap_logged(pci_dev, page_table, mapping);
+        }
+    }
+
+    /// Counts the end of the context's counted mapping, once. Called under
+    /// the client lock by whoever took the mapping.
+    fn count_unmapped(&self, c: &Context) {
+        let pages = c.counted_pages.swap(0, Ordering::AcqRel);
+        if pages != 0 {
+            self.stats[c.kind as usize].unmapped(pages, c.range.len);
         }
     }
 
@@ -746,10 +791,11 @@ impl<P: Platform> Driver<P> {
         let (page_table, mapping) = {
             let _guard = lock_client(p);
             c.in_callback.store(true, Ordering::Release);
-            (
-                c.page_table.load(Ordering::Acquire),
-                c.dma_mapping.swap(ptr::null_mut(), Ordering::AcqRel),
-            )
+            let mapping = c.dma_mapping.swap(ptr::null_mut(), Ordering::AcqRel);
+            if !mapping.is_null() {
+                self.count_unmapped(c);
+            }
+            (c.page_table.load(Ordering::Acquire), mapping)
         };
         // Only a mapped registration can be in use by the HCA. Before
         // dma_map has published its mapping the core still holds the
@@ -759,6 +805,7 @@ impl<P: Platform> Driver<P> {
         // deadlock. The registration fails in dma_map instead.
         if !mapping.is_null() {
             c.callback_task.store(p.current_task(), Ordering::Release);
+            self.stats[c.kind as usize].free_callback();
             p.invalidate(c.core_context.load(Ordering::Acquire));
             c.callback_task.store(ptr::null_mut(), Ordering::Release);
             if let Err(e) = p.p2p_free_dma_mapping(mapping) {

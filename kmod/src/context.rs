@@ -28,6 +28,11 @@ pub struct Context {
     /// null) by whichever of `dma_unmap` and the free callback comes first,
     /// so it is unmapped or freed exactly once.
     pub dma_mapping: AtomicPtr<c_void>,
+    /// The entries of the mapping `dma_map` counted as allocated
+    /// ([`crate::peer_stats`]); 0 when none is counted. Set and taken
+    /// under the client lock, with `dma_mapping`'s takers, so a mapping is
+    /// counted as ended exactly once.
+    pub counted_pages: AtomicU32,
     /// `get_pages` succeeded: the core owns the pin from then on and gives
     /// it back through `put_pages`; until then `release` unpins it.
     pub pages_with_core: AtomicBool,
@@ -95,6 +100,7 @@ impl Context {
             core_context: AtomicU64::new(0),
             page_table: AtomicPtr::new(core::ptr::null_mut()),
             dma_mapping: AtomicPtr::new(core::ptr::null_mut()),
+            counted_pages: AtomicU32::new(0),
             pages_with_core: AtomicBool::new(false),
             pci_dev: AtomicPtr::new(core::ptr::null_mut()),
             in_callback: AtomicBool::new(false),

@@ -5,7 +5,10 @@
 
 use crate::client::{Acquired, Driver};
 use crate::errno::Errno;
-use crate::platform::{ClientKind, FreeCallback, Level, Platform, RegistrationStyle, SavedSgTable};
+use crate::peer_stats::Counter;
+use crate::platform::{
+    ClientKind, FreeCallback, Level, PeerFiles, Platform, RegistrationStyle, SavedSgTable,
+};
 use core::ffi::c_void;
 use core::sync::atomic::AtomicPtr;
 
@@ -53,6 +56,8 @@ mod ffi {
         pub fn nvpm_c_invalidate(core_context: u64);
         pub fn nvpm_c_register(kind: u32, style: u32, name: *const u8, len: usize) -> i32;
         pub fn nvpm_c_unregister(kind: u32);
+        pub fn nvpm_c_peer_files_create(kinds: u32) -> i32;
+        pub fn nvpm_c_peer_files_remove();
         pub fn nvpm_c_registry_lock();
         pub fn nvpm_c_client_lock();
         pub fn nvpm_c_client_unlock();
@@ -197,6 +202,20 @@ impl Platform for Kernel {
         // SAFETY: see the impl comment.
         unsafe { ffi::nvpm_c_unregister(kind as u32) }
     }
+    fn create_peer_files(&self, kinds: u8) -> Result<PeerFiles, Errno> {
+        // SAFETY: see the impl comment; called from module init, after the
+        // registrations, in process context.
+        let ret = unsafe { ffi::nvpm_c_peer_files_create(kinds.into()) };
+        if ret == PeerFiles::Core as i32 {
+            Ok(PeerFiles::Core)
+        } else {
+            Errno::check(ret).map(|()| PeerFiles::Module)
+        }
+    }
+    fn remove_peer_files(&self) {
+        // SAFETY: see the impl comment; a no-op when nothing was made.
+        unsafe { ffi::nvpm_c_peer_files_remove() }
+    }
     fn registry_lock(&self) {
         // SAFETY: see the impl comment; the logic pairs it with unlock.
         unsafe { ffi::nvpm_c_registry_lock() }
@@ -281,6 +300,13 @@ pub extern "C" fn nvpm_rs_init(
 #[unsafe(no_mangle)]
 pub extern "C" fn nvpm_rs_exit() {
     DRIVER.exit();
+}
+
+/// One of a client's counter files (the glue's show function); an unknown
+/// counter reads 0.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvpm_rs_peer_stat(kind_raw: u32, counter_raw: u32) -> u64 {
+    Counter::from_raw(counter_raw).map_or(0, |c| DRIVER.peer_stat(kind(kind_raw), c))
 }
 
 /// # Safety

@@ -13,6 +13,7 @@ pub mod client;
 pub mod context;
 pub mod errno;
 pub mod params;
+pub mod peer_stats;
 pub mod platform;
 pub mod range;
 pub mod registry;

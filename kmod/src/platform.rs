@@ -60,6 +60,20 @@ pub enum Level {
     Debug = 1,
 }
 
+/// Who made `/sys/kernel/mm/memory_peers/<client>/`, the directory NCCL,
+/// UCX and NVSHMEM test for (docs/contracts.md, "memory_peers without
+/// mm_kobj").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum PeerFiles {
+    /// MLNX_OFED's PeerDirect core, with its own counters: kernels that
+    /// export `mm_kobj`. The module adds nothing.
+    Core = 1,
+    /// This module, with its own counters ([`crate::peer_stats`]): the
+    /// core made none.
+    Module = 2,
+}
+
 /// `enum nvidia_p2p_page_size_type` value of 64 KiB pages.
 pub const NVIDIA_P2P_PAGE_SIZE_64KB: u32 = 1;
 /// `NVIDIA_P2P_DMA_MAPPING_VERSION` of the driver ABI the module is written
@@ -175,6 +189,12 @@ pub trait Platform {
     ) -> Result<(), Errno>;
     /// Unregisters one client.
     fn unregister(&self, kind: ClientKind);
+    /// Makes `/sys/kernel/mm/memory_peers/<name>/` (version and counters)
+    /// for each client in @kinds (a bit per [`ClientKind`]) where the core
+    /// made none; leaves the core's alone. On error nothing of it is left.
+    fn create_peer_files(&self, kinds: u8) -> Result<PeerFiles, Errno>;
+    /// Removes what `create_peer_files` made, if it made anything.
+    fn remove_peer_files(&self);
 
     /// Takes the registry lock, a spinlock: [`crate::registry`]'s chains
     /// change and are walked only under it.

@@ -596,6 +596,29 @@ fn gib(bytes: u64) -> String {
     }
 }
 
+/// Why a peer client serves but NCCL's files are missing, and what to do
+/// (docs/readiness.md, "Which consumer sees which path"): MLNX_OFED's core
+/// makes /sys/kernel/mm/memory_peers only on kernels that export mm_kobj;
+/// this project's nv_peer_mem makes it elsewhere and says in its read-only
+/// `memory_peers` parameter whether it did (docs/contracts.md,
+/// "memory_peers without mm_kobj").
+fn missing_peer_files_fix(host: &Host, path: Path) -> String {
+    let elsewhere = "on this kernel load nvidia_peermem instead (NCCL tests /sys/module/nvidia_peermem/version), or register through DMA-BUF";
+    let param = host.sys_path("module/nv_peer_mem/parameters/memory_peers");
+    match (path, host.text(&param)) {
+        (Path::NvPeerMem, Ok(said)) if said.starts_with("failed") => format!(
+            "MLNX_OFED's PeerDirect core made no /sys/kernel/mm/memory_peers (it makes it only on kernels that export mm_kobj), and nv_peer_mem could not make it either (its parameter memory_peers says `{}`; `dmesg | grep nv_peer_mem` says why): remove what holds that name, then reload nv_peer_mem (modprobe -r nv_peer_mem && modprobe nv_peer_mem); or {elsewhere}",
+            said.trim()
+        ),
+        (Path::NvPeerMem, Err(_)) => format!(
+            "MLNX_OFED's PeerDirect core creates /sys/kernel/mm/memory_peers/nv_mem/version only on kernels that export mm_kobj (its configure's HAVE_MM_KOBJ_EXPORTED; Debian's 6.12 does not), and this nv_peer_mem does not make them itself (it has no memory_peers parameter: Mellanox's 1.3, or a build of this project's from before 2026-11-27): install the current nv_peer_mem; or {elsewhere}"
+        ),
+        _ => format!(
+            "MLNX_OFED's PeerDirect core creates /sys/kernel/mm/memory_peers/nv_mem/version for the nv_mem client only on kernels that export mm_kobj (its configure's HAVE_MM_KOBJ_EXPORTED; Debian's 6.12 does not): {elsewhere}"
+        ),
+    }
+}
+
 /// What NCCL and UCX see on this node (consumers.rs); returns whether
 /// NCCL finds GPUDirect RDMA support at all.
 fn consumer_facts(
@@ -643,9 +666,7 @@ fn consumer_facts(
                 path.name(),
                 seen(&consumers::NCCL_FILES)
             ),
-            // docs/readiness.md, "Peer memory counters": MLNX_OFED's core
-            // has the files only where the kernel exports mm_kobj.
-            Some("MLNX_OFED's PeerDirect core creates /sys/kernel/mm/memory_peers/nv_mem/version for the nv_mem client only on kernels that export mm_kobj (its configure's HAVE_MM_KOBJ_EXPORTED; Debian's 6.12 does not): on this kernel load nvidia_peermem instead (NCCL tests /sys/module/nvidia_peermem/version), or register through DMA-BUF".to_owned()),
+            Some(missing_peer_files_fix(host, path)),
         ),
         (true, false) => Fact::info("nccl", "node", "NCCL finds no GPUDirect RDMA support (no peer-memory file, no DMA-BUF)"),
     });

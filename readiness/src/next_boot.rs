@@ -265,7 +265,7 @@ pub fn verdict(
     };
     vermagic_fact(&installed, &module, release, &mut facts);
     symbol_facts(root, &installed, &module, release, &mut facts);
-    nccl_fact(root, release, &mut facts);
+    nccl_fact(root, &module, release, &mut facts);
     signature_fact(root, &module, release, cmdline, &mut facts);
     next_boot_dkms::facts(root, release, &mut facts);
     done(facts)
@@ -344,8 +344,10 @@ fn vermagic_fact(installed: &Installed, module: &Module, release: &str, facts: &
 /// exports mm_kobj (its configure's HAVE_MM_KOBJ_EXPORTED, found in
 /// Module.symvers; backport 0271 of MLNX_OFED 25.10), and NCCL 2.28.9 and
 /// 2.30.7 test no other file of nv_peer_mem's (docs/readiness.md, "Which
-/// consumer sees which path"). Information: the module loads all the same.
-fn nccl_fact(root: &Path, release: &str, facts: &mut Vec<Fact>) {
+/// consumer sees which path"). A module with the `memory_peers` parameter
+/// makes them itself there (docs/contracts.md, "memory_peers without
+/// mm_kobj"). Information: the module loads all the same.
+fn nccl_fact(root: &Path, module: &Module, release: &str, facts: &mut Vec<Fact>) {
     let (exports, source) = kernel_exports(root, release);
     let Some(source) = source else {
         return;
@@ -354,6 +356,21 @@ fn nccl_fact(root: &Path, release: &str, facts: &mut Vec<Fact>) {
         let source = source
             .strip_prefix(root)
             .map_or(source.clone(), |p| Path::new("/").join(p));
+        let makes_them = module
+            .modinfo
+            .iter()
+            .any(|(k, v)| k == "parm" && v.starts_with("memory_peers:"));
+        if makes_them {
+            facts.push(Fact::info(
+                "nccl",
+                "node",
+                format!(
+                    "NCCL will see nv_peer_mem on {release}: the kernel exports no mm_kobj ({}), so MLNX_OFED's core creates no /sys/kernel/mm/memory_peers there, and this {MODULE} makes it itself (its memory_peers parameter)",
+                    source.display()
+                ),
+            ));
+            return;
+        }
         facts.push(Fact::info(
             "nccl",
             "node",

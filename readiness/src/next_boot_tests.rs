@@ -811,3 +811,28 @@ fn a_kernel_without_mm_kobj_is_said_to_hide_nv_peer_mem_from_nccl() {
     let v = r.verdict(K2);
     assert!(v.facts.iter().all(|f| f.check != "nccl"), "{:?}", v.facts);
 }
+
+/// A module that makes memory_peers itself where the core makes none
+/// (its `memory_peers` parameter, in .modinfo as the kernel's
+/// MODULE_PARM_DESC writes it: `parm=memory_peers:<description>`): on the
+/// same kernel the verdict says NCCL will see it.
+#[test]
+fn a_module_that_makes_memory_peers_is_said_to_be_seen_by_nccl() {
+    let r = Root::new("mm-kobj-module-makes");
+    let module = ours_for(K2)
+        .info(
+            "parm",
+            "memory_peers:Read-only: who made /sys/kernel/mm/memory_peers/<client>/version",
+        )
+        .import("ib_register_peer_memory_client", 0x1111_1111)
+        .import("nvidia_p2p_get_pages", 0x5555_5555)
+        .import("kmalloc", 0x1234_5678)
+        .build();
+    r.kernel(K2, 0x1111_1111, Some(("updates/nv_peer_mem.ko", module)));
+    let v = r.verdict(K2);
+    assert_eq!(v.loads(), Some(true), "{:?}", v.facts);
+    let nccl = line(&v, "nccl");
+    assert!(nccl.contains("NCCL will see nv_peer_mem on"), "{nccl}");
+    assert!(nccl.contains("makes it itself"), "{nccl}");
+    assert!(!nccl.contains("will not use"), "{nccl}");
+}

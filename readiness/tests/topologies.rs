@@ -823,6 +823,64 @@ fn nccl_does_not_see_nv_peer_mem_without_memory_peers() {
     );
 }
 
+/// The same kernel with nv_peer_mem making memory_peers itself (issue 41,
+/// the shape the booted 6.12 guest shows): NCCL's file is there through the
+/// module's link, the client's counters are read through it, and NCCL uses
+/// GPUDirect RDMA with the NIC beside each GPU.
+#[test]
+fn nccl_sees_nv_peer_mem_where_it_made_memory_peers() {
+    let t = eight_by_eight(0);
+    t.module_made_memory_peers(&["nv_mem"]);
+    t.exports(&[("ib_register_peer_memory_client", "ib_core")]);
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 0, "{out}");
+    assert_line(&out, &["ok", "nccl", NCCL_FILES]);
+    assert_line(
+        &out,
+        &["ok", "ucx", "/sys/kernel/mm/memory_peers/nv_mem/version"],
+    );
+    assert!(!out.contains("none of the files NCCL tests"), "{out}");
+    let (_, json) = t.run(&["--json"]);
+    assert!(
+        json.contains("\"peer_memory_clients\":[{\"name\":\"nv_mem\",\"version\":\"1.4.0\",\"num_alloc_mrs\":1,"),
+        "the client and its counters read through the link: {json}"
+    );
+}
+
+/// nv_peer_mem could not make memory_peers (its parameter says failed): the
+/// warning says so and names the fix the booted guest applies
+/// (scenarios.sh, memory_peers_taken: the other holder gone, a reload).
+#[test]
+fn a_failed_memory_peers_names_the_module_and_its_fix() {
+    let t = eight_by_eight(0);
+    std::fs::remove_dir_all(t.sys().join("kernel/mm/memory_peers")).unwrap();
+    t.write(
+        "sys/module/nv_peer_mem/parameters/memory_peers",
+        "failed -17\n",
+    );
+    t.exports(&[("ib_register_peer_memory_client", "ib_core")]);
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 6, "{out}");
+    assert_line(
+        &out,
+        &[
+            "nv_peer_mem could not make it either",
+            "`failed -17`",
+            "reload nv_peer_mem",
+        ],
+    );
+    // without the parameter: a module that does not make them
+    std::fs::remove_file(t.sys().join("module/nv_peer_mem/parameters/memory_peers")).unwrap();
+    let (_, out) = t.run(&[]);
+    assert_line(
+        &out,
+        &[
+            "does not make them itself",
+            "install the current nv_peer_mem",
+        ],
+    );
+}
+
 /// The two-socket host with NCCL_NET_GDR_LEVEL=SYS, from the environment
 /// and from /etc/nccl.conf: NCCL uses GPUDirect RDMA across the sockets,
 /// and the distance is no longer a warning.

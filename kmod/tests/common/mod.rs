@@ -24,7 +24,7 @@
 
 use nv_peer_mem::errno::{EINVAL, ENOMEM, Errno};
 use nv_peer_mem::platform::{
-    NVIDIA_P2P_DMA_MAPPING_VERSION, NVIDIA_P2P_PAGE_SIZE_64KB, SavedSgTable,
+    NVIDIA_P2P_DMA_MAPPING_VERSION, NVIDIA_P2P_PAGE_SIZE_64KB, PeerFiles, SavedSgTable,
 };
 use nv_peer_mem::{Acquired, ClientKind, Driver, FreeCallback, Level, Platform, RegistrationStyle};
 use std::alloc::Layout;
@@ -74,6 +74,8 @@ pub enum Op {
     Alloc,
     RegisterMem,
     RegisterNc,
+    /// `create_peer_files`
+    PeerFiles,
 }
 
 /// One platform call, as recorded (at entry, whatever its outcome).
@@ -232,6 +234,10 @@ struct State {
     refs_at_invalidate: Vec<i64>,
     stale_calls: u32,
     registered: Vec<(ClientKind, RegistrationStyle, &'static str)>,
+    /// The clients whose memory_peers directories the module made (a bit
+    /// per kind), if it made them; the core's, if the core lists them.
+    peer_files: Option<u8>,
+    core_lists_peer_files: bool,
     regs: HashMap<u64, Arc<Reg>>,
     next_core_context: u64,
     invalidations: Vec<u64>,
@@ -672,6 +678,16 @@ impl Sim {
     }
     pub fn registered(&self) -> Vec<(ClientKind, RegistrationStyle, &'static str)> {
         self.lock().registered.clone()
+    }
+    /// The clients (a bit per kind) whose memory_peers directories the
+    /// module made and has not removed.
+    pub fn peer_files(&self) -> Option<u8> {
+        self.lock().peer_files
+    }
+    /// The core lists its clients in memory_peers (a kernel that exports
+    /// mm_kobj): `create_peer_files` answers Core and makes nothing.
+    pub fn core_lists_peer_files(&self) {
+        self.lock().core_lists_peer_files = true;
     }
     /// The dma address the driver gives page `i` of mapping `m` (0-based).
     pub fn dma_address(m: usize, i: u64) -> u64 {
@@ -1118,8 +1134,40 @@ impl Platform for Sim {
         Ok(())
     }
 
+    fn create_peer_files(&self, kinds: u8) -> Result<PeerFiles, Errno> {
+        let mut st = self.lock();
+        st.inject(Op::PeerFiles)?;
+        if st.peer_files.is_some() {
+            st.violation("memory_peers made twice".into());
+        }
+        let registered = st
+            .registered
+            .iter()
+            .fold(0u8, |bits, r| bits | (1 << r.0 as u32));
+        if kinds != registered {
+            st.violation(format!(
+                "memory_peers for clients {kinds:#b}, registered {registered:#b}"
+            ));
+        }
+        if st.core_lists_peer_files {
+            return Ok(PeerFiles::Core);
+        }
+        st.peer_files = Some(kinds);
+        Ok(PeerFiles::Module)
+    }
+
+    fn remove_peer_files(&self) {
+        self.lock().peer_files = None;
+    }
+
     fn unregister(&self, kind: ClientKind) {
         let mut st = self.lock();
+        // The files read the clients' version: they go first.
+        if st.peer_files.is_some() {
+            st.violation(format!(
+                "{kind:?} unregistered while its memory_peers files exist"
+            ));
+        }
         st.calls.push(Call::Unregister(kind));
         match st.registered.iter().position(|r| r.0 == kind) {
             Some(i) => {

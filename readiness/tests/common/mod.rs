@@ -312,6 +312,44 @@ impl Tree {
         }
     }
 
+    /// nv_peer_mem where MLNX_OFED's core made no memory_peers (a kernel
+    /// that exports no mm_kobj), as the booted 6.12 guest shows it
+    /// (kmod/tests/vm/guest/scenarios.sh, memory_peers): the module's own
+    /// directory /sys/module/nv_peer_mem/memory_peers/<client>/ with the
+    /// core's files, /sys/kernel/mm/memory_peers a link to it
+    /// (`memory_peers -> ../../module/nv_peer_mem/memory_peers`), and its
+    /// read-only parameter memory_peers saying `nv_peer_mem`.
+    pub fn module_made_memory_peers(&self, clients: &[&str]) {
+        let _ = fs::remove_dir_all(self.sys().join("kernel/mm/memory_peers"));
+        self.write("sys/module/nv_peer_mem/version", "1.4.0\n");
+        self.write(
+            "sys/module/nv_peer_mem/parameters/memory_peers",
+            "nv_peer_mem\n",
+        );
+        let counters = [
+            "num_alloc_mrs",
+            "num_dealloc_mrs",
+            "num_reg_pages",
+            "num_dereg_pages",
+            "num_reg_bytes",
+            "num_dereg_bytes",
+            "num_free_callbacks",
+        ];
+        for client in clients {
+            let dir = format!("sys/module/nv_peer_mem/memory_peers/{client}");
+            self.write(&format!("{dir}/version"), "1.4.0\n");
+            for (i, file) in counters.iter().enumerate() {
+                self.write(&format!("{dir}/{file}"), format!("{}\n", i + 1));
+            }
+        }
+        fs::create_dir_all(self.sys().join("kernel/mm")).unwrap();
+        symlink(
+            "../../module/nv_peer_mem/memory_peers",
+            self.sys().join("kernel/mm/memory_peers"),
+        )
+        .unwrap();
+    }
+
     /// The client unloaded: its module and the core's entry for it gone.
     pub fn unload(&self, name: &str) {
         fs::remove_dir_all(self.sys().join("module").join(name)).unwrap();

@@ -27,6 +27,11 @@ pub fn set_build_arch(arch: Arch) {
     let _ = CROSS.set(arch);
 }
 
+/// The architecture the run builds for (x86_64 unless set).
+pub fn build_arch() -> Arch {
+    CROSS.get().copied().unwrap_or(Arch::X86_64)
+}
+
 /// Adds ARCH= and CROSS_COMPILE= to @cmd (a `make`) for an arm64 run.
 pub fn cross_make_vars(cmd: &mut Command) {
     if CROSS.get() == Some(&Arch::Arm64) {

@@ -45,6 +45,9 @@ pub struct Doubles {
     /// persistent API: the project's own description of the P2P ABI, with
     /// the double's Module.symvers (same prototypes, so the same CRCs).
     nv_dir_no_persistent: PathBuf,
+    /// NCCL's access probe for the guest, or why not (an NCCL fixture is
+    /// missing: the guest says NCCL's check was skipped).
+    pub nccl: std::result::Result<super::nccl_probe::Probe, String>,
 }
 
 impl Doubles {
@@ -183,6 +186,7 @@ pub fn build_doubles(
         &nv_dir_no_persistent.join("nvidia/nv-p2p.h"),
     )?;
     sync_file(&nv_symvers, &nv_dir_no_persistent.join("Module.symvers"))?;
+    let nccl = super::nccl_probe::build(&work.join("nccl-probe"), super::arch::build_arch())?;
     Ok(Doubles {
         nv_ko: src.join(format!("nv_p2p_double/{}.ko", names.nv)),
         core_ko: src.join(format!("peer_core/{}.ko", names.core)),
@@ -190,6 +194,7 @@ pub fn build_doubles(
         ofa_dir,
         nv_dir,
         nv_dir_no_persistent,
+        nccl,
         src_dir: src,
     })
 }

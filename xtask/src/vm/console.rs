@@ -31,6 +31,7 @@ pub const SCENARIOS: &[&str] = &[
     "no_slab_growth",
     "rmmod_busy",
     "memory_peers_unload",
+    "memory_peers_taken",
     "late_callback",
     "unregister",
     "load_cycles",
@@ -43,6 +44,7 @@ pub const SCENARIOS: &[&str] = &[
     "persistent_api_invalid",
     "register_rollback",
     "final",
+    "memory_peers_reload",
 ];
 
 /// Console text that fails a run wherever it appears: kernel warnings,

@@ -60,6 +60,14 @@ pub fn make_initramfs(
         root.join("lib/nvpm/mofed_config.h"),
     )
     .context("copying the core's mofed_config.h")?;
+    // NCCL's own test (nccl_probe.rs), or why the guest cannot run it.
+    match &d.nccl {
+        Ok(probe) => {
+            fs::copy(&probe.binary, root.join("lib/nvpm/nccl_gdr_files"))?;
+            fs::copy(&probe.list, root.join("lib/nvpm/nccl_gdr_files.list"))?;
+        }
+        Err(why) => fs::write(root.join("lib/nvpm/nccl_gdr_files.skip"), why)?,
+    }
     for (from, to) in extra {
         let to = root.join(to);
         fs::create_dir_all(to.parent().expect("a path in the image"))?;
@@ -69,6 +77,7 @@ pub fn make_initramfs(
         Command::new("chmod")
             .args(["0755"])
             .arg(root.join("init"))
+            .args(d.nccl.is_ok().then(|| root.join("lib/nvpm/nccl_gdr_files")))
             .arg(root.join("bin/busybox")),
         "chmod",
     )?;

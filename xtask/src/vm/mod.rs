@@ -19,6 +19,7 @@ mod initramfs;
 mod kernel_image;
 mod mofed_config;
 mod mutants;
+mod nccl_probe;
 mod nvidia;
 mod oracle;
 mod oracle_builds;

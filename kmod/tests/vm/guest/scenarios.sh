@@ -61,39 +61,150 @@ settled_slab_kb() {
 	done
 	echo "$least"
 }
-# MLNX_OFED's per-client directory (issue 25, docs/readiness.md "Peer
-# memory counters"): what NCCL and UCX test for. The core creates it where
-# MLNX_OFED's configure defined HAVE_MM_KOBJ_EXPORTED for this kernel; the
-# host put its decisions in $M/mofed_config.h (xtask/src/vm/mofed_config.rs).
+# The per-client directory NCCL, UCX and NVSHMEM test for (issues 25 and
+# 41, docs/contracts.md "memory_peers without mm_kobj"): MLNX_OFED's core
+# makes it where its configure defined HAVE_MM_KOBJ_EXPORTED for this
+# kernel (the host put its decisions in $M/mofed_config.h,
+# xtask/src/vm/mofed_config.rs); elsewhere nv_peer_mem makes it, as a link
+# /sys/kernel/mm/memory_peers -> /sys/module/nv_peer_mem/memory_peers.
+# nv_peer_mem's read-only parameter memory_peers says which.
 peer_file() { cat "/sys/kernel/mm/memory_peers/$1/$2" 2>/dev/null; }
 mofed_sysfs() { grep -q '^#define HAVE_MM_KOBJ_EXPORTED 1' "$M/mofed_config.h" 2>/dev/null; }
+who_made() { cat /sys/module/nv_peer_mem/parameters/memory_peers 2>/dev/null; }
+OURS=/sys/module/nv_peer_mem/memory_peers
+# nccl_probe: NCCL's own test, access(path, F_OK), of every file its
+# ibGdrSupportInitOnce() names (nccl_gdr_files.c; the paths from NCCL
+# 2.28.9's and 2.30.7's source, xtask/src/vm/nccl_probe.rs). Sets NCCL_OUT
+# to its "<loaded> <path>" lines; returns 1, NCCL_OUT saying why, where
+# the image has no probe.
+nccl_probe() {
+	if [ ! -x "$M/nccl_gdr_files" ]; then
+		NCCL_OUT="NCCL's access check not run: $(cat "$M/nccl_gdr_files.skip" 2>/dev/null || echo "no probe in this image")"
+		return 1
+	fi
+	NCCL_OUT=$("$M/nccl_gdr_files" $(awk '{ print $2 }' "$M/nccl_gdr_files.list" | sort -u))
+}
+# nccl_loaded PATH: what NCCL's KNL_MODULE_LOADED(PATH) said (1 or 0)
+nccl_loaded() { echo "$NCCL_OUT" | awk -v p="$1" '$2 == p { print $1 }'; }
+NCCL_NV_MEM=/sys/kernel/mm/memory_peers/nv_mem/version
+NCCL_NV_MEM_NC=/sys/kernel/mm/memory_peers/nv_mem_nc/version
+nccl_summary() { echo "$NCCL_OUT" | sed 's|/sys/kernel/mm/memory_peers/||; s|/sys/module/||' | tr '\n' ',' | sed 's/,$//'; }
 memory_peers_check() {
 	mv=$(cat /sys/module/nv_peer_mem/version 2>/dev/null)
+	who=$(who_made)
+	v=$(peer_file nv_mem version) vnc=$(peer_file nv_mem_nc version)
+	set --
 	if [ -z "$mv" ]; then
-		report memory_peers FAIL "/sys/module/nv_peer_mem/version is missing (UCX tests it)"
+		set -- "/sys/module/nv_peer_mem/version is missing (UCX tests it)"
 	elif [ ! -f "$M/mofed_config.h" ]; then
-		report memory_peers FAIL "$M/mofed_config.h is missing: the host did not say how MLNX_OFED's core was configured"
+		set -- "$M/mofed_config.h is missing: the host did not say how MLNX_OFED's core was configured"
 	elif mofed_sysfs; then
-		v=$(peer_file nv_mem version) vnc=$(peer_file nv_mem_nc version)
-		if [ "$v" = "$mv" ] && [ "$vnc" = "$mv" ]; then
-			report memory_peers PASS "memory_peers/nv_mem/version and nv_mem_nc/version say $mv, as /sys/module/nv_peer_mem/version: NCCL and UCX find the client"
-		else
-			report memory_peers FAIL "memory_peers/nv_mem/version '$v', nv_mem_nc/version '$vnc', /sys/module/nv_peer_mem/version '$mv'"
-		fi
-	elif [ -e /sys/kernel/mm/memory_peers ]; then
-		report memory_peers FAIL "/sys/kernel/mm/memory_peers exists, though MLNX_OFED's configure left HAVE_MM_KOBJ_EXPORTED undefined"
+		maker="MLNX_OFED's core (this kernel exports mm_kobj)"
+		[ "$who" = core ] || set -- "$@" "parameter memory_peers says '$who', want core"
+		[ -e $OURS ] && set -- "$@" "nv_peer_mem made $OURS beside the core's directory"
+		[ -L /sys/kernel/mm/memory_peers ] && set -- "$@" "/sys/kernel/mm/memory_peers is a link, not the core's directory"
 	else
-		report memory_peers PASS "no /sys/kernel/mm/memory_peers: this kernel does not export mm_kobj, so MLNX_OFED's core (HAVE_MM_KOBJ_EXPORTED undefined) creates none and NCCL finds no nv_mem; /sys/module/nv_peer_mem/version ($mv) is there for UCX"
+		maker="nv_peer_mem (this kernel exports no mm_kobj, MLNX_OFED's core made none): $(ls -l /sys/kernel/mm/ | sed -n 's/.* memory_peers -> /memory_peers -> /p')"
+		[ "$who" = nv_peer_mem ] || set -- "$@" "parameter memory_peers says '$who', want nv_peer_mem"
+		case $(readlink /sys/kernel/mm/memory_peers) in
+		*/module/nv_peer_mem/memory_peers) ;;
+		*) set -- "$@" "/sys/kernel/mm/memory_peers is not a link to $OURS: '$(readlink /sys/kernel/mm/memory_peers)'" ;;
+		esac
+	fi
+	[ -n "$mv" ] && { [ "$v" = "$mv" ] && [ "$vnc" = "$mv" ]; } ||
+		set -- "$@" "memory_peers/nv_mem/version '$v', nv_mem_nc/version '$vnc', /sys/module/nv_peer_mem/version '$mv'"
+	if nccl_probe; then
+		[ "$(nccl_loaded $NCCL_NV_MEM)" = 1 ] && [ "$(nccl_loaded $NCCL_NV_MEM_NC)" = 1 ] ||
+			set -- "$@" "NCCL's access(F_OK) test: $(nccl_summary)"
+		nccl="NCCL's own access(F_OK) test: $(nccl_summary)"
+	else
+		nccl=$NCCL_OUT
+	fi
+	if [ $# -eq 0 ]; then
+		report memory_peers PASS "memory_peers/nv_mem and nv_mem_nc by $maker, version $mv as /sys/module/nv_peer_mem/version; $nccl"
+	else
+		report memory_peers FAIL "$*"
+	fi
+}
+# memory_peers_taken: another module's /sys/kernel/mm/memory_peers (the
+# scenario driver's link, as a peer client that makes its own would) is
+# left alone: nv_peer_mem loads, makes nothing, logs one line and its
+# parameter says failed; once it is gone, nv_peer_mem makes its own again.
+# Only where nv_peer_mem makes the files: where the core makes them, a
+# squatter would fail the core's registrations, not nv_peer_mem's files.
+memory_peers_taken_check() {
+	if mofed_sysfs; then
+		report memory_peers_taken PASS "not applicable: MLNX_OFED's core makes memory_peers on this kernel (see memory_peers)"
+		return
+	fi
+	if ! ctl squat; then
+		report memory_peers_taken FAIL "${RESULT#FAIL }"
+		return
+	fi
+	dmesg -c >/dev/null
+	set --
+	if out=$(insmod "$KO" $BOTH_CLIENTS 2>&1); then
+		who=$(who_made)
+		lines=$(dmesg | grep -c "NCCL will not use nv_peer_mem")
+		case $who in "failed -17") ;; *) set -- "$@" "parameter memory_peers says '$who', want 'failed -17'" ;; esac
+		[ "$lines" = 1 ] || set -- "$@" "$lines kernel log lines say NCCL will not use nv_peer_mem, want 1"
+		[ -e $OURS ] && set -- "$@" "$OURS left after the failure"
+		case $(readlink /sys/kernel/mm/memory_peers) in
+		*/module/nvpm_scenarios) ;;
+		*) set -- "$@" "the other module's link now says '$(readlink /sys/kernel/mm/memory_peers)'" ;;
+		esac
+		rmmod nv_peer_mem || set -- "$@" "rmmod nv_peer_mem failed"
+	else
+		set -- "$@" "insmod failed although the clients work without the files: $out"
+	fi
+	ctl unsquat
+	{ [ -e /sys/kernel/mm/memory_peers ] || [ -L /sys/kernel/mm/memory_peers ]; } &&
+		set -- "$@" "/sys/kernel/mm/memory_peers left after both modules gave it up"
+	if out=$(insmod "$KO" $BOTH_CLIENTS 2>&1); then
+		[ "$(who_made)" = nv_peer_mem ] && [ -n "$(peer_file nv_mem version)" ] ||
+			set -- "$@" "the next load made no memory_peers/nv_mem (parameter: '$(who_made)')"
+		rmmod nv_peer_mem
+	else
+		set -- "$@" "the next insmod failed: $out"
+	fi
+	if [ $# -eq 0 ]; then
+		report memory_peers_taken PASS "another module's /sys/kernel/mm/memory_peers: nv_peer_mem loaded, left it alone, made nothing, said so in one log line and in parameter memory_peers ('failed -17'); once it was gone the next load made its own"
+	else
+		report memory_peers_taken FAIL "$*"
+	fi
+}
+# memory_peers_reload_check: each provider reloaded under nv_peer_mem's
+# files (the core, then the NVIDIA driver; nv_peer_mem unloaded first, as
+# modprobe -r would): the next load makes them again, its unload takes them
+# away. The busybox guest only: a booted image's providers are packages.
+memory_peers_reload_check() {
+	if [ -z "$UNLOAD" ]; then
+		report memory_peers_reload PASS "not applicable: this image's providers are its packages'"
+		return
+	fi
+	set --
+	done_list=
+	for m in $UNLOAD; do
+		rmmod $m 2>/dev/null || { set -- "$@" "rmmod $m failed"; break; }
+		out=$(insmod $M/$m.ko 2>&1) || { set -- "$@" "insmod $m: $out"; break; }
+		out=$(insmod "$KO" $BOTH_CLIENTS 2>&1) || { set -- "$@" "insmod nv_peer_mem after reloading $m: $out"; break; }
+		[ "$(peer_file nv_mem version)" = "$(cat /sys/module/nv_peer_mem/version)" ] ||
+			set -- "$@" "after reloading $m: memory_peers/nv_mem/version '$(peer_file nv_mem version)'"
+		rmmod nv_peer_mem
+		[ -e /sys/kernel/mm/memory_peers/nv_mem ] && set -- "$@" "after reloading $m: memory_peers/nv_mem left after rmmod"
+		[ -L /sys/kernel/mm/memory_peers ] && set -- "$@" "after reloading $m: the memory_peers link left after rmmod"
+		done_list="$done_list $m"
+	done
+	if [ $# -eq 0 ]; then
+		report memory_peers_reload PASS "reloaded$done_list in turn: each next load of nv_peer_mem made memory_peers/nv_mem again, each unload took it away"
+	else
+		report memory_peers_reload FAIL "$*"
 	fi
 }
 # peer_counters_check F0 F1: 3 registrations of 64 KiB through nv_mem and
 # their release move MLNX_OFED's counters by exactly that; the invalidate
 # scenario's free callbacks (F0 before it, F1 after) are counted.
 peer_counters_check() {
-	if ! mofed_sysfs; then
-		report peer_counters PASS "no counters to read: MLNX_OFED's core has no sysfs on this kernel (see memory_peers)"
-		return
-	fi
 	a0=$(peer_file nv_mem num_alloc_mrs) d0=$(peer_file nv_mem num_dealloc_mrs)
 	rb0=$(peer_file nv_mem num_reg_bytes) db0=$(peer_file nv_mem num_dereg_bytes)
 	if ! ctl "hold 3"; then
@@ -105,7 +216,7 @@ peer_counters_check() {
 	d2=$(peer_file nv_mem num_dealloc_mrs) db2=$(peer_file nv_mem num_dereg_bytes)
 	got="alloc_mrs +$((a1 - a0)), reg_bytes +$((rb1 - rb0)), dealloc_mrs +$((d2 - d0)), dereg_bytes +$((db2 - db0)), free_callbacks $1 -> $2"
 	if [ $((a1 - a0)) = 3 ] && [ $((d2 - d0)) = 3 ] && [ $((rb1 - rb0)) = 196608 ] && [ $((db2 - db0)) = 196608 ] && [ "$2" -gt "$1" ]; then
-		report peer_counters PASS "3 registrations of 64 KiB and their release: $got"
+		report peer_counters PASS "3 registrations of 64 KiB and their release, counted by $(who_made): $got"
 	else
 		report peer_counters FAIL "want alloc/dealloc +3, reg/dereg bytes +196608, more free callbacks; got $got"
 	fi
@@ -206,6 +317,9 @@ if loaded; then
 		elif [ "$r" != 2 ]; then
 			ctl drop
 			report rmmod_busy FAIL "refcount $r with 2 registrations alive, want 2 (one module reference per context)"
+		elif [ "$(peer_file nv_mem version)" != "$(cat /sys/module/nv_peer_mem/version)" ]; then
+			ctl drop
+			report rmmod_busy FAIL "the refused rmmod took memory_peers/nv_mem/version away with 2 registrations alive"
 		else
 			ctl drop
 			r=$(refcnt)
@@ -214,7 +328,7 @@ if loaded; then
 			elif ! out=$(rmmod nv_peer_mem 2>&1); then
 				report rmmod_busy FAIL "rmmod after release failed: $out"
 			else
-				report rmmod_busy PASS "rmmod refused with 2 registrations alive (refcount 2), succeeded after release"
+				report rmmod_busy PASS "rmmod refused with 2 registrations alive (refcount 2, memory_peers/nv_mem kept), succeeded after release"
 			fi
 		fi
 	else
@@ -222,15 +336,26 @@ if loaded; then
 	fi
 	loaded && rmmod nv_peer_mem
 	# What NCCL and UCX test for goes with the module.
+	# -L too: a link whose target went reads as absent to -e (and to
+	# NCCL) but would block the next load's own.
 	left=
 	for f in /sys/module/nv_peer_mem /sys/kernel/mm/memory_peers/nv_mem /sys/kernel/mm/memory_peers/nv_mem_nc; do
 		[ -e $f ] && left="$left $f"
 	done
+	[ -L /sys/kernel/mm/memory_peers ] && left="$left /sys/kernel/mm/memory_peers (a link)"
+	if nccl_probe; then
+		{ [ "$(nccl_loaded $NCCL_NV_MEM)" = 0 ] && [ "$(nccl_loaded $NCCL_NV_MEM_NC)" = 0 ]; } ||
+			left="$left (NCCL's access(F_OK) test: $(nccl_summary))"
+		nccl="NCCL's own access(F_OK) test: $(nccl_summary)"
+	else
+		nccl=$NCCL_OUT
+	fi
 	if [ -n "$left" ]; then
 		report memory_peers_unload FAIL "left after rmmod nv_peer_mem:$left"
 	else
-		report memory_peers_unload PASS "rmmod took /sys/module/nv_peer_mem and memory_peers/nv_mem, nv_mem_nc away"
+		report memory_peers_unload PASS "rmmod took /sys/module/nv_peer_mem and memory_peers/nv_mem, nv_mem_nc away; $nccl"
 	fi
+	memory_peers_taken_check
 
 	# --- a late free callback racing with rmmod ----------------------
 	# acquire's probe unpin fails (nvidia.ko 535: -ENOMEM before RM): "not
@@ -316,6 +441,7 @@ fi
 
 scenario final "run final"
 rmmod nvpm_scenarios
+memory_peers_reload_check
 for m in $UNLOAD; do
 	rmmod $m
 done

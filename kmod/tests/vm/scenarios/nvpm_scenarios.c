@@ -14,6 +14,10 @@
  *   cycles <n>         check n load/unload cycles since the snapshot
  *   fail_register <n>  snapshot, and make the core's nth next registration fail
  *   rollback           check a load whose 2nd registration failed left nothing
+ *   squat / unsquat    make / remove a /sys/kernel/mm/memory_peers of another
+ *                      module's (a link to /sys/module/nvpm_scenarios), as a
+ *                      peer client that makes its own would: nv_peer_mem
+ *                      must then load, make nothing and say why
  *
  * Every scenario starts by refusing contract violations recorded before it
  * (they happened in a shell step, e.g. insmod/rmmod) and ends by checking
@@ -30,6 +34,8 @@
 #include <linux/random.h>
 #include <linux/ktime.h>
 #include <linux/completion.h>
+#include <linux/kobject.h>
+#include <linux/sysfs.h>
 #include <linux/scatterlist.h>
 #include <rdma/peer_mem.h>
 #include "nv-p2p.h"
@@ -1335,6 +1341,24 @@ static int sc_register_legacy(void)
 	return 0;
 }
 
+static bool squatting;
+
+static int cmd_squat(bool on)
+{
+	int ret = 0;
+
+	if (on && !squatting)
+		ret = sysfs_add_link_to_group(kernel_kobj, "mm", &THIS_MODULE->mkobj.kobj,
+					      "memory_peers");
+	else if (!on && squatting)
+		sysfs_remove_link_from_group(kernel_kobj, "mm", "memory_peers");
+	if (ret)
+		FAIL("cannot make /sys/kernel/mm/memory_peers: %d", ret);
+	squatting = on;
+	snprintf(result, sizeof(result), "PASS");
+	return 0;
+}
+
 static int run_command(char *cmd)
 {
 	char *arg = strchr(cmd, ' ');
@@ -1371,6 +1395,8 @@ static int run_command(char *cmd)
 		return cmd_cycles(n);
 	if (!strcmp(cmd, "rollback"))
 		return cmd_rollback();
+	if (!strcmp(cmd, "squat") || !strcmp(cmd, "unsquat"))
+		return cmd_squat(!strcmp(cmd, "squat"));
 	FAIL("unknown command \"%s\"", cmd);
 }
 
@@ -1433,6 +1459,7 @@ static int __init nvpm_init(void)
 static void __exit nvpm_exit(void)
 {
 	debugfs_remove_recursive(dir);
+	cmd_squat(false);
 	if (nheld)
 		cmd_drop();
 }
