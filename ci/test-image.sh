@@ -411,6 +411,11 @@ install_test_unit() {
         install -D -m 0644 "$work/standins/$k/nvpm_scenarios.ko" "$t/$k/nvpm_scenarios.ko" &&
         install -D -m 0644 "$work/standins/$k/nv_peer_mem_no_persistent.ko" "$t/$k/nv_peer_mem_no_persistent.ko" &&
         install -D -m 0644 "$work/standins/$k/mofed_config.h" "$t/$k/mofed_config.h" || return 1
+        # NCCL's own access test (xtask/src/vm/nccl_probe.rs), where built.
+        if [ -f "$work/standins/$k/nccl_gdr_files" ]; then
+            install -D -m 0755 "$work/standins/$k/nccl_gdr_files" "$t/$k/nccl_gdr_files" &&
+            install -D -m 0644 "$work/standins/$k/nccl_gdr_files.list" "$t/$k/nccl_gdr_files.list" || return 1
+        fi
     done
     # The next-boot scenario's MLNX_OFED update for $k2 (other ib_* CRCs).
     install -D -m 0644 "$work/standins/$k2/abi_variant/ib_core.ko" "$t/$k2/ib_core_abi_variant.ko" &&

@@ -84,6 +84,12 @@ pub fn vm_standins_command(args: &VmStandinsArgs) -> Result<()> {
         &mods.src_dir.join("peer_core/mofed_config.h"),
         &out.join("mofed_config.h"),
     )?;
+    // NCCL's own access test for the guest's scenarios (nccl_probe.rs);
+    // without an NCCL fixture the guest says it was not run.
+    if let Ok(probe) = &mods.nccl {
+        sync_file(&probe.binary, &out.join("nccl_gdr_files"))?;
+        sync_file(&probe.list, &out.join("nccl_gdr_files.list"))?;
+    }
     println!("Built: the stand-ins for {kver} in {}", out.display());
     Ok(())
 }

@@ -176,17 +176,18 @@ memory_peers_taken_check() {
 # memory_peers_reload_check: each provider reloaded under nv_peer_mem's
 # files (the core, then the NVIDIA driver; nv_peer_mem unloaded first, as
 # modprobe -r would): the next load makes them again, its unload takes them
-# away. The busybox guest only: a booted image's providers are packages.
+# away. The busybox guest insmods its doubles from $M, a booted image
+# modprobes its packages' modules.
 memory_peers_reload_check() {
-	if [ -z "$UNLOAD" ]; then
-		report memory_peers_reload PASS "not applicable: this image's providers are its packages'"
-		return
-	fi
 	set --
 	done_list=
 	for m in $UNLOAD; do
 		rmmod $m 2>/dev/null || { set -- "$@" "rmmod $m failed"; break; }
-		out=$(insmod $M/$m.ko 2>&1) || { set -- "$@" "insmod $m: $out"; break; }
+		if [ -f "$M/$m.ko" ]; then
+			out=$(insmod $M/$m.ko 2>&1)
+		else
+			out=$(modprobe $m 2>&1)
+		fi || { set -- "$@" "loading $m again: $out"; break; }
 		out=$(insmod "$KO" $BOTH_CLIENTS 2>&1) || { set -- "$@" "insmod nv_peer_mem after reloading $m: $out"; break; }
 		[ "$(peer_file nv_mem version)" = "$(cat /sys/module/nv_peer_mem/version)" ] ||
 			set -- "$@" "after reloading $m: memory_peers/nv_mem/version '$(peer_file nv_mem version)'"
@@ -195,6 +196,7 @@ memory_peers_reload_check() {
 		[ -L /sys/kernel/mm/memory_peers ] && set -- "$@" "after reloading $m: the memory_peers link left after rmmod"
 		done_list="$done_list $m"
 	done
+	[ -z "$done_list" ] && [ $# -eq 0 ] && set -- "no provider to reload (UNLOAD is empty)"
 	if [ $# -eq 0 ]; then
 		report memory_peers_reload PASS "reloaded$done_list in turn: each next load of nv_peer_mem made memory_peers/nv_mem again, each unload took it away"
 	else
