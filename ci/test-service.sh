@@ -458,6 +458,41 @@ removing_module="$kernel_only
 nvidia-peer-memory-modules-$k_new 1.4.0-1~deb12 - - **REMOVE**"
 check "apt guard: the module package removed in the same run: refused" \
     guard_says 1 "nvidia-peer-memory-modules-$k_old nvidia-peer-memory-modules-$k_new" "" "$removing_module" -- "nvidia-peer-memory-modules-$k_new"
+# The driver branch (issue 40 item 8): a module package built against
+# another NVIDIA driver than the node's. A real .deb (dpkg-deb) whose
+# nv_peer_mem.ko the guard takes out and hands to the check with --module;
+# a stand-in check answers as gpudirect-rdma-check does for a module whose
+# nvidia_p2p_* versions the installed nvidia.ko does not export (its own
+# verdict is tested in readiness, a_module_file_is_judged_...).
+mkdir -p "$fake/moddeb/DEBIAN" "$fake/moddeb/lib/modules/$k_new/updates"
+printf 'Package: nvidia-peer-memory-modules-%s\nVersion: 1.4.0-2~deb12\nArchitecture: amd64\nMaintainer: t <t@example.org>\nDescription: test\n' "$k_new" >"$fake/moddeb/DEBIAN/control"
+echo "the module for $k_new" >"$fake/moddeb/lib/modules/$k_new/updates/nv_peer_mem.ko"
+dpkg-deb --root-owner-group -b "$fake/moddeb" "$fake/module.deb" >/dev/null
+driver_check() {  # driver_check EXIT: the stand-in check's answer to --module
+    cat >"$fake/bin/check" <<EOS
+#!/bin/sh
+echo "\$*" >"$fake/check.args"
+[ "\$1 \$2 \$3" = "--kernel $k_new --module" ] && grep -qx "the module for $k_new" "\$4" || { echo "unexpected call: \$*"; exit 2; }
+echo "     kernel    $k_new (--kernel, --module \$4)"
+[ $1 = 4 ] && echo "FAIL symbols   nvidia (/lib/modules/$k_new/updates/dkms/nvidia.ko) exports another version of nvidia_p2p_get_pages (0x6666bbbb; nv_peer_mem was built against 0x5555aaaa): the kernel refuses it (disagrees about version of symbol)"
+exit $1
+EOS
+    chmod +x "$fake/bin/check"
+}
+module_update="nvidia-peer-memory-modules-$k_new 1.4.0-1~deb12 < 1.4.0-2~deb12 $fake/module.deb"
+driver_check 4
+check "apt guard: a module package built against another NVIDIA driver: refused before dpkg, naming the symbol and the build that fixes it" \
+    sh -c "NV_PEER_MEM_CHECK='$fake/bin/check'; export NV_PEER_MEM_CHECK; $(declare -f guard_says); fake='$fake' guard='$guard' guard_says 1 'nvidia-peer-memory-modules-$k_new' '' '$module_update' -- 'exports another version of nvidia_p2p_get_pages' &&
+        grep -qF 'build-modules --kernel $k_new --nvidia-src' '$fake/guard.out' && grep -q -- '--module .*/nv_peer_mem.ko' '$fake/check.args'"
+check "apt guard: the same with -o NvPeerMem::Allow-Other-Driver=true: let through, saying it will not load" \
+    sh -c "NV_PEER_MEM_CHECK='$fake/bin/check'; export NV_PEER_MEM_CHECK; $(declare -f guard_says); fake='$fake' guard='$guard' guard_says 0 'nvidia-peer-memory-modules-$k_new' 'NvPeerMem::Allow-Other-Driver=true' '$module_update' -- 'it will not load'"
+with_driver="$module_update
+nvidia-open-kernel-dkms 535.261.03-1 < 550.163.01-2 /var/cache/apt/archives/nvidia-open-kernel-dkms_550.163.01-2_amd64.deb"
+check "apt guard: the NVIDIA driver changes in the same run: not judged before dpkg, let through" \
+    sh -c "NV_PEER_MEM_CHECK='$fake/bin/check'; export NV_PEER_MEM_CHECK; rm -f '$fake/check.args'; $(declare -f guard_says); fake='$fake' guard='$guard' guard_says 0 'nvidia-peer-memory-modules-$k_new' '' '$with_driver' -- '' && [ ! -e '$fake/check.args' ]"
+driver_check 0
+check "apt guard: a module package built against this node's driver: let through, silent" \
+    sh -c "NV_PEER_MEM_CHECK='$fake/bin/check'; export NV_PEER_MEM_CHECK; $(declare -f guard_says); fake='$fake' guard='$guard' guard_says 0 'nvidia-peer-memory-modules-$k_new' '' '$module_update' -- '' && [ ! -s '$fake/guard.out' ]"
 rm -f "$fake/bin/dpkg-query"
 
 finish

@@ -19,7 +19,7 @@ Usage: gpudirect-rdma-check [--json | --prometheus | --health [--nccl]] [--expec
        gpudirect-rdma-check [--textfile DIR] [--nfd DIR [--nfd-expiry SECONDS]] [--expect PATH]
        gpudirect-rdma-check --dump FILE [--json]
        gpudirect-rdma-check --from FILE [any form above]
-       gpudirect-rdma-check --next-boot | --kernel RELEASE [--json | --prometheus | --textfile DIR]
+       gpudirect-rdma-check --next-boot | --kernel RELEASE [--module FILE] [--json | --prometheus | --textfile DIR]
 
 Reads sysfs and procfs, each file once; changes nothing but the files it
 is told to write. Only the default form and --json ask programs (the
@@ -59,6 +59,9 @@ Before a reboot (docs/next-boot.md):
                 vermagic, its symbol versions against the modules installed
                 for RELEASE, its signature, DKMS's state. Reads files only.
                 Exit 0 it will load, 4 it will not, 7 cannot tell.
+  --module FILE  with --kernel: judge FILE (an nv_peer_mem.ko not yet
+                installed, e.g. from a package about to be) as the module
+                for RELEASE, against what is installed for RELEASE now
                 --textfile DIR writes DIR/gpudirect_rdma_next_boot.prom.
 Files are replaced atomically (a dotfile in DIR, then renamed); with
 --textfile or --nfd nothing is printed and the exit status is 0 when every
@@ -109,6 +112,8 @@ struct Args {
     dump: Option<PathBuf>,
     from: Option<PathBuf>,
     expect_given: bool,
+    /// --module FILE (with --kernel).
+    module: Option<PathBuf>,
 }
 
 fn usage(message: &str) -> ! {
@@ -129,6 +134,7 @@ fn parse_args() -> Args {
         expect_given: false,
         dump: None,
         from: None,
+        module: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -160,6 +166,7 @@ fn parse_args() -> Args {
             "--dump" => a.dump = Some(PathBuf::from(value("a file to write"))),
             "--from" => a.from = Some(PathBuf::from(value("a --dump archive"))),
             "--next-boot" => a.next_boot = Some(None),
+            "--module" => a.module = Some(PathBuf::from(value("an nv_peer_mem.ko file"))),
             "--kernel" => {
                 let v = value("a kernel release (uname -r)");
                 if v.is_empty() || v.contains('/') || v.starts_with('.') {
@@ -175,6 +182,9 @@ fn parse_args() -> Args {
             }
             other => usage(&format!("unknown argument `{other}`")),
         }
+    }
+    if a.module.is_some() && !matches!(a.next_boot, Some(Some(_))) {
+        usage("--module goes with --kernel RELEASE");
     }
     if a.nccl && !matches!(a.form, Form::Health) {
         usage("--nccl goes with --health");
@@ -240,9 +250,10 @@ fn next_boot(a: &Args, asked: &Option<String>) -> ! {
     let needs_no_client = !registration::peer_core_running(&Host::from_env())
         && next_boot::client_wanted(&root) == Some(false);
     let verdict = match asked {
-        Some(release) => {
-            next_boot::verdict(&root, release, "--kernel".into(), None, needs_no_client)
-        }
+        Some(release) => match &a.module {
+            Some(file) => next_boot::verdict_for_module(&root, release, file, needs_no_client),
+            None => next_boot::verdict(&root, release, "--kernel".into(), None, needs_no_client),
+        },
         None => {
             let nb = boot_loader::next_boot(&root);
             match &nb.release {

@@ -182,6 +182,36 @@ pub fn verdict(
     cmdline: Option<&str>,
     needs_no_client: bool,
 ) -> Verdict {
+    judge(root, release, chosen, cmdline, needs_no_client, None)
+}
+
+/// The verdict for @file as the module of @release (`--module`): a module
+/// not installed yet, judged against what is installed for @release now
+/// (the apt guard asks it of a module package before dpkg unpacks it).
+pub fn verdict_for_module(
+    root: &Path,
+    release: &str,
+    file: &Path,
+    needs_no_client: bool,
+) -> Verdict {
+    judge(
+        root,
+        release,
+        format!("--kernel, --module {}", file.display()),
+        None,
+        needs_no_client,
+        Some(file),
+    )
+}
+
+fn judge(
+    root: &Path,
+    release: &str,
+    chosen: String,
+    cmdline: Option<&str>,
+    needs_no_client: bool,
+    module_file: Option<&Path>,
+) -> Verdict {
     let mut facts = vec![Fact::info(
         "kernel",
         "node",
@@ -222,7 +252,11 @@ pub fn verdict(
         }
     };
     let stray = kernel_modules::unlisted_copies(&installed, MODULE);
-    let Some(relative) = installed.file_of(MODULE).map(str::to_owned) else {
+    let relative = match module_file {
+        Some(file) => Some(file.display().to_string()),
+        None => installed.file_of(MODULE).map(str::to_owned),
+    };
+    let Some(relative) = relative else {
         let fix = if stray.is_empty() {
             Some(install_fix(root, release))
         } else {
@@ -244,15 +278,27 @@ pub fn verdict(
         next_boot_dkms::facts(root, release, &mut facts);
         return done(facts);
     };
-    facts.push(Fact::ok(
-        "module",
-        "node",
-        format!(
-            "modprobe loads /lib/modules/{release}/{relative}, from {}",
-            origin(root, release, &relative)
-        ),
-    ));
-    let path = installed.dir.join(&relative);
+    let path = match module_file {
+        Some(file) => {
+            facts.push(Fact::info(
+                "module",
+                "node",
+                format!("{relative} (--module), judged as the module for {release}"),
+            ));
+            file.to_path_buf()
+        }
+        None => {
+            facts.push(Fact::ok(
+                "module",
+                "node",
+                format!(
+                    "modprobe loads /lib/modules/{release}/{relative}, from {}",
+                    origin(root, release, &relative)
+                ),
+            ));
+            installed.dir.join(&relative)
+        }
+    };
     let module = match kernel_modules::module_bytes(&path).and_then(|b| elf::parse(&b)) {
         Ok(m) => m,
         Err(e) => {

@@ -836,3 +836,32 @@ fn a_module_that_makes_memory_peers_is_said_to_be_seen_by_nccl() {
     assert!(nccl.contains("makes it itself"), "{nccl}");
     assert!(!nccl.contains("will not use"), "{nccl}");
 }
+
+/// `--module FILE`: a module not installed yet (a package about to be
+/// unpacked) judged against what @k has now. Built against another NVIDIA
+/// driver (another nvidia_p2p_get_pages CRC) it will not load, and the
+/// verdict names the symbol and nvidia; against this one it will. The
+/// installed module, if any, is not what is judged.
+#[test]
+fn a_module_file_is_judged_against_the_installed_providers() {
+    let r = Root::new("module-file");
+    r.kernel(K2, 0x1111_1111, None);
+    let other_driver = ours_for(K2)
+        .import("ib_register_peer_memory_client", 0x1111_1111)
+        .import("nvidia_p2p_get_pages", 0x6666_6666)
+        .build();
+    let file = r.0.join("unpacked/nv_peer_mem.ko");
+    r.write("unpacked/nv_peer_mem.ko", other_driver);
+    let v = next_boot::verdict_for_module(&r.0, K2, &file, false);
+    assert_eq!(v.loads(), Some(false), "{:?}", v.facts);
+    let symbols = line(&v, "symbols");
+    assert!(
+        symbols.contains("nvidia")
+            && symbols.contains("exports another version of nvidia_p2p_get_pages"),
+        "{symbols}"
+    );
+    assert!(line(&v, "module").contains("(--module), judged as the module for"));
+    r.write("unpacked/nv_peer_mem.ko", ours(K2, 0x1111_1111));
+    let v = next_boot::verdict_for_module(&r.0, K2, &file, false);
+    assert_eq!(v.loads(), Some(true), "{:?}", v.facts);
+}

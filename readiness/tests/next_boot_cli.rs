@@ -124,3 +124,23 @@ fn bad_combinations_exit_2_and_print_nothing() {
         assert!(out.is_empty(), "{args:?}: {out}");
     }
 }
+
+/// `--module` judges a file only for a named kernel: alone, or with
+/// --next-boot, it is a usage error (exit 2).
+#[test]
+fn module_goes_with_kernel_only() {
+    let t = root();
+    for args in [
+        &["--module", "/x.ko"][..],
+        &["--next-boot", "--module", "/x.ko"],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpudirect-rdma-check"))
+            .args(args)
+            .env("NV_PEER_MEM_ROOT", &t.root)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("--module goes with --kernel RELEASE"), "{err}");
+    }
+}
