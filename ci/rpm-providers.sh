@@ -36,6 +36,8 @@
 #     gives their libraries (libc.so.6(GLIBC_2.x)(64bit), ...), for glibc
 #     2.34's versions (RHEL 9); the binary here is built on Debian 12
 #     (glibc 2.36), whose newest required version is 2.34.
+#   The python interpreters RHEL 8, 9 and 10 run dnf on (python(abi)), for
+#     -common's dnf plugin.
 #   Everything else a module package names (kmod's /usr/sbin/depmod and
 #   weak-modules, bash's /bin/sh and /bin/bash, dkms, kernel-devel, the compiler, rust):
 #   empty packages of those names and files.
@@ -117,7 +119,10 @@ Provides: kernel-modules = ${rhel_krel}" ""
 package nvidia-open-driver-G06-signed-kmp-default - "580.142_k$(echo "${suse_krel%-default}" | tr - _)" 1 \
     "Provides: kmod(nvidia.ko)" ""
 
-package kernel-core - "${rhel_krel%%-*}" "$(r=${rhel_krel#*-}; echo "${r%.*}")" "" \
+# installonlypkg(kernel): as RHEL's kernel-core provides it, so that dnf
+# installs a second kernel beside the first (installonlypkgs) instead of
+# replacing it.
+package kernel-core - "${rhel_krel%%-*}" "$(r=${rhel_krel#*-}; echo "${r%.*}")" "Provides: installonlypkg(kernel)" \
     "/lib/modules/$rhel_krel/symvers.gz"
 package kmod - 28 1 "" "$(files /usr/sbin/depmod /usr/sbin/weak-modules)"
 package bash - 5.1.8 1 "" "$(files /bin/sh /bin/bash)"
@@ -127,6 +132,13 @@ package kernel-default-devel - "${suse_krel%%-*}" 1 "" ""
 package suse-kernel-rpm-scriptlets - 0 1 "BuildArch: noarch" ""
 for name in gcc make coreutils grep; do package "$name" - 1 1 "" ""; done
 package rust - 1.85.0 1 "" ""
+# The interpreters dnf runs on, for the python(abi) = X.Y that rpm's
+# python.attr makes -common require for its dnf plugin (distros.yaml's
+# dnf_plugin_dir): RHEL 8's platform-python 3.6, RHEL 9's python3 3.9,
+# RHEL 10's 3.12 (a stand-in name: RHEL 10 calls it python3 too).
+package platform-python - 3.6.8 1 "Provides: python(abi) = 3.6" ""
+package python3 - 3.9.21 1 "Provides: python(abi) = 3.9" ""
+package python3.12 - 3.12.9 1 "Provides: python(abi) = 3.12" ""
 glibc_provides="Provides: rtld(GNU_HASH)
 Provides: ld-linux-x86-64.so.2()(64bit), ld-linux-x86-64.so.2(GLIBC_2.2.5)(64bit), ld-linux-x86-64.so.2(GLIBC_2.3)(64bit)
 Provides: libc.so.6()(64bit)"

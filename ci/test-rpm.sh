@@ -695,6 +695,77 @@ else
             test "$(readlink "$host/root/lib/modules/$rhel_krel2/weak-updates/$weak")" = "$installed"
     }
     check "once nvidia is built: rpm -ql kmod-nvidia_peer_memory | grep '\\.ko' | weak-modules --add-modules links it" relink
+
+    # dnf's kernel guard (issue 40 item 6; docs/fleet.md, "The dnf
+    # guard"): the plugin as -common installed it in root-symvers, run by
+    # real dnf (dnf 4, as on RHEL 8-10) over kernel-core stand-ins of two
+    # more kernels (ci/rpm-providers.sh, kabi.sh's kernel(<symbol>)
+    # provides): $rhel_krel2 of the same kABI and $other_krel of another
+    # (the other Debian kernel's Module.symvers).
+    plugin=$(rpm -ql --root "$work/root-symvers" nvidia_peer_memory-common 2>/dev/null | grep '/dnf-plugins/nv_peer_mem\.py$')
+    check "rhel9's -common installs the dnf guard in dnf 4's plugin directory of RHEL 9 ($plugin)" \
+        test "$plugin" = /usr/lib/python3.9/site-packages/dnf-plugins/nv_peer_mem.py -a -f "$work/root-symvers$plugin"
+    for pair in "compat $rhel_krel2 $(readlink -f "/lib/modules/$kver/build")/Module.symvers" \
+        "other $other_krel $(readlink -f "/lib/modules/$other/build")/Module.symvers"; do
+        read -r name krel symvers <<<"$pair"
+        "$here/rpm-family-env.sh" kmod "$work/env-kernel-$name" "$kver" -- \
+            "$here/rpm-providers.sh" "$work/kernel-$name" "$krel" "$suse_krel" "$symvers" >>"$work/log" 2>&1 ||
+            fail "the kernel-core stand-in for $krel (ci/rpm-providers.sh)"
+    done
+    # A kmod for $other_krel arriving with it: a stand-in of a newer
+    # version whose kernel(<symbol>) requirements are the installed kmod's
+    # symbols at $other_krel's CRCs (the plugin reads only those), and
+    # which provides what -common requires of a kmod, as the real one does
+    # (nvidia_peer_memory-kmod).
+    rpm -qp --provides "$work"/kernel-other/rpms/kernel-core-*.rpm 2>/dev/null | grep '^kernel(' | sort >"$work/other-provides.txt"
+    sed -n 's/^\(kernel([^)]*)\) = .*/\1/p' "$work/symvers-requires.txt" | while read -r sym; do
+        grep -F "$sym = " "$work/other-provides.txt"
+    done | sed 's/^/Requires: /' >"$work/other-kmod-requires.txt"
+    mkdir -p "$work/kmod-other/SPECS"
+    printf 'Name: kmod-nvidia_peer_memory\nVersion: 9.9\nRelease: 1\nSummary: stand-in: the kmod built for %s\nLicense: GPL-2.0-only\nProvides: nvidia_peer_memory-kmod = 9.9-1\n%s\n%%description\nstand-in\n%%files\n' \
+        "$other_krel" "$(cat "$work/other-kmod-requires.txt")" >"$work/kmod-other/SPECS/kmod.spec"
+    rpmbuild -bb --quiet --define "_topdir $work/kmod-other" "$work/kmod-other/SPECS/kmod.spec" >>"$work/log" 2>&1 ||
+        fail "the stand-in kmod for $other_krel"
+    resolver_repo "$work/repo-guard" "$symvers_module" "$rhel9_common" "$providers"/rpms/*.rpm \
+        "$work"/kernel-compat/rpms/kernel-core-*.rpm "$work"/kernel-other/rpms/kernel-core-*.rpm \
+        "$work"/kmod-other/RPMS/*/kmod-nvidia_peer_memory-9.9-1.*.rpm >>"$work/log" 2>&1
+    other_nvr=kernel-core-${other_krel%.*}
+    # guard_dnf <name> <dnf args>...: dnf in a copy of root-symvers, the
+    # guard on its plugin path; its log in $work/root-guard-<name>.log
+    guard_dnf() {
+        local name=$1; shift
+        rm -rf "$work/root-guard-$name"
+        cp -a "$work/root-symvers" "$work/root-guard-$name"
+        resolver_dnf "$work/root-guard-$name" "$work/repo-guard" \
+            --setopt=pluginpath="$work/root-symvers${plugin%/*}" "$@"
+    }
+    refuses_other() {
+        ! guard_dnf other install "$other_nvr" &&
+            grep -qF "nv_peer_mem: dnf would install $other_nvr" "$work/root-guard-other.log" &&
+            grep -qF "no kmod-nvidia_peer_memory fits it" "$work/root-guard-other.log" &&
+            grep -qF "Nothing was changed" "$work/root-guard-other.log" &&
+            ! rpm -q --root "$work/root-guard-other" "$other_nvr" >/dev/null
+    }
+    check "dnf install $other_nvr (another kABI) with the guard: refused before anything changes, naming the kernel and the kmod build that fixes it" refuses_other
+    # `dnf upgrade` as a node runs it, from a repository that has the new
+    # kernel but no kmod for it yet.
+    resolver_repo "$work/repo-guard-nokmod" "$symvers_module" "$rhel9_common" "$providers"/rpms/*.rpm \
+        "$work"/kernel-other/rpms/kernel-core-*.rpm >>"$work/log" 2>&1
+    upgrade_refused() {
+        rm -rf "$work/root-guard-upgrade"
+        cp -a "$work/root-symvers" "$work/root-guard-upgrade"
+        ! resolver_dnf "$work/root-guard-upgrade" "$work/repo-guard-nokmod" \
+            --setopt=pluginpath="$work/root-symvers${plugin%/*}" upgrade &&
+            grep -qF "nv_peer_mem: dnf would install $other_nvr" "$work/root-guard-upgrade.log" &&
+            ! rpm -q --root "$work/root-guard-upgrade" "$other_nvr" >/dev/null
+    }
+    check "dnf upgrade with the new kernel published and its kmod not: refused, naming the kernel" upgrade_refused
+    check "the same with dnf --disableplugin=nv_peer_mem: installed (the documented way past it)" sh -c \
+        "$(declare -f guard_dnf resolver_dnf); work='$work' plugin='$plugin'; guard_dnf disabled --disableplugin=nv_peer_mem install '$other_nvr' && rpm -q --root '$work/root-guard-disabled' '$other_nvr'"
+    check "dnf install kernel-core of $rhel_krel2 (the same kABI: weak-modules links the kmod) with the guard: installed" sh -c \
+        "$(declare -f guard_dnf resolver_dnf); work='$work' plugin='$plugin'; guard_dnf compat install 'kernel-core-${rhel_krel2%.*}' && rpm -q --root '$work/root-guard-compat' 'kernel-core-${rhel_krel2%.*}'"
+    check "dnf install $other_nvr with the kmod built for it in the same transaction: installed" sh -c \
+        "$(declare -f guard_dnf resolver_dnf); work='$work' plugin='$plugin'; guard_dnf with-kmod install '$other_nvr' kmod-nvidia_peer_memory-9.9 && rpm -q --root '$work/root-guard-with-kmod' '$other_nvr' kmod-nvidia_peer_memory-9.9"
 fi
 
 echo "== -dkms scriptlets (rhel9's package)"

@@ -49,6 +49,8 @@ pub struct RpmPackaging {
     pub rust_packages: Vec<String>,
     pub dkms_requires: Vec<String>,
     pub prerequisites: Vec<String>,
+    #[serde(default)]
+    pub python3_sitelib: Option<String>,
 }
 
 /// How a distribution compresses its kernel modules.

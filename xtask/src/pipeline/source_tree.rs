@@ -30,8 +30,9 @@ pub const HELPER_NAME: &str = "nv_peer_mem-service";
 /// the kernel hook; apt's kernel guard, which only the Debian service
 /// package installs (docs/fleet.md, "The kernel guard"); and the -dkms
 /// packages' rebuild after a provider update (docs/next-boot.md,
-/// "Provider updates").
-pub const SHARED_PACKAGING_FILES: [&str; 10] = [
+/// "Provider updates"); dnf's kernel guard, which only the kmod route's
+/// -common installs (docs/fleet.md, "The dnf guard").
+pub const SHARED_PACKAGING_FILES: [&str; 11] = [
     "nv_peer_mem.conf",
     "nv_peer_mem.service",
     HELPER_NAME,
@@ -42,6 +43,7 @@ pub const SHARED_PACKAGING_FILES: [&str; 10] = [
     "nv_peer_mem-kernel-hook",
     "nv_peer_mem-apt-guard",
     "nv_peer_mem-dkms-rebuild",
+    "nv_peer_mem-dnf-plugin.py",
 ];
 
 /// gpudirect-rdma-check as the packages build it: the crate's sources
