@@ -359,25 +359,22 @@ hook_says() {  # hook_says STATUS ARGS... -- PATTERN: exits 0 whatever STATUS, s
 check "kernel hook (Debian's postinst.d): will load, one line" bash -c "
     $(declare -f fake_check hook_says); fake='$fake' hook='$hook' hook_says 0 6.12.95+deb12-amd64 /boot/vmlinuz-6.12.95+deb12-amd64 -- 'nv_peer_mem will load on 6.12.95+deb12-amd64' &&
     [ \$(wc -l <'$fake/hook.out') = 1 ]"
-# A verdict that says NCCL will not see the module there (a kernel without
-# mm_kobj): the hook passes that line on after its own.
-nccl_said() {
-    printf '#!/bin/sh\necho "     kernel    $2 (--kernel)"\necho "     nccl      NCCL will not use nv_peer_mem on $2: the kernel exports no mm_kobj"\nexit 0\n' >"$fake/bin/check"
+# The verdict's NCCL line on a kernel without mm_kobj, "will not use" (a
+# module that does not make memory_peers) or "will see" (one that does):
+# the hook passes it on after its own line.
+# nccl_line_passed LINE: a stand-in check prints LINE for
+# 6.12.95+deb12-amd64 ($2 of its call) as its nccl fact.
+nccl_line_passed() {
+    printf '#!/bin/sh\necho "     kernel    $2 (--kernel)"\necho "     nccl      %s"\nexit 0\n' "$1" >"$fake/bin/check"
     chmod +x "$fake/bin/check"
     NV_PEER_MEM_CHECK=$fake/bin/check sh "$hook" 6.12.95+deb12-amd64 /boot/vmlinuz >"$fake/hook.out" 2>&1 || return 1
     cat "$fake/hook.out"
-    [ "$(sed -n 2p "$fake/hook.out")" = "nv_peer_mem: NCCL will not use nv_peer_mem on 6.12.95+deb12-amd64: the kernel exports no mm_kobj" ]
+    [ "$(sed -n 2p "$fake/hook.out")" = "nv_peer_mem: $(echo "$1" | sed 's/\$2/6.12.95+deb12-amd64/')" ]
 }
-check "kernel hook: will load, and the verdict's NCCL line (no mm_kobj) passed on" nccl_said
-# A module that makes memory_peers itself: the verdict's "will see" line.
-nccl_will_see() {
-    printf '#!/bin/sh\necho "     nccl      NCCL will see nv_peer_mem on $2: the kernel exports no mm_kobj (x), so ..."\nexit 0\n' >"$fake/bin/check"
-    chmod +x "$fake/bin/check"
-    NV_PEER_MEM_CHECK=$fake/bin/check sh "$hook" 6.12.95+deb12-amd64 /boot/vmlinuz >"$fake/hook.out" 2>&1 || return 1
-    cat "$fake/hook.out"
-    [ "$(sed -n 2p "$fake/hook.out")" = "nv_peer_mem: NCCL will see nv_peer_mem on 6.12.95+deb12-amd64: the kernel exports no mm_kobj (x), so ..." ]
-}
-check "kernel hook: will load, and the verdict's NCCL line (the module makes memory_peers) passed on" nccl_will_see
+check "kernel hook: will load, and the verdict's NCCL line (no mm_kobj) passed on" \
+    nccl_line_passed 'NCCL will not use nv_peer_mem on $2: the kernel exports no mm_kobj'
+check "kernel hook: will load, and the verdict's NCCL line (the module makes memory_peers) passed on" \
+    nccl_line_passed 'NCCL will see nv_peer_mem on $2: the kernel exports no mm_kobj (x), so ...'
 hook_warns() {
     hook_says 4 6.12.95+deb12-amd64 /boot/vmlinuz -- 'WARNING: nv_peer_mem will NOT load on kernel 6.12.95+deb12-amd64' &&
         grep -q 'fix: dkms autoinstall -k 6.12.95+deb12-amd64' "$fake/hook.out"

@@ -13,6 +13,18 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// MLNX_OFED's per-client counter files (backport 0271's, in its order),
+/// which nv_peer_mem also shows where it makes memory_peers itself.
+const COUNTER_FILES: [&str; 7] = [
+    "num_alloc_mrs",
+    "num_dealloc_mrs",
+    "num_reg_pages",
+    "num_dereg_pages",
+    "num_reg_bytes",
+    "num_dereg_bytes",
+    "num_free_callbacks",
+];
+
 pub struct Tree {
     pub root: PathBuf,
     /// Set by a test that writes a file no kernel prints on purpose.
@@ -295,16 +307,7 @@ impl Tree {
     /// order: num_alloc_mrs, num_dealloc_mrs, num_reg_pages,
     /// num_dereg_pages, num_reg_bytes, num_dereg_bytes, num_free_callbacks).
     pub fn counters(&self, client: &str, values: [&str; 7]) {
-        let files = [
-            "num_alloc_mrs",
-            "num_dealloc_mrs",
-            "num_reg_pages",
-            "num_dereg_pages",
-            "num_reg_bytes",
-            "num_dereg_bytes",
-            "num_free_callbacks",
-        ];
-        for (file, value) in files.iter().zip(values) {
+        for (file, value) in COUNTER_FILES.iter().zip(values) {
             self.write(
                 &format!("sys/kernel/mm/memory_peers/{client}/{file}"),
                 format!("{value}\n"),
@@ -326,19 +329,10 @@ impl Tree {
             "sys/module/nv_peer_mem/parameters/memory_peers",
             "nv_peer_mem\n",
         );
-        let counters = [
-            "num_alloc_mrs",
-            "num_dealloc_mrs",
-            "num_reg_pages",
-            "num_dereg_pages",
-            "num_reg_bytes",
-            "num_dereg_bytes",
-            "num_free_callbacks",
-        ];
         for client in clients {
             let dir = format!("sys/module/nv_peer_mem/memory_peers/{client}");
             self.write(&format!("{dir}/version"), "1.4.0\n");
-            for (i, file) in counters.iter().enumerate() {
+            for (i, file) in COUNTER_FILES.iter().enumerate() {
                 self.write(&format!("{dir}/{file}"), format!("{}\n", i + 1));
             }
         }
