@@ -159,7 +159,8 @@ pub fn json(r: &Report) -> String {
     out
 }
 
-/// MLNX_OFED's per-client counters (peer_clients.rs), named by
+/// The per-client counters (peer_clients.rs: MLNX_OFED's core's, or
+/// nv_peer_mem's own where it made memory_peers), named by
 /// Prometheus' rules: base units, `_total` on counters, an `_info` metric
 /// for the version; live registrations and pinned bytes as gauges.
 fn peer_client_metrics(
@@ -180,7 +181,7 @@ fn peer_client_metrics(
     typed(
         "gpudirect_rdma_peer_memory_client_info",
         "gauge",
-        "1 for each peer memory client MLNX_OFED's core lists in /sys/kernel/mm/memory_peers, with its version.",
+        "1 for each peer memory client listed in /sys/kernel/mm/memory_peers (by MLNX_OFED's core, or by nv_peer_mem where the kernel exports no mm_kobj), with its version.",
         r.peer_clients
             .iter()
             .map(|c| {
