@@ -251,52 +251,51 @@ fn judge(
             return done(facts);
         }
     };
-    let stray = kernel_modules::unlisted_copies(&installed, MODULE);
-    let relative = match module_file {
-        Some(file) => Some(file.display().to_string()),
-        None => installed.file_of(MODULE).map(str::to_owned),
-    };
-    let Some(relative) = relative else {
-        let fix = if stray.is_empty() {
-            Some(install_fix(root, release))
-        } else {
-            Some(format!("depmod {release}"))
-        };
-        let also = if stray.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " ({} is installed, but modules.dep does not list it)",
-                stray.join(", ")
-            )
-        };
-        facts.push(fail(
-            "module",
-            format!("no {MODULE} for {release}: modprobe finds none{also}"),
-            fix,
-        ));
-        next_boot_dkms::facts(root, release, &mut facts);
-        return done(facts);
-    };
-    let path = match module_file {
-        Some(file) => {
+    let path = match (module_file, installed.file_of(MODULE)) {
+        (Some(file), _) => {
             facts.push(Fact::info(
                 "module",
                 "node",
-                format!("{relative} (--module), judged as the module for {release}"),
+                format!(
+                    "{} (--module), judged as the module for {release}",
+                    file.display()
+                ),
             ));
             file.to_path_buf()
         }
-        None => {
+        (None, Some(relative)) => {
             facts.push(Fact::ok(
                 "module",
                 "node",
                 format!(
                     "modprobe loads /lib/modules/{release}/{relative}, from {}",
-                    origin(root, release, &relative)
+                    origin(root, release, relative)
                 ),
             ));
-            installed.dir.join(&relative)
+            installed.dir.join(relative)
+        }
+        (None, None) => {
+            let stray = kernel_modules::unlisted_copies(&installed, MODULE);
+            let fix = if stray.is_empty() {
+                Some(install_fix(root, release))
+            } else {
+                Some(format!("depmod {release}"))
+            };
+            let also = if stray.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({} is installed, but modules.dep does not list it)",
+                    stray.join(", ")
+                )
+            };
+            facts.push(fail(
+                "module",
+                format!("no {MODULE} for {release}: modprobe finds none{also}"),
+                fix,
+            ));
+            next_boot_dkms::facts(root, release, &mut facts);
+            return done(facts);
         }
     };
     let module = match kernel_modules::module_bytes(&path).and_then(|b| elf::parse(&b)) {
