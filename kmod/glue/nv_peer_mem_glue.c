@@ -282,9 +282,15 @@ void nvpm_c_invalidate(u64 core_context)
 		mem_invalidate_callback(reg_handle, core_context);
 }
 
+/* The client structure of @kind (NVPM_CLIENT_MEM or NVPM_CLIENT_NC). */
+static struct peer_memory_client *nvpm_client(u32 kind)
+{
+	return kind == NVPM_CLIENT_NC ? &nv_mem_nc_client : &nv_mem_client.client;
+}
+
 int nvpm_c_register(u32 kind, u32 style, const char *name, size_t len)
 {
-	char *dst = kind == NVPM_CLIENT_NC ? nv_mem_nc_client.name : nv_mem_client.client.name;
+	char *dst = nvpm_client(kind)->name;
 
 	if (len >= IB_PEER_MEMORY_NAME_MAX)
 		return -EINVAL;
@@ -338,11 +344,6 @@ struct nvpm_peer_attr {
 	u32 counter;
 };
 
-static const char *nvpm_client_name(u32 kind)
-{
-	return kind == NVPM_CLIENT_NC ? nv_mem_nc_client.name : nv_mem_client.client.name;
-}
-
 static ssize_t nvpm_peer_attr_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
 {
 	u32 counter = container_of(attr, struct nvpm_peer_attr, attr)->counter;
@@ -350,9 +351,7 @@ static ssize_t nvpm_peer_attr_show(struct kobject *kobj, struct kobj_attribute *
 
 	/* The core's formats: "%s\n" and "%llu\n". */
 	if (counter == NVPM_PEER_VERSION)
-		return scnprintf(buf, PAGE_SIZE, "%s\n",
-				 kind == NVPM_CLIENT_NC ? nv_mem_nc_client.version
-							: nv_mem_client.client.version);
+		return scnprintf(buf, PAGE_SIZE, "%s\n", nvpm_client(kind)->version);
 	return scnprintf(buf, PAGE_SIZE, "%llu\n", nvpm_rs_peer_stat(kind, counter));
 }
 
@@ -412,7 +411,7 @@ static int nvpm_peers_owner(u32 kinds)
 	for (kind = 0; kind < ARRAY_SIZE(nvpm_peer_kobj) && kernfs_type(peers) == KERNFS_DIR; kind++) {
 		if (!(kinds & (1u << kind)))
 			continue;
-		client = kernfs_find_and_get(peers, nvpm_client_name(kind));
+		client = kernfs_find_and_get(peers, nvpm_client(kind)->name);
 		if (client) {
 			kernfs_put(client);
 			ret = NVPM_PEER_FILES_CORE;
@@ -454,7 +453,7 @@ static int nvpm_peer_files_make(u32 kinds)
 	for (kind = 0; kind < ARRAY_SIZE(nvpm_peer_kobj); kind++) {
 		if (!(kinds & (1u << kind)))
 			continue;
-		nvpm_peer_kobj[kind] = kobject_create_and_add(nvpm_client_name(kind), nvpm_peers_holder);
+		nvpm_peer_kobj[kind] = kobject_create_and_add(nvpm_client(kind)->name, nvpm_peers_holder);
 		if (!nvpm_peer_kobj[kind])
 			return -ENOMEM;
 		ret = sysfs_create_group(nvpm_peer_kobj[kind], &nvpm_peer_group);
