@@ -477,19 +477,29 @@ EOS
     chmod +x "$fake/bin/check"
 }
 module_update="nvidia-peer-memory-modules-$k_new 1.4.0-1~deb12 < 1.4.0-2~deb12 $fake/module.deb"
+# The guard runs the stand-in check for these.
+export NV_PEER_MEM_CHECK=$fake/bin/check
+driver_refused() {
+    guard_says 1 "nvidia-peer-memory-modules-$k_new" "" "$module_update" -- 'exports another version of nvidia_p2p_get_pages' &&
+        grep -qF "build-modules --kernel $k_new --nvidia-src" "$fake/guard.out" && grep -q -- '--module .*/nv_peer_mem.ko' "$fake/check.args"
+}
+not_judged_beside_driver() {
+    rm -f "$fake/check.args"
+    guard_says 0 "nvidia-peer-memory-modules-$k_new" "" "$with_driver" -- "" && [ ! -e "$fake/check.args" ]
+}
+fits_silently() {
+    guard_says 0 "nvidia-peer-memory-modules-$k_new" "" "$module_update" -- "" && [ ! -s "$fake/guard.out" ]
+}
 driver_check 4
-check "apt guard: a module package built against another NVIDIA driver: refused before dpkg, naming the symbol and the build that fixes it" \
-    sh -c "NV_PEER_MEM_CHECK='$fake/bin/check'; export NV_PEER_MEM_CHECK; $(declare -f guard_says); fake='$fake' guard='$guard' guard_says 1 'nvidia-peer-memory-modules-$k_new' '' '$module_update' -- 'exports another version of nvidia_p2p_get_pages' &&
-        grep -qF 'build-modules --kernel $k_new --nvidia-src' '$fake/guard.out' && grep -q -- '--module .*/nv_peer_mem.ko' '$fake/check.args'"
+check "apt guard: a module package built against another NVIDIA driver: refused before dpkg, naming the symbol and the build that fixes it" driver_refused
 check "apt guard: the same with -o NvPeerMem::Allow-Other-Driver=true: let through, saying it will not load" \
-    sh -c "NV_PEER_MEM_CHECK='$fake/bin/check'; export NV_PEER_MEM_CHECK; $(declare -f guard_says); fake='$fake' guard='$guard' guard_says 0 'nvidia-peer-memory-modules-$k_new' 'NvPeerMem::Allow-Other-Driver=true' '$module_update' -- 'it will not load'"
+    guard_says 0 "nvidia-peer-memory-modules-$k_new" 'NvPeerMem::Allow-Other-Driver=true' "$module_update" -- 'it will not load'
 with_driver="$module_update
 nvidia-open-kernel-dkms 535.261.03-1 < 550.163.01-2 /var/cache/apt/archives/nvidia-open-kernel-dkms_550.163.01-2_amd64.deb"
-check "apt guard: the NVIDIA driver changes in the same run: not judged before dpkg, let through" \
-    sh -c "NV_PEER_MEM_CHECK='$fake/bin/check'; export NV_PEER_MEM_CHECK; rm -f '$fake/check.args'; $(declare -f guard_says); fake='$fake' guard='$guard' guard_says 0 'nvidia-peer-memory-modules-$k_new' '' '$with_driver' -- '' && [ ! -e '$fake/check.args' ]"
+check "apt guard: the NVIDIA driver changes in the same run: not judged before dpkg, let through" not_judged_beside_driver
 driver_check 0
-check "apt guard: a module package built against this node's driver: let through, silent" \
-    sh -c "NV_PEER_MEM_CHECK='$fake/bin/check'; export NV_PEER_MEM_CHECK; $(declare -f guard_says); fake='$fake' guard='$guard' guard_says 0 'nvidia-peer-memory-modules-$k_new' '' '$module_update' -- '' && [ ! -s '$fake/guard.out' ]"
+check "apt guard: a module package built against this node's driver: let through, silent" fits_silently
+unset NV_PEER_MEM_CHECK
 rm -f "$fake/bin/dpkg-query"
 
 finish
