@@ -730,42 +730,48 @@ else
         "$work"/kernel-compat/rpms/kernel-core-*.rpm "$work"/kernel-other/rpms/kernel-core-*.rpm \
         "$work"/kmod-other/RPMS/*/kmod-nvidia_peer_memory-9.9-1.*.rpm >>"$work/log" 2>&1
     other_nvr=kernel-core-${other_krel%.*}
-    # guard_dnf <name> <dnf args>...: dnf in a copy of root-symvers, the
-    # guard on its plugin path; its log in $work/root-guard-<name>.log
-    guard_dnf() {
-        local name=$1; shift
-        rm -rf "$work/root-guard-$name"
-        cp -a "$work/root-symvers" "$work/root-guard-$name"
-        resolver_dnf "$work/root-guard-$name" "$work/repo-guard" \
-            --setopt=pluginpath="$work/root-symvers${plugin%/*}" "$@"
-    }
-    refuses_other() {
-        ! guard_dnf other install "$other_nvr" &&
-            grep -qF "nv_peer_mem: dnf would install $other_nvr" "$work/root-guard-other.log" &&
-            grep -qF "no kmod-nvidia_peer_memory fits it" "$work/root-guard-other.log" &&
-            grep -qF "Nothing was changed" "$work/root-guard-other.log" &&
-            ! rpm -q --root "$work/root-guard-other" "$other_nvr" >/dev/null
-    }
-    check "dnf install $other_nvr (another kABI) with the guard: refused before anything changes, naming the kernel and the kmod build that fixes it" refuses_other
-    # `dnf upgrade` as a node runs it, from a repository that has the new
-    # kernel but no kmod for it yet.
+    # `dnf upgrade` as a node runs it: a repository that has the new kernel
+    # but no kmod for it yet.
     resolver_repo "$work/repo-guard-nokmod" "$symvers_module" "$rhel9_common" "$providers"/rpms/*.rpm \
         "$work"/kernel-other/rpms/kernel-core-*.rpm >>"$work/log" 2>&1
-    upgrade_refused() {
-        rm -rf "$work/root-guard-upgrade"
-        cp -a "$work/root-symvers" "$work/root-guard-upgrade"
-        ! resolver_dnf "$work/root-guard-upgrade" "$work/repo-guard-nokmod" \
-            --setopt=pluginpath="$work/root-symvers${plugin%/*}" upgrade &&
-            grep -qF "nv_peer_mem: dnf would install $other_nvr" "$work/root-guard-upgrade.log" &&
-            ! rpm -q --root "$work/root-guard-upgrade" "$other_nvr" >/dev/null
+    # guard_dnf <name> <repo> <dnf args>...: dnf in a copy of root-symvers,
+    # the guard on its plugin path; its log in $work/root-guard-<name>.log
+    guard_dnf() {
+        local name=$1 repo=$2
+        shift 2
+        rm -rf "$work/root-guard-$name"
+        cp -a "$work/root-symvers" "$work/root-guard-$name"
+        resolver_dnf "$work/root-guard-$name" "$repo" \
+            --setopt=pluginpath="$work/root-symvers${plugin%/*}" "$@"
     }
-    check "dnf upgrade with the new kernel published and its kmod not: refused, naming the kernel" upgrade_refused
-    check "the same with dnf --disableplugin=nv_peer_mem: installed (the documented way past it)" sh -c \
-        "$(declare -f guard_dnf resolver_dnf); work='$work' plugin='$plugin'; guard_dnf disabled --disableplugin=nv_peer_mem install '$other_nvr' && rpm -q --root '$work/root-guard-disabled' '$other_nvr'"
-    check "dnf install kernel-core of $rhel_krel2 (the same kABI: weak-modules links the kmod) with the guard: installed" sh -c \
-        "$(declare -f guard_dnf resolver_dnf); work='$work' plugin='$plugin'; guard_dnf compat install 'kernel-core-${rhel_krel2%.*}' && rpm -q --root '$work/root-guard-compat' 'kernel-core-${rhel_krel2%.*}'"
-    check "dnf install $other_nvr with the kmod built for it in the same transaction: installed" sh -c \
-        "$(declare -f guard_dnf resolver_dnf); work='$work' plugin='$plugin'; guard_dnf with-kmod install '$other_nvr' kmod-nvidia_peer_memory-9.9 && rpm -q --root '$work/root-guard-with-kmod' '$other_nvr' kmod-nvidia_peer_memory-9.9"
+    # guard_refuses <name> <repo> <dnf args>...: dnf fails with the guard's
+    # message about $other_nvr, which is not installed
+    guard_refuses() {
+        local log=$work/root-guard-$1.log root=$work/root-guard-$1
+        ! guard_dnf "$@" &&
+            grep -qF "nv_peer_mem: dnf would install $other_nvr" "$log" &&
+            grep -qF "no kmod-nvidia_peer_memory fits it" "$log" &&
+            grep -qF "Nothing was changed" "$log" &&
+            ! rpm -q --root "$root" "$other_nvr" >/dev/null
+    }
+    # guard_installs <name> <dnf option or ""> <package>...: dnf installs
+    # the packages from repo-guard, and they are there
+    guard_installs() {
+        local name=$1 option=$2
+        shift 2
+        guard_dnf "$name" "$work/repo-guard" $option install "$@" &&
+            rpm -q --root "$work/root-guard-$name" "$@"
+    }
+    check "dnf install $other_nvr (another kABI) with the guard: refused before anything changes, naming the kernel and the kmod build that fixes it" \
+        guard_refuses other "$work/repo-guard" install "$other_nvr"
+    check "dnf upgrade with the new kernel published and its kmod not: refused, naming the kernel" \
+        guard_refuses upgrade "$work/repo-guard-nokmod" upgrade
+    check "the same with dnf --disableplugin=nv_peer_mem: installed (the documented way past it)" \
+        guard_installs disabled --disableplugin=nv_peer_mem "$other_nvr"
+    check "dnf install kernel-core of $rhel_krel2 (the same kABI: weak-modules links the kmod) with the guard: installed" \
+        guard_installs compat "" "kernel-core-${rhel_krel2%.*}"
+    check "dnf install $other_nvr with the kmod built for it in the same transaction: installed" \
+        guard_installs with-kmod "" "$other_nvr" kmod-nvidia_peer_memory-9.9
 fi
 
 echo "== -dkms scriptlets (rhel9's package)"
