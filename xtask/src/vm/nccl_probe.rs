@@ -56,6 +56,14 @@ pub struct Probe {
     pub list: PathBuf,
 }
 
+/// [`gdr_files`] of @member in the NCCL fixture @tarball (at @path).
+fn fixture_gdr_files(path: &Path, tarball: &str, member: &str) -> Result<Vec<String>> {
+    let top = tarball.trim_end_matches(".tar.gz");
+    let text = fixtures::read_member(path, &format!("{top}/{member}"))?;
+    let text = String::from_utf8(text).with_context(|| format!("{tarball}: {member}"))?;
+    gdr_files(&text).with_context(|| format!("{tarball}: {member}"))
+}
+
 pub fn build(work: &Path, arch: Arch) -> Result<std::result::Result<Probe, String>> {
     let mut list = String::new();
     for (tarball, member) in NCCL_SOURCES {
@@ -63,11 +71,10 @@ pub fn build(work: &Path, arch: Arch) -> Result<std::result::Result<Probe, Strin
             Ok(path) => path,
             Err(why) => return Ok(Err(why)),
         };
-        let top = tarball.trim_end_matches(".tar.gz");
-        let text = fixtures::read_member(&path, &format!("{top}/{member}"))?;
-        let text = String::from_utf8(text).with_context(|| format!("{tarball}: {member}"))?;
-        let version = top.trim_start_matches("nccl-");
-        for file in gdr_files(&text).with_context(|| format!("{tarball}: {member}"))? {
+        let version = tarball
+            .trim_start_matches("nccl-")
+            .trim_end_matches(".tar.gz");
+        for file in fixture_gdr_files(&path, tarball, member)? {
             list.push_str(&format!("{version} {file}\n"));
         }
     }
@@ -111,9 +118,7 @@ mod tests {
                     continue;
                 }
             };
-            let top = tarball.trim_end_matches(".tar.gz");
-            let text = fixtures::read_member(&path, &format!("{top}/{member}")).unwrap();
-            let files = gdr_files(&String::from_utf8(text).unwrap()).unwrap();
+            let files = fixture_gdr_files(&path, tarball, member).unwrap();
             assert_eq!(
                 files,
                 [
