@@ -72,23 +72,23 @@ peer_file() { cat "/sys/kernel/mm/memory_peers/$1/$2" 2>/dev/null; }
 mofed_sysfs() { grep -q '^#define HAVE_MM_KOBJ_EXPORTED 1' "$M/mofed_config.h" 2>/dev/null; }
 who_made() { cat /sys/module/nv_peer_mem/parameters/memory_peers 2>/dev/null; }
 OURS=/sys/module/nv_peer_mem/memory_peers
-# nccl_probe: NCCL's own test, access(path, F_OK), of every file its
+# nccl_says WANT: NCCL's own test, access(path, F_OK), of every file its
 # ibGdrSupportInitOnce() names (nccl_gdr_files.c; the paths from NCCL
-# 2.28.9's and 2.30.7's source, xtask/src/vm/nccl_probe.rs). Sets NCCL_OUT
-# to its "<loaded> <path>" lines; returns 1, NCCL_OUT saying why, where
-# the image has no probe.
-nccl_probe() {
+# 2.28.9's and 2.30.7's source, xtask/src/vm/nccl_probe.rs). Sets NCCL_SAID
+# to what it said, or why it did not run (an image without the probe);
+# returns 1 when it ran and KNL_MODULE_LOADED was not WANT (1 or 0) for
+# both memory_peers/nv_mem/version and nv_mem_nc/version.
+nccl_loaded() { echo "$NCCL_OUT" | awk -v p="$1" '$2 == p { print $1 }'; }
+nccl_says() {
 	if [ ! -x "$M/nccl_gdr_files" ]; then
-		NCCL_OUT="NCCL's access check not run: $(cat "$M/nccl_gdr_files.skip" 2>/dev/null || echo "no probe in this image")"
-		return 1
+		NCCL_SAID="NCCL's access check not run: $(cat "$M/nccl_gdr_files.skip" 2>/dev/null || echo "no probe in this image")"
+		return 0
 	fi
 	NCCL_OUT=$("$M/nccl_gdr_files" $(awk '{ print $2 }' "$M/nccl_gdr_files.list" | sort -u))
+	NCCL_SAID="NCCL's own access(F_OK) test: $(echo "$NCCL_OUT" | sed 's|/sys/kernel/mm/memory_peers/||; s|/sys/module/||' | tr '\n' ',' | sed 's/,$//')"
+	[ "$(nccl_loaded /sys/kernel/mm/memory_peers/nv_mem/version)" = "$1" ] &&
+		[ "$(nccl_loaded /sys/kernel/mm/memory_peers/nv_mem_nc/version)" = "$1" ]
 }
-# nccl_loaded PATH: what NCCL's KNL_MODULE_LOADED(PATH) said (1 or 0)
-nccl_loaded() { echo "$NCCL_OUT" | awk -v p="$1" '$2 == p { print $1 }'; }
-NCCL_NV_MEM=/sys/kernel/mm/memory_peers/nv_mem/version
-NCCL_NV_MEM_NC=/sys/kernel/mm/memory_peers/nv_mem_nc/version
-nccl_summary() { echo "$NCCL_OUT" | sed 's|/sys/kernel/mm/memory_peers/||; s|/sys/module/||' | tr '\n' ',' | sed 's/,$//'; }
 memory_peers_check() {
 	mv=$(cat /sys/module/nv_peer_mem/version 2>/dev/null)
 	who=$(who_made)
@@ -113,15 +113,9 @@ memory_peers_check() {
 	fi
 	[ -n "$mv" ] && { [ "$v" = "$mv" ] && [ "$vnc" = "$mv" ]; } ||
 		set -- "$@" "memory_peers/nv_mem/version '$v', nv_mem_nc/version '$vnc', /sys/module/nv_peer_mem/version '$mv'"
-	if nccl_probe; then
-		[ "$(nccl_loaded $NCCL_NV_MEM)" = 1 ] && [ "$(nccl_loaded $NCCL_NV_MEM_NC)" = 1 ] ||
-			set -- "$@" "NCCL's access(F_OK) test: $(nccl_summary)"
-		nccl="NCCL's own access(F_OK) test: $(nccl_summary)"
-	else
-		nccl=$NCCL_OUT
-	fi
+	nccl_says 1 || set -- "$@" "$NCCL_SAID"
 	if [ $# -eq 0 ]; then
-		report memory_peers PASS "memory_peers/nv_mem and nv_mem_nc by $maker, version $mv as /sys/module/nv_peer_mem/version; $nccl"
+		report memory_peers PASS "memory_peers/nv_mem and nv_mem_nc by $maker, version $mv as /sys/module/nv_peer_mem/version; $NCCL_SAID"
 	else
 		report memory_peers FAIL "$*"
 	fi
@@ -345,17 +339,11 @@ if loaded; then
 		[ -e $f ] && left="$left $f"
 	done
 	[ -L /sys/kernel/mm/memory_peers ] && left="$left /sys/kernel/mm/memory_peers (a link)"
-	if nccl_probe; then
-		{ [ "$(nccl_loaded $NCCL_NV_MEM)" = 0 ] && [ "$(nccl_loaded $NCCL_NV_MEM_NC)" = 0 ]; } ||
-			left="$left (NCCL's access(F_OK) test: $(nccl_summary))"
-		nccl="NCCL's own access(F_OK) test: $(nccl_summary)"
-	else
-		nccl=$NCCL_OUT
-	fi
+	nccl_says 0 || left="$left ($NCCL_SAID)"
 	if [ -n "$left" ]; then
 		report memory_peers_unload FAIL "left after rmmod nv_peer_mem:$left"
 	else
-		report memory_peers_unload PASS "rmmod took /sys/module/nv_peer_mem and memory_peers/nv_mem, nv_mem_nc away; $nccl"
+		report memory_peers_unload PASS "rmmod took /sys/module/nv_peer_mem and memory_peers/nv_mem, nv_mem_nc away; $NCCL_SAID"
 	fi
 	memory_peers_taken_check
 
