@@ -47,8 +47,9 @@ packages=(
     dkms make gcc libc6-dev rustc-web rust-web-src
 )
 
-# A node that installs prebuilt modules: the same base, no toolchain.
-node_packages=(systemd-sysv udev kmod initramfs-tools zstd mawk procps)
+# A node that installs prebuilt modules: the same base, no toolchain;
+# mokutil, as a Secure Boot node enrolls and checks its MOKs with it.
+node_packages=(systemd-sysv udev kmod initramfs-tools zstd mawk procps mokutil)
 
 die() { echo "image.sh: $*" >&2; exit 2; }
 

@@ -40,6 +40,11 @@ pkgs=(
   # trixie/sid chroots (ci/chroot.sh); bookworm's own mmdebstrap 1.3.5 makes
   # them fine, no backport needed
   mmdebstrap
+  # the Secure Boot fleet node (ci/test-fleet-image.sh): edk2's OVMF and
+  # virt-fw-vars for its UEFI variable store; SoftHSM 2 and OpenSSL's
+  # pkcs11 provider (which the kernels' sign-file loads) for a module
+  # signing key kept in a token; jq for the store's JSON
+  ovmf python3-virt-firmware/bookworm-backports jq softhsm2 pkcs11-provider/bookworm-backports
 )
 # qemu-utils may already come from backports on these machines; qemu-system
 # must then match it, and seabios with it.

@@ -3,7 +3,28 @@
 # node with no gcc, no rustc, no kernel headers and no DKMS (ci/image.sh
 # node-tarball: Debian's signed bookworm kernel and linux-image-amd64)
 # installs GPUDirect RDMA from a signed repository that build-modules and
-# build-repo made on this host, and keeps it across a kernel update:
+# build-repo made on this host, and keeps it across a kernel update. Every
+# boot is a Secure Boot boot with module.sig_enforce=1 (issue 40 item 13):
+# edk2's OVMF verifies Debian's signed kernel against its db, the kernel
+# locks itself down and loads only modules signed by a key it trusts, and
+# the keys it trusts beyond Debian's are the node's MOKs (MokListRT): the
+# site's module signing key, kept in a PKCS#11 token that build-modules
+# signs through by URI, and the providers' key the stand-in MLNX_OFED and
+# NVIDIA modules are signed with. Checks of that:
+#   fleet            Secure Boot on, the kernel locked down, sig_enforce
+#                    on; both certificates loaded from MokListRT; mokutil
+#                    says enrolled and stages an import; the site's module
+#                    without its signature, and signed by a key no MOK
+#                    holds, refused; the installed module signed by the
+#                    site's key and loaded
+#   fleet-update     the next-boot verdicts say the new kernel enforces
+#                    signatures (Secure Boot) and the module is signed;
+#                    first, with the kernel mirror ahead of the site's
+#                    repository (v1), `apt-get full-upgrade` is refused by
+#                    the kernel guard and changes nothing (issue 40 item 6)
+#   fleet-newkernel  the same enforcement on the new kernel, its module
+#                    loaded
+# and the route's own checks:
 #   fleet            booted on the bookworm kernel: apt refuses an unsigned
 #                    and a tampered copy of the repository, then installs
 #                    nvidia-peer-memory and nvidia-peer-memory-modules-amd64
@@ -38,7 +59,16 @@
 # the test HCA driver, `cargo xtask vm-standins`) and their Module.symvers
 # where MLNX_OFED keeps them; NVIDIA is the P2P double as nvidia.ko; the
 # kernels and linux-image-amd64 are Debian's own packages, served from a
-# local mirror signed with the test key instead of Debian's.
+# local mirror signed with the test key instead of Debian's. Secure Boot:
+# the db holds the certificates Debian's kernel images are signed with
+# (read out of them by pe-listsigs) where a real node's db holds
+# Microsoft's UEFI CA and shim verifies the kernel with Debian's CA; the
+# MOKs are in MokListRT as a variable of the store, which the kernel reads
+# when shim's EFI MOK table is absent (load_moklist_certs() in
+# security/integrity/platform_certs/load_uefi.c), where on a real node shim
+# mirrors MokList, which MokManager wrote when the admin confirmed
+# `mokutil --import`, into both at each boot (docs/fleet.md, "A Secure Boot
+# node").
 # Last line: "N passed, M failed"; exit 1 on any failure, 2 when the host
 # is not set up. Scratch: $NVPM_TEST_DIR (default /var/tmp/nv-peer-mem-test-fleet-image).
 set -uo pipefail
@@ -49,7 +79,8 @@ work=${NVPM_TEST_DIR:-/var/tmp/nv-peer-mem-test-fleet-image}
 tree=$work/root
 . "$here/checks.sh"
 
-require_root_and_tools test-fleet-image.sh cargo dpkg-buildpackage dpkg-deb mmdebstrap mke2fs debugfs qemu-system-x86_64 unshare gpg apt-ftparchive
+require_root_and_tools test-fleet-image.sh cargo dpkg-buildpackage dpkg-deb mmdebstrap mke2fs debugfs qemu-system-x86_64 unshare gpg apt-ftparchive \
+    virt-fw-vars pe-listsigs softhsm2-util jq
 fixture=${NVPM_FIXTURES:-$root/../shared/fixtures}/mlnx-ofa_kernel-25.10.1.7.1.1.tar.gz
 if [ ! -f "$fixture" ]; then
     echo "test-fleet-image: skipped: fixture $fixture not found (set NVPM_FIXTURES); nothing was tested"
@@ -112,9 +143,14 @@ standin_deb() {
     dpkg-deb --root-owner-group --build "$dir" "$work/debs/${name}_${ofed_version}_amd64.deb" >/dev/null
 }
 stage_standins() {
-    local k s d
+    local k s d m
     for k in "$k1" "$k2"; do
         s=$work/standins/$k
+        # Signed, as MLNX_OFED's and NVIDIA's modules come signed with
+        # their keys, which a Secure Boot node enrolls as MOKs.
+        for m in "$s/ib_core.ko" "$s/nvidia.ko"; do
+            "/lib/modules/$k/build/scripts/sign-file" sha256 "$work/providers.key" "$work/providers.pem" "$m" || return 1
+        done
         d=$work/debs/mlnx-ofed-kernel-modules
         install -D -m 0644 "$s/ib_core.ko" "$d/lib/modules/$k/updates/ib_core.ko" &&
             install -D -m 0644 "$s/ofa_kernel/Module.symvers" "$d/usr/src/ofa_kernel/x86_64/$k/Module.symvers" || return 1
@@ -124,13 +160,79 @@ stage_standins() {
     standin_deb mlnx-ofed-kernel-modules "stand-in for MLNX_OFED's kernel modules ($k1, $k2): MLNX_OFED's peer_mem.c with a test HCA driver as ib_core.ko" &&
         standin_deb nvpm-standin-nvidia "stand-in for the NVIDIA driver's modules ($k1, $k2): the P2P double as nvidia.ko"
 }
-check "stand-in debs: mlnx-ofed-kernel-modules $ofed_version and the NVIDIA double, both kernels" stage_standins
+
+# The keys of a Secure Boot fleet. The site's module signing key is in a
+# PKCS#11 token (ci/softhsm.sh; its file deleted once imported):
+# build-modules signs by URI. The providers' key signs the stand-in
+# modules; the third key is enrolled nowhere.
+. "$here/softhsm.sh"
+site_signer="nvpm test site module signing" providers_signer="nvpm test providers module signing"
+new_cert() {  # NAME CN: $work/NAME.key and $work/NAME.pem
+    openssl req -new -x509 -newkey rsa:3072 -nodes -days 3650 -subj "/CN=$2/" \
+        -keyout "$work/$1.key" -out "$work/$1.pem" >>"$work/log" 2>&1
+}
+make_signing_keys() {
+    softhsm_key "$work/softhsm" nvpm-site "$site_signer" &&
+        cp "$work/softhsm/nvpm-site.pem" "$work/site.pem" &&
+        new_cert providers "$providers_signer" &&
+        new_cert untrusted "nvpm test key no node trusts"
+}
+check "module signing keys: the site's in a SoftHSM token (its file deleted), the providers', one enrolled nowhere" make_signing_keys
+site_key_uri=${modsign_uri:-pkcs11:no-token}
+check "stand-in debs: mlnx-ofed-kernel-modules $ofed_version and the NVIDIA double, both kernels, signed with the providers' key" stage_standins
 
 # The build host's side: module packages and the signed repositories.
-common=(--ofed-root "$work/ofa" --nvidia-src "$work/standins/$k1/nvidia" --ofed-package "mlnx-ofed-kernel-modules=$ofed_version")
+common=(--ofed-root "$work/ofa" --nvidia-src "$work/standins/$k1/nvidia" --ofed-package "mlnx-ofed-kernel-modules=$ofed_version"
+    --modsign-key "$site_key_uri" --modsign-cert "$work/site.pem")
 mkdir -p "$work/v1" "$work/v2"
-check "build-modules for $k1" "$xtask" build-modules --kernel "$k1" --out "$work/v1" "${common[@]}"
-check "build-modules for $k2" "$xtask" build-modules --kernel "$k2" --out "$work/v2" "${common[@]}"
+check "build-modules for $k1, signed with the token's key (--modsign-key $site_key_uri)" env "${softhsm_env[@]}" "$xtask" build-modules --kernel "$k1" --out "$work/v1" "${common[@]}"
+check "build-modules for $k2, signed the same way" env "${softhsm_env[@]}" "$xtask" build-modules --kernel "$k2" --out "$work/v2" "${common[@]}"
+# What a Secure Boot node must refuse: $k1's module without its signature,
+# and signed by a key no MOK holds. The appended signature is cut off where
+# the kernel finds it (mod_check_sig() in kernel/module_signature.c and
+# module_sig_check(): the magic string, before it struct module_signature
+# whose last 4 bytes are sig_len, big-endian, before that the signature).
+strip_signature() {  # SIGNED UNSIGNED
+    local size siglen
+    [ "$(tail -c 28 "$1")" = "~Module signature appended~" ] || { echo "$1 is not signed"; return 1; }
+    size=$(stat -c %s "$1")
+    siglen=$(tail -c 32 "$1" | head -c 4 | od -An -tu1 | awk '{print (($1 * 256 + $2) * 256 + $3) * 256 + $4}')
+    head -c $((size - 40 - siglen)) "$1" >"$2"
+}
+refusable_modules() {
+    local d=$work/modsign-test
+    mkdir -p "$d" &&
+        dpkg-deb --fsys-tarfile "$work/v1/nvidia-peer-memory-modules-${k1}_"*.deb | tar -xO "./lib/modules/$k1/updates/nv_peer_mem.ko" >"$d/signed.ko" &&
+        [ "$(modinfo -F signer "$d/signed.ko")" = "$site_signer" ] &&
+        strip_signature "$d/signed.ko" "$d/nv_peer_mem-unsigned.ko" &&
+        [ -z "$(modinfo -F signer "$d/nv_peer_mem-unsigned.ko")" ] &&
+        cp "$d/nv_peer_mem-unsigned.ko" "$d/nv_peer_mem-untrusted.ko" &&
+        "/lib/modules/$k1/build/scripts/sign-file" sha256 "$work/untrusted.key" "$work/untrusted.pem" "$d/nv_peer_mem-untrusted.ko" &&
+        rm "$d/signed.ko"
+}
+check "the packaged $k1 module is signed by the site's key; copies unsigned and signed by the unenrolled key" refusable_modules
+# The node's UEFI variable store: Secure Boot on, a generated PK and KEK,
+# the db holding the certificates both Debian kernels are signed with, and
+# both MOKs in MokList and MokListRT (see the top of this file).
+mok_owner=d1f0e6b2-5c4a-4e8f-9a3b-6c2d7e8f9a10
+make_uefi_vars() {
+    local d=$work/uefi f
+    rm -rf "$d" && mkdir -p "$d/db" || return 1
+    tar -xOf "$tarball" "./boot/vmlinuz-$k1" >"$d/vmlinuz-$k1" &&
+        dpkg-deb --fsys-tarfile "${kdebs2[0]}" | tar -xO "./boot/vmlinuz-$k2" >"$d/vmlinuz-$k2" || return 1
+    (cd "$d/db" && pe-listsigs --extract "$d/vmlinuz-$k1" "$d/vmlinuz-$k2" >>"$work/log" 2>&1) || return 1
+    local db=()
+    for f in "$d"/db/*.pem; do db+=(--add-db "$mok_owner" "$f"); done
+    [ ${#db[@]} -gt 0 ] || { echo "pe-listsigs found no certificate in the kernel images"; return 1; }
+    virt-fw-vars --input /usr/share/OVMF/OVMF_VARS_4M.fd --add-mok "$mok_owner" "$work/site.pem" \
+        --add-mok "$mok_owner" "$work/providers.pem" --output-json "$d/moklist.json" >>"$work/log" 2>&1 &&
+        jq '.variables |= (map(select(.name == "MokList")) | . + map(.name = "MokListRT" | .attr = 7))' \
+            "$d/moklist.json" >"$d/moks.json" &&
+        [ "$(jq '[.variables[] | select(.name == "MokListRT")] | length' "$d/moks.json")" = 1 ] &&
+        virt-fw-vars --input /usr/share/OVMF/OVMF_VARS_4M.fd --enroll-generate "nvpm test platform" --no-microsoft \
+            "${db[@]}" --secure-boot --set-json "$d/moks.json" --output "$work/uefi-vars.fd" >>"$work/log" 2>&1
+}
+check "the node's UEFI variable store: Secure Boot on, Debian's kernel signing certificates in db, both MOKs in MokListRT" make_uefi_vars
 export GNUPGHOME=$work/gnupg
 mkdir -m 700 "$GNUPGHOME"
 gpg --batch --quiet --passphrase '' --quick-generate-key "nv_peer_mem test repository <repo@invalid>" ed25519 sign never >>"$work/log" 2>&1
@@ -170,8 +272,13 @@ serve() {  # serve REPO [kernels]: $work/served.img with REPO as the site's repo
     rm -rf "$work/served" && mkdir -p "$work/served" &&
         cp -a "$work/$1" "$work/served/nv-peer-mem" &&
         cp -a "$work/repo-unsigned" "$work/served/nv-peer-mem-unsigned" &&
-        cp -a "$work/repo-tampered" "$work/served/nv-peer-mem-tampered" || return 1
-    if [ "${2:-}" = kernels ]; then cp -a "$work/kernels" "$work/served/debian-kernels" || return 1; fi
+        cp -a "$work/repo-tampered" "$work/served/nv-peer-mem-tampered" &&
+        cp -a "$work/modsign-test" "$work/served/modsign-test" || return 1
+    # With the kernel mirror, repository v1 too: the booted node's guard
+    # check points the site's source at it (a mirror not yet updated).
+    if [ "${2:-}" = kernels ]; then
+        cp -a "$work/kernels" "$work/served/debian-kernels" && cp -a "$work/repo-v1" "$work/served/nv-peer-mem-v1" || return 1
+    fi
     local mb=$(( $(du -sm "$work/served" | cut -f1) * 5 / 4 + 16 ))
     rm -f "$work/served.img"
     mke2fs -q -F -t ext4 -L nvpm-served -d "$work/served" "$work/served.img" "${mb}M"
@@ -181,9 +288,16 @@ setup_node() {
     install -D -m 0644 "$work/repo-key.gpg" "$tree/etc/apt/keyrings/nv-peer-mem.gpg" &&
         mkdir -p "$tree/srv" "$tree/etc/nvpm-test" || return 1
     set_sources nv-peer-mem
+    echo "$site_signer" >"$tree/etc/nvpm-test/site-signer"
+    echo "$providers_signer" >"$tree/etc/nvpm-test/providers-signer"
+    # The certificates as mokutil takes them (DER): the enrolled site key,
+    # and one to stage an enrolment request with.
+    openssl x509 -in "$work/site.pem" -outform DER -out "$tree/etc/nvpm-test/site.der" &&
+        openssl x509 -in "$work/untrusted.pem" -outform DER -out "$tree/etc/nvpm-test/new-key.der" || return 1
     echo "deb [signed-by=/etc/apt/keyrings/nv-peer-mem.gpg] file:///srv/nv-peer-mem-unsigned bookworm main" >"$tree/etc/nvpm-test/unsigned.list"
     echo "deb [signed-by=/etc/apt/keyrings/nv-peer-mem.gpg] file:///srv/nv-peer-mem-tampered bookworm main" >"$tree/etc/nvpm-test/tampered.list"
     echo "deb [signed-by=/etc/apt/keyrings/nv-peer-mem.gpg] file:///srv/debian-kernels bookworm main" >"$tree/etc/nvpm-test/kernels.list"
+    echo "deb [signed-by=/etc/apt/keyrings/nv-peer-mem.gpg] file:///srv/nv-peer-mem-v1 bookworm main" >"$tree/etc/nvpm-test/site-v1.list"
     # The new kernel's initramfs with the modules this node needs only
     # (initramfs-tools' MODULES=dep, initramfs.conf(5)): with MODULES=most
     # its update-initramfs took 8 of the 15 minutes of the update under TCG.
@@ -231,7 +345,8 @@ boot() {
         [ -s "$work/$f" ] || { fail "boot $k $phase: no /boot/$f on the node's disk"; return; }
     done
     "$xtask" boot-image --label "$k $phase" --kernel "$work/vmlinuz-$k" --initrd "$work/initrd.img-$k" \
-        --disk "$work/disk.img" --extra-disk "$work/served.img" --append "nvpm_phase=$phase ${append:-}" \
+        --disk "$work/disk.img" --extra-disk "$work/served.img" --uefi-vars "$work/uefi-vars.fd" \
+        --append "nvpm_phase=$phase module.sig_enforce=1 ${append:-}" \
         --expect "$(IFS=,; echo "$*")" --log "$work/console-$phase.log" 2>&1 | tee "$out"
     local p f
     read -r p f < <(sed -n 's/^  boot-image .*: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$out")
@@ -244,15 +359,16 @@ boot() {
 
 echo "== boot $k1: install from the signed repository"
 check "disk image (mke2fs -d)" make_disk
-boot "$k1" fleet no_toolchain apt_refuses_unsigned apt_refuses_tampered apt_update apt_install_fleet still_no_toolchain \
-    service_starts_prebuilt loaded_is_prebuilt providers_are_standins status_prebuilt
+boot "$k1" fleet signatures_enforced mok_certificates mokutil_says mokutil_import unsigned_refused untrusted_refused \
+    no_toolchain apt_refuses_unsigned apt_refuses_tampered apt_update apt_install_fleet still_no_toolchain \
+    signed_by_site service_starts_prebuilt loaded_is_prebuilt providers_are_standins status_prebuilt
 
 echo "== the site publishes $k2's module; the node updates itself"
 # Repository v2: v1 plus $k2's packages (build-repo into a copy of v1, the
 # older kernel's packages kept); Debian's linux-image-amd64 moves to $k2
 # (the kernel mirror). The node's disk is the one the first boot left.
 check "the served disk: the site's repository v2 ($k1 and $k2) and the kernel mirror" serve repo-v2 kernels
-append="nvpm_newkernel=$k2" boot "$k1" fleet-update apt_update_published apt_upgrade_kernel_and_module \
+append="nvpm_newkernel=$k2" boot "$k1" fleet-update full_upgrade_refused apt_update_published apt_upgrade_kernel_and_module \
     module_for_next_kernel old_kernel_module_kept update_no_toolchain kernel_hook_said next_kernel_verdict next_boot_verdict
 guest_seconds=$(sed -n 's/.*NVPMTEST-INFO kernel update in the booted node (TCG): \([0-9]*\) s.*/\1/p' "$work/console-fleet-update.log" | tail -n 1)
 
@@ -314,7 +430,7 @@ echo "   the same update in the booted node (TCG): ${guest_seconds:-not measured
 check "no toolchain came with the update" host_no_toolchain
 
 echo "== boot $k2 from the node's own disk: the module loads at boot"
-append="nvpm_oldkernel=$k1" boot "$k2" fleet-newkernel service_loaded_module loaded_is_prebuilt providers_are_standins status_prebuilt no_toolchain readiness_booted \
+append="nvpm_oldkernel=$k1" boot "$k2" fleet-newkernel signatures_enforced service_loaded_module loaded_is_prebuilt providers_are_standins status_prebuilt no_toolchain readiness_booted \
     old_kernel_lost rollback_links next_boot_predicts_none
 
 echo "== boot $k1 again, as the node's /vmlinuz now says: the saved verdict against the boot"

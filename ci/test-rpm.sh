@@ -25,8 +25,9 @@ root=$(cd "$here/.." && pwd)
 work=${NVPM_TEST_DIR:-/var/tmp/nv-peer-mem-test-rpm}
 
 . "$here/checks.sh"
+. "$here/softhsm.sh"
 
-require_root_and_tools test-rpm.sh cargo rpm rpmbuild rpm2cpio rpmlint cpio modinfo sha256sum dnf createrepo_c
+require_root_and_tools test-rpm.sh cargo rpm rpmbuild rpm2cpio rpmlint cpio modinfo sha256sum dnf createrepo_c softhsm2-util
 
 # The kernel to build for: Debian's current bookworm kernel (ci/kernels.sh)
 # when its headers are installed, else the newest kernel with headers.
@@ -223,12 +224,13 @@ for id in $rpm_ids; do
         route=dkms
         load=()
     fi
-    # rhel8's rebuild also signs (--with modsign), with a throwaway key.
-    sign=()
+    # rhel8's rebuild also signs (--with modsign), with a throwaway key in
+    # a SoftHSM token (ci/softhsm.sh): modsign_key is its pkcs11: URI,
+    # whose ';' the spec's quoting must keep in one argument.
+    sign=() softhsm_env=()
     if [ "$id" = rhel8 ]; then
-        openssl req -new -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=nv_peer_mem throwaway test key/" \
-            -keyout "$work/modsign-key.pem" -out "$work/modsign-cert.pem" >>"$work/log" 2>&1
-        sign=(--with modsign --define "modsign_key $work/modsign-key.pem" --define "modsign_cert $work/modsign-cert.pem")
+        check "$id: a throwaway module signing key in a SoftHSM token" softhsm_key "$work/softhsm" nvpm-rpm "nv_peer_mem throwaway test key"
+        sign=(--with modsign --define "modsign_key ${modsign_uri:-pkcs11:no-token}" --define "modsign_cert $work/softhsm/nvpm-rpm.pem")
     fi
     dist=$(dist_of "$id")
     check "$id: packaging/distros.yaml has its dist ('$dist')" grep -q "^    dist: " <(sed -n "/^  - id: $id\$/,/^  - id:/p" "$root/packaging/distros.yaml")
@@ -256,7 +258,7 @@ for id in $rpm_ids; do
     # this Debian host's rpm database does not list; ci/setup-host.sh
     # installs the tools they stand for.
     check "$id: rpmbuild --rebuild with the $route macros" \
-        "${cache_env[@]}" "$here/rpm-family-env.sh" "$route" "$work/env-$id" "$kver" -- \
+        "${cache_env[@]}" "${softhsm_env[@]}" "$here/rpm-family-env.sh" "$route" "$work/env-$id" "$kver" -- \
         rpmbuild --rebuild --nodeps --define "_topdir $top" --define "_tmppath $work/tmp" \
         "${dist_define[@]}" "${load[@]}" "${sign[@]}" --define 'ofa_kernel none' "$srpm_id"
     echo "   ($((SECONDS - start)) s)"

@@ -6,13 +6,14 @@
 //! built against and the module that exports it.
 
 use super::kernel::{Arch, Kernel};
+use super::modsign::ModSign;
 use super::prerequisites::{NvidiaSource, OfedTree, provider};
 use crate::bench_kmod::timed;
 use crate::dkms_package::tree_files::TreeFile;
 use crate::pipeline::Plan;
 use crate::tool;
 use anyhow::{Context, Result, bail, ensure};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// What to install when modinfo or modprobe cannot run.
@@ -26,13 +27,6 @@ pub struct BuiltModule {
     pub imports: Vec<String>,
     pub seconds: f64,
     pub peak_rss_kib: Option<u64>,
-}
-
-/// Module signing for Secure Boot: the kernel's `scripts/sign-file` with
-/// the admin's key and certificate.
-pub struct ModSign {
-    pub key: PathBuf,
-    pub cert: PathBuf,
 }
 
 /// Writes @tree (the pipeline's source tree) under @dir.
@@ -143,20 +137,12 @@ pub fn build(
             "--modsign-key: {} is missing; install the kernel's build tools (Debian: linux-kbuild-<version>)",
             sign_file.display()
         );
-        tool::stdout(
-            Command::new(&sign_file)
-                .arg(kernel.signature_hash())
-                .arg(&sign.key)
-                .arg(&sign.cert)
-                .arg(&ko_path),
+        sign.sign(
+            &sign_file,
+            &kernel.signature_hash(),
+            &ko_path,
+            &kernel.release,
         )?;
-        let signer = tool::stdout(Command::new("modinfo").args(["-F", "signer"]).arg(&ko_path))
-            .context(KMOD)?;
-        ensure!(
-            !signer.trim().is_empty(),
-            "sign-file ran but modinfo finds no signer in the module for {}",
-            kernel.release
-        );
     }
     let imports = imports(&ko_path, ofed, nvidia)?;
     let ko = std::fs::read(&ko_path).with_context(|| format!("reading {}", ko_path.display()))?;

@@ -3,6 +3,7 @@
 //! (package.rs) of each kernel.
 
 use super::kernel::{self, Kernel};
+use super::modsign::{self, ModSign};
 use super::prerequisites::{self, NvidiaSource, OfedTree};
 use super::{BuildModulesArgs, Scratch, build, core_cache, kernel_meta, package};
 use crate::deb::{Deb, SOURCE_PACKAGE, debian_files, debian_upstream_version, debian_version};
@@ -13,7 +14,6 @@ use crate::pipeline::{self, Plan, Request, Route, SourceTree};
 use crate::render::RenderedFile;
 use crate::tarball::write_atomically;
 use anyhow::{Result, ensure};
-use build::ModSign;
 
 /// The build-modules route: the pipeline's plan and source tree for the
 /// deb family; the packages are made per kernel.
@@ -235,21 +235,6 @@ fn check_inputs(
         });
     }
     let nvidia = prerequisites::find_nvidia(args.nvidia_src.as_deref())?;
-    let modsign = match (&args.modsign_key, &args.modsign_cert) {
-        (Some(key), Some(cert)) => {
-            for (option, file) in [("--modsign-key", key), ("--modsign-cert", cert)] {
-                ensure!(
-                    file.is_file(),
-                    "{option} {}: no such file; pass the module signing key and its certificate (see docs/fleet.md, \"Module signing\")",
-                    file.display()
-                );
-            }
-            Some(ModSign {
-                key: std::fs::canonicalize(key)?,
-                cert: std::fs::canonicalize(cert)?,
-            })
-        }
-        _ => None,
-    };
+    let modsign = modsign::from_args(args.modsign_key.as_deref(), args.modsign_cert.as_deref())?;
     Ok((targets, nvidia, modsign))
 }

@@ -15,6 +15,7 @@ mod build;
 mod deb;
 mod kernel;
 mod kernel_meta;
+mod modsign;
 mod package;
 mod prerequisites;
 mod rpm;
@@ -89,9 +90,14 @@ pub struct BuildModulesArgs {
     /// Kernel build trees are <DIR>/<release>/build.
     #[arg(long, value_name = "DIR", default_value = "/lib/modules")]
     pub modules_root: PathBuf,
-    /// Private key to sign the modules with (Secure Boot); with --modsign-cert.
-    #[arg(long, value_name = "FILE", requires = "modsign_cert")]
-    pub modsign_key: Option<PathBuf>,
+    /// Private key to sign the modules with (Secure Boot), with
+    /// --modsign-cert: a PEM file, or a PKCS#11 URI (pkcs11:token=...;
+    /// object=...?pin-source=file:...) for a key in a token or HSM, which
+    /// the kernel's sign-file opens through OpenSSL's pkcs11 provider
+    /// (Debian: pkcs11-provider; PKCS11_PROVIDER_MODULE names the token's
+    /// PKCS#11 module; see docs/fleet.md, "A key in a token or HSM").
+    #[arg(long, value_name = "FILE|URI", requires = "modsign_cert")]
+    pub modsign_key: Option<String>,
     /// X.509 certificate of --modsign-key (DER or PEM), as sign-file takes it.
     #[arg(long, value_name = "FILE", requires = "modsign_key")]
     pub modsign_cert: Option<PathBuf>,

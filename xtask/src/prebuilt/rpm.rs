@@ -10,6 +10,7 @@
 //! build hosts. Fedora has no prebuilt module: refused naming build-dkms.
 
 use super::BuildModulesArgs;
+use super::modsign::ModSign;
 use crate::bench_kmod::timed;
 use crate::distro::{Distro, ModuleRoute};
 use crate::error::{BadInput, print_report};
@@ -42,7 +43,7 @@ pub fn kernel_tag(release: &str) -> Result<String> {
 
 /// `cargo xtask build-modules --distro <rpm distro>`.
 pub fn build(args: &BuildModulesArgs, distro: &Distro) -> Result<()> {
-    let (kernels, scratch) = check(args, distro).map_err(BadInput::wrap)?;
+    let (kernels, modsign, scratch) = check(args, distro).map_err(BadInput::wrap)?;
     let kmp = distro
         .rpm
         .as_ref()
@@ -82,18 +83,18 @@ pub fn build(args: &BuildModulesArgs, distro: &Distro) -> Result<()> {
                 .arg("--define")
                 .arg(format!("kmod_kernel_tag {tag}"));
         }
-        if let (Some(key), Some(cert)) = (&args.modsign_key, &args.modsign_cert) {
+        if let Some(sign) = &modsign {
+            // The spec quotes both macros in %install; modsign.rs refuses a
+            // URI with characters those quotes would not hold.
+            let mut key = std::ffi::OsString::from("modsign_key ");
+            key.push(sign.key_arg());
+            let mut cert = std::ffi::OsString::from("modsign_cert ");
+            cert.push(&sign.cert);
             rpmbuild
                 .args(["--with", "modsign", "--define"])
-                .arg(format!(
-                    "modsign_key {}",
-                    std::fs::canonicalize(key)?.display()
-                ))
+                .arg(key)
                 .arg("--define")
-                .arg(format!(
-                    "modsign_cert {}",
-                    std::fs::canonicalize(cert)?.display()
-                ));
+                .arg(cert);
         }
         rpmbuild.args(&args.rpmbuild_options).arg(&srpm);
         let step = timed(rpmbuild, &format!("rpmbuild --rebuild for {kernel}"))?;
@@ -154,11 +155,12 @@ fn file_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// The rpm builds' checked inputs: each kernel with its kmod tag, the
+/// signing key, the scratch directory.
+type Checked = (Vec<(String, String)>, Option<ModSign>, super::Scratch);
+
 /// Every input of the rpm builds, checked before any runs.
-fn check(
-    args: &BuildModulesArgs,
-    distro: &Distro,
-) -> Result<(Vec<(String, String)>, super::Scratch)> {
+fn check(args: &BuildModulesArgs, distro: &Distro) -> Result<Checked> {
     let route = distro.rpm.as_ref().map(|r| r.route);
     match route {
         Some(ModuleRoute::Kmod) => {}
@@ -214,15 +216,9 @@ fn check(
         }
         kernels.push((kernel.clone(), tag));
     }
-    for (option, file) in [
-        ("--modsign-key", &args.modsign_key),
-        ("--modsign-cert", &args.modsign_cert),
-    ] {
-        if let Some(file) = file {
-            ensure!(file.is_file(), "{option} {}: no such file", file.display());
-        }
-    }
-    Ok((kernels, super::Scratch::new()?))
+    let modsign =
+        super::modsign::from_args(args.modsign_key.as_deref(), args.modsign_cert.as_deref())?;
+    Ok((kernels, modsign, super::Scratch::new()?))
 }
 
 /// `make kernelrelease` of a kernel build tree, if it is one.

@@ -47,6 +47,21 @@ pub struct Guest {
     pub arch: Arch,
     pub run_to: RunTo,
     pub clock: Clock,
+    /// UEFI firmware instead of QEMU's default BIOS (boot-image --uefi-vars).
+    pub uefi: Option<Uefi>,
+}
+
+/// edk2's OVMF as two pflash devices, the way QEMU's documentation and
+/// Debian's ovmf README.Debian pair them: the code read-only, the variable
+/// store writable. QEMU's `-kernel` still names the kernel: OVMF loads it
+/// through its EFI stub (and, under Secure Boot, verifies its signature
+/// against the store's db first), so the kernel sees an EFI boot with the
+/// store's variables (docs/fleet.md, "A Secure Boot node").
+pub struct Uefi {
+    /// OVMF_CODE_4M.fd: Secure Boot capable without SMM (README.Debian)
+    pub code: PathBuf,
+    /// the guest's own copy of a variable store; the guest may write it
+    pub vars: PathBuf,
 }
 
 /// How the guest's clock relates to the host.
@@ -133,6 +148,7 @@ pub(super) fn busybox_guest_with(
         arch,
         run_to,
         clock: Clock::Host,
+        uefi: None,
     }
 }
 
@@ -170,6 +186,14 @@ pub fn boot_guest(
         .args(["-append", &guest.append, "-nographic", "-no-reboot"])
         // No network device: the guests need none.
         .args(["-nic", "none"]);
+    if let Some(uefi) = &guest.uefi {
+        for (unit, file, access) in [(0, &uefi.code, ",readonly=on"), (1, &uefi.vars, "")] {
+            qemu.arg("-drive").arg(format!(
+                "if=pflash,format=raw,unit={unit}{access},file={}",
+                file.display()
+            ));
+        }
+    }
     for disk in &guest.disks {
         qemu.arg("-drive")
             .arg(format!("file={},format=raw,if=virtio", disk.display()));

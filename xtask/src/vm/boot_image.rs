@@ -6,9 +6,9 @@
 //! console must hold no kernel splat.
 
 use super::arch::Arch;
-use super::boot::{Clock, Guest, KERNEL_ARGS, RunTo, boot_guest};
+use super::boot::{Clock, Guest, KERNEL_ARGS, RunTo, Uefi, boot_guest};
 use super::console::{Console, SCENARIOS};
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -40,6 +40,18 @@ pub struct BootImageArgs {
     /// expects them (the guest sources kmod/tests/vm/guest/scenarios.sh)
     #[arg(long)]
     vm_scenarios: bool,
+    /// Boot through UEFI (edk2's OVMF) with this variable store: its db,
+    /// Secure Boot state and MokListRT are what the guest's firmware and
+    /// kernel see. The guest gets a copy beside --log; FILE is not changed.
+    #[arg(long, value_name = "FILE")]
+    uefi_vars: Option<PathBuf>,
+    /// The OVMF code image for --uefi-vars (Debian's ovmf package)
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+    )]
+    uefi_code: PathBuf,
     /// Where the console log goes
     #[arg(long, value_name = "FILE")]
     log: PathBuf,
@@ -63,6 +75,26 @@ pub fn boot_image_command(args: &BootImageArgs) -> Result<()> {
             bail!("{what} {}: no such file", path.display());
         }
     }
+    let uefi = match &args.uefi_vars {
+        None => None,
+        Some(vars) => {
+            for (what, path, fix) in [
+                ("--uefi-vars", vars, "make one with virt-fw-vars"),
+                ("--uefi-code", &args.uefi_code, "apt-get install ovmf"),
+            ] {
+                if !path.is_file() {
+                    bail!("{what} {}: no such file ({fix})", path.display());
+                }
+            }
+            let copy = args.log.with_extension("uefi-vars.fd");
+            std::fs::copy(vars, &copy)
+                .with_context(|| format!("copying {} to {}", vars.display(), copy.display()))?;
+            Some(Uefi {
+                code: args.uefi_code.clone(),
+                vars: copy,
+            })
+        }
+    };
     let guest = Guest {
         kernel: args.kernel.clone(),
         initrd: args.initrd.clone(),
@@ -80,6 +112,7 @@ pub fn boot_image_command(args: &BootImageArgs) -> Result<()> {
         arch: Arch::X86_64,
         run_to: RunTo::End,
         clock: Clock::Host,
+        uefi,
     };
     let mut expected = args.expect.clone();
     if args.vm_scenarios {
