@@ -291,8 +291,10 @@ setup_node() {
     echo "$site_signer" >"$tree/etc/nvpm-test/site-signer"
     echo "$providers_signer" >"$tree/etc/nvpm-test/providers-signer"
     # The certificates as mokutil takes them (DER): the enrolled site key,
-    # and one to stage an enrolment request with.
-    openssl x509 -in "$work/site.pem" -outform DER -out "$tree/etc/nvpm-test/site.der" &&
+    # as build-modules wrote it for the nodes, and one to stage an
+    # enrolment request with.
+    # build-modules wrote the site's for the nodes.
+    cp "$work/v1/nv_peer_mem-modsign.der" "$tree/etc/nvpm-test/site.der" &&
         openssl x509 -in "$work/untrusted.pem" -outform DER -out "$tree/etc/nvpm-test/new-key.der" || return 1
     echo "deb [signed-by=/etc/apt/keyrings/nv-peer-mem.gpg] file:///srv/nv-peer-mem-unsigned bookworm main" >"$tree/etc/nvpm-test/unsigned.list"
     echo "deb [signed-by=/etc/apt/keyrings/nv-peer-mem.gpg] file:///srv/nv-peer-mem-tampered bookworm main" >"$tree/etc/nvpm-test/tampered.list"

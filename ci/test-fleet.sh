@@ -142,10 +142,12 @@ check "build-modules again gives byte-identical packages" sh -c "
 openssl req -new -nodes -utf8 -sha256 -days 1 -batch -x509 -subj "/CN=nv_peer_mem test signing key/" \
     -outform DER -out "$work/signing.der" -keyout "$work/signing.pem" >>"$work/log" 2>&1
 mkdir -p "$work/signed" "$work/xs"
-check "build-modules --modsign-key/--modsign-cert signs the module, and does not warn" sh -c "
+check "build-modules --modsign-key/--modsign-cert signs the module, does not warn, writes the certificate for the nodes' mokutil --import" sh -c "
     '$xtask' build-modules --kernel '$k1' --out '$work/signed' --no-metapackage ${common[*]} \
         --modsign-key '$work/signing.pem' --modsign-cert '$work/signing.der' >'$work/build-signed.out' 2>&1 &&
     ! grep -q 'not signed' '$work/build-signed.out' &&
+    cmp '$work/signed/nv_peer_mem-modsign.der' '$work/signing.der' &&
+    grep -q 'mokutil --import $work/signed/nv_peer_mem-modsign.der' '$work/build-signed.out' &&
     dpkg-deb -x '$work/signed/$(basename "$p1")' '$work/xs' &&
     [ \"\$(modinfo -F signer '$work/xs/lib/modules/$k1/updates/nv_peer_mem.ko')\" = 'nv_peer_mem test signing key' ]"
 

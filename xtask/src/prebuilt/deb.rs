@@ -187,6 +187,12 @@ pub fn build(args: &BuildModulesArgs) -> Result<()> {
             with_meta,
         })?);
     }
+    if let Some(sign) = &modsign {
+        packages.push((
+            modsign::NODE_CERTIFICATE.to_owned(),
+            sign.node_certificate()?,
+        ));
+    }
     let mut report = String::new();
     for (name, bytes) in &packages {
         let path = plan.out.join(name);
@@ -199,6 +205,11 @@ pub fn build(args: &BuildModulesArgs) -> Result<()> {
         plan.distro.codename.as_deref().unwrap_or("stable"),
         plan.out.display()
     ));
+    if modsign.is_some() {
+        report.push_str(&ModSign::enrolment_note(
+            &plan.out.join(modsign::NODE_CERTIFICATE),
+        ));
+    }
     report.push_str(super::unsigned_warning(args));
     print_report(&report)
 }

@@ -46,10 +46,13 @@ pub fn from_args(key: Option<&str>, cert: Option<&Path>) -> Result<Option<ModSig
     } else {
         SigningKey::File(existing("--modsign-key", Path::new(key))?)
     };
-    Ok(Some(ModSign {
+    let sign = ModSign {
         key,
         cert: existing("--modsign-cert", cert)?,
-    }))
+    };
+    // Checked before anything is built: the nodes get it (NODE_CERTIFICATE).
+    sign.node_certificate()?;
+    Ok(Some(sign))
 }
 
 fn existing(option: &str, file: &Path) -> Result<PathBuf> {
@@ -90,7 +93,44 @@ fn check_uri(uri: &str) -> Result<()> {
     Ok(())
 }
 
+/// The file build-modules writes beside the packages when it signs: the
+/// certificate in DER, the form `mokutil --import` takes (mokutil(1)).
+pub const NODE_CERTIFICATE: &str = "nv_peer_mem-modsign.der";
+
 impl ModSign {
+    /// The certificate in DER for the nodes to enroll: a DER file as it
+    /// is, a PEM one converted (openssl x509 -outform DER), either checked
+    /// to be one X.509 certificate.
+    pub fn node_certificate(&self) -> Result<Vec<u8>> {
+        let bytes = std::fs::read(&self.cert)
+            .with_context(|| format!("reading --modsign-cert {}", self.cert.display()))?;
+        let inform = if bytes.starts_with(b"-----BEGIN") {
+            "PEM"
+        } else {
+            "DER"
+        };
+        let out = Command::new("openssl")
+            .args(["x509", "-inform", inform, "-outform", "DER", "-in"])
+            .arg(&self.cert)
+            .output()
+            .context("running openssl x509 (install openssl)")?;
+        ensure!(
+            out.status.success() && !out.stdout.is_empty(),
+            "--modsign-cert {} is not an X.509 certificate (openssl x509 -inform {inform}: {})",
+            self.cert.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        Ok(out.stdout)
+    }
+
+    /// What the build report says about @path, the written certificate.
+    pub fn enrolment_note(path: &Path) -> String {
+        format!(
+            "\nNodes load these modules under Secure Boot once this certificate is enrolled as a MOK (docs/fleet.md, \"A Secure Boot node\"):\n    mokutil --import {0}    # then confirm in MokManager at the next boot\n    mokutil --test-key {0}  # says whether it is enrolled\n",
+            path.display()
+        )
+    }
+
     /// The key as sign-file and the spec's `modsign_key` macro take it.
     pub fn key_arg(&self) -> &std::ffi::OsStr {
         match &self.key {
@@ -175,9 +215,62 @@ impl ModSign {
 mod tests {
     use super::*;
 
+    /// A throwaway self-signed certificate in PEM and DER under @dir.
+    fn certificate(dir: &Path) -> (PathBuf, PathBuf) {
+        std::fs::create_dir_all(dir).unwrap();
+        let (pem, der) = (dir.join("cert.pem"), dir.join("cert.der"));
+        let made = Command::new("openssl")
+            .args([
+                "req", "-new", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            ])
+            .args(["-subj", "/CN=nv_peer_mem modsign.rs test/", "-keyout"])
+            .arg(dir.join("key.pem"))
+            .arg("-out")
+            .arg(&pem)
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "{made:?}");
+        let converted = Command::new("openssl")
+            .args(["x509", "-outform", "DER", "-in"])
+            .arg(&pem)
+            .arg("-out")
+            .arg(&der)
+            .status()
+            .unwrap();
+        assert!(converted.success());
+        (pem, der)
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("nvpm-modsign-{name}-{}", std::process::id()))
+    }
+
+    #[test]
+    fn the_nodes_get_the_certificate_in_der_whether_given_in_pem_or_der() {
+        let dir = scratch("cert");
+        let (pem, der) = certificate(&dir);
+        let want = std::fs::read(&der).unwrap();
+        for cert in [&pem, &der] {
+            let sign = from_args(Some("pkcs11:token=t;object=o"), Some(cert))
+                .unwrap()
+                .unwrap();
+            assert_eq!(sign.node_certificate().unwrap(), want, "{}", cert.display());
+        }
+        let not_a_cert = dir.join("key.pem");
+        let err = from_args(Some("pkcs11:token=t;object=o"), Some(&not_a_cert)).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("is not an X.509 certificate"),
+            "{err:#}"
+        );
+        let note = ModSign::enrolment_note(Path::new("/out/nv_peer_mem-modsign.der"));
+        assert!(note.contains("mokutil --import /out/nv_peer_mem-modsign.der"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn a_pkcs11_uri_is_taken_as_given_and_a_file_must_exist() {
-        let cert = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+        let dir = scratch("uri");
+        let (cert, _) = certificate(&dir);
         let uri = "pkcs11:token=site%20keys;object=nv_peer_mem;type=private";
         let sign = from_args(Some(uri), Some(&cert)).unwrap().unwrap();
         assert_eq!(sign.key, SigningKey::Pkcs11(uri.to_owned()));
@@ -185,15 +278,15 @@ mod tests {
         let missing = from_args(Some("/nowhere/key.pem"), Some(&cert)).unwrap_err();
         assert!(format!("{missing:#}").contains("--modsign-key /nowhere/key.pem: no such file"));
         assert_eq!(from_args(None, None).unwrap(), None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A sign-file that hangs (as sign-file does on SoftHSM's deadlock) is
     /// stopped and named; one that fails passes on what it said.
     #[test]
     fn a_hanging_or_failing_sign_file_ends_with_the_reason() {
-        let dir = std::env::temp_dir().join(format!("nvpm-modsign-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let cert = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+        let dir = scratch("hang");
+        let (cert, _) = certificate(&dir);
         let sign = from_args(Some("pkcs11:token=t;object=o"), Some(&cert))
             .unwrap()
             .unwrap();
@@ -248,7 +341,8 @@ mod tests {
 
     #[test]
     fn a_uri_the_shell_would_split_or_expand_is_refused() {
-        let cert = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+        let dir = scratch("shell");
+        let (cert, _) = certificate(&dir);
         for (uri, says) in [
             ("pkcs11:token=site keys", "may not contain ' '"),
             ("pkcs11:token=$(reboot)", "may not contain '$'"),
@@ -259,5 +353,6 @@ mod tests {
             let err = from_args(Some(uri), Some(&cert)).unwrap_err();
             assert!(format!("{err:#}").contains(says), "{uri}: {err:#}");
         }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -135,16 +135,28 @@ pub fn build(args: &BuildModulesArgs, distro: &Distro) -> Result<()> {
         }
     }
     let mut report = String::new();
+    let certificate = match &modsign {
+        Some(sign) => Some(sign.node_certificate()?),
+        None => None,
+    };
     for package in &packages {
         let path = args.out.join(file_name(package));
         write_atomically(&path, &std::fs::read(package)?)?;
         report.push_str(&format!("Built: {}\n", path.display()));
+    }
+    let cert_path = args.out.join(super::modsign::NODE_CERTIFICATE);
+    if let Some(der) = &certificate {
+        write_atomically(&cert_path, der)?;
+        report.push_str(&format!("Built: {}\n", cert_path.display()));
     }
     report.push_str(&format!(
         "\nBuild cost per kernel (core cache {}):\n{costs}\nNext: put these in a signed dnf repository:\n    cargo xtask build-repo --repo <DIR> --sign-key <KEY> {}/*.rpm\n",
         core_cache.display(),
         args.out.display()
     ));
+    if certificate.is_some() {
+        report.push_str(&ModSign::enrolment_note(&cert_path));
+    }
     report.push_str(super::unsigned_warning(args));
     print_report(&report)
 }
