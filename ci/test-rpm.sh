@@ -844,8 +844,13 @@ rm -rf "$work/trigger" && mkdir -p "$work/trigger/x" "$work/trigger/dkms-tree/nv
 (cd "$work/trigger/x" && rpm2cpio "$dkms_rpm" | cpio -idm --quiet "./usr/src/nv_peer_mem-$version/nv_peer_mem-dkms-rebuild") 2>>"$work/log"
 rpm -qp --qf '[%{TRANSFILETRIGGERSCRIPTS}\n--\n]' "$dkms_rpm" 2>>"$work/log" | awk -v RS='\n--\n' 'NR == 1' >"$work/trigger/script.sh"
 sed -i "s|/usr/src/nv_peer_mem-$version/|$work/trigger/x/usr/src/nv_peer_mem-$version/|" "$work/trigger/script.sh"
-# check_says EXIT LINE: the stand-in gpudirect-rdma-check's answer.
-check_says() { printf '#!/bin/sh\necho "%s"\nexit %s\n' "$2" "$1" >"$work/trigger/check" && chmod +x "$work/trigger/check"; }
+# check_says EXIT JSON: the stand-in gpudirect-rdma-check's answer to
+# --kernel RELEASE --json (the shape readiness's next_boot tests assert).
+check_says() {
+    { printf '#!/bin/sh\ncase "$*" in *--json*) ;; *) echo "not asked for --json: $*"; exit 2 ;; esac\ncat <<"JSON"\n'
+      printf '{"schema":"gpudirect-rdma-check-next-boot/1","kernel":"%s","chosen":"--kernel","loads":%s,"exit_status":%s,"stale_symbol":%s,"facts":[]}\n' "$kver" "$([ "$1" = 0 ] && echo true || echo false)" "$1" "$2"
+      printf 'JSON\nexit %s\n' "$1"; } >"$work/trigger/check" && chmod +x "$work/trigger/check"
+}
 trigger_runs() {  # trigger_runs WANT-DKMS-CALLS(yes|no)
     : >"$work/fake-dkms/calls"
     PATH="$work/fake-dkms:$PATH" NV_PEER_MEM_CHECK="$work/trigger/check" NV_PEER_MEM_DKMS_TREE="$work/trigger/dkms-tree" \
@@ -861,11 +866,11 @@ trigger_runs() {  # trigger_runs WANT-DKMS-CALLS(yes|no)
     fi
 }
 if [ -s "$work/trigger/script.sh" ] && [ -x "$work/trigger/x/usr/src/nv_peer_mem-$version/nv_peer_mem-dkms-rebuild" ]; then
-    check_says 4 "FAIL symbols   ib_core (/lib/modules/$kver/updates/ib_core.ko) exports another version of ib_register_peer_memory_client (0x2; nv_peer_mem was built against 0x1): the kernel refuses it (disagrees about version of symbol)"
+    check_says 4 '{"symbol":"ib_register_peer_memory_client","provider":"ib_core","exported":"0x00000002","built_against":"0x00000001"}'
     check "-dkms's trigger: a build whose provider exports another symbol version is rebuilt (dkms uninstall, build --force, install)" trigger_runs yes
-    check_says 4 "FAIL symbols   nothing installed for $kver exports ib_register_peer_memory_client (Unknown symbol): MLNX_OFED kernel modules"
+    check_says 4 null
     check "-dkms's trigger: a build LOST for another reason (no MLNX_OFED) is left alone, nothing printed" trigger_runs no
-    check_says 0 "NEXT BOOT OK: nv_peer_mem will load on $kver"
+    check_says 0 null
     check "-dkms's trigger: a build that will load is left alone, nothing printed" trigger_runs no
 else
     fail "-dkms's trigger script or its rebuild script not found in ${dkms_rpm##*/}"

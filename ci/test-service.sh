@@ -459,8 +459,9 @@ check "apt guard: the module package removed in the same run: refused" \
 # another NVIDIA driver than the node's. A real .deb (dpkg-deb) whose
 # nv_peer_mem.ko the guard takes out and hands to the check with --module;
 # a stand-in check answers as gpudirect-rdma-check does for a module whose
-# nvidia_p2p_* versions the installed nvidia.ko does not export (its own
-# verdict is tested in readiness, a_module_file_is_judged_...).
+# nvidia_p2p_* versions the installed nvidia.ko does not export, in the
+# JSON form the guard asks for (its own verdict and JSON are tested in
+# readiness, a_module_file_is_judged_...).
 mkdir -p "$fake/moddeb/DEBIAN" "$fake/moddeb/lib/modules/$k_new/updates"
 printf 'Package: nvidia-peer-memory-modules-%s\nVersion: 1.4.0-2~deb12\nArchitecture: amd64\nMaintainer: t <t@example.org>\nDescription: test\n' "$k_new" >"$fake/moddeb/DEBIAN/control"
 echo "the module for $k_new" >"$fake/moddeb/lib/modules/$k_new/updates/nv_peer_mem.ko"
@@ -469,9 +470,10 @@ driver_check() {  # driver_check EXIT: the stand-in check's answer to --module
     cat >"$fake/bin/check" <<EOS
 #!/bin/sh
 echo "\$*" >"$fake/check.args"
-[ "\$1 \$2 \$3" = "--kernel $k_new --module" ] && grep -qx "the module for $k_new" "\$4" || { echo "unexpected call: \$*"; exit 2; }
-echo "     kernel    $k_new (--kernel, --module \$4)"
-[ $1 = 4 ] && echo "FAIL symbols   nvidia (/lib/modules/$k_new/updates/dkms/nvidia.ko) exports another version of nvidia_p2p_get_pages (0x6666bbbb; nv_peer_mem was built against 0x5555aaaa): the kernel refuses it (disagrees about version of symbol)"
+[ "\$1 \$2 \$3 \$5" = "--kernel $k_new --module --json" ] && grep -qx "the module for $k_new" "\$4" || { echo "unexpected call: \$*"; exit 2; }
+stale=null
+[ $1 = 4 ] && stale='{"symbol":"nvidia_p2p_get_pages","provider":"nvidia","exported":"0x6666bbbb","built_against":"0x5555aaaa"}'
+echo "{\"schema\":\"gpudirect-rdma-check-next-boot/1\",\"kernel\":\"$k_new\",\"loads\":false,\"exit_status\":$1,\"stale_symbol\":\$stale,\"facts\":[]}"
 exit $1
 EOS
     chmod +x "$fake/bin/check"

@@ -26,6 +26,25 @@ pub struct Verdict {
     /// kernel (nv_peer_mem serves only above that core), nor set up in
     /// DKMS or by a package: nothing says the site wants one.
     pub needs_no_client: bool,
+    /// Why it will not load, where a rebuild against what is installed
+    /// mends it: an import exported there in another version.
+    pub stale_symbol: Option<StaleSymbol>,
+}
+
+/// A symbol nv_peer_mem imports that the kernel or a provider installed
+/// for that kernel exports in another version than the one it was built
+/// against ("disagrees about version of symbol"). The JSON form carries it
+/// as `stale_symbol`, which the -dkms rebuild trigger and the apt hooks
+/// act on (docs/next-boot.md, "Output").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaleSymbol {
+    pub symbol: String,
+    /// The module that exports it, or `vmlinux` for the kernel itself.
+    pub provider: String,
+    /// The CRC exported there now.
+    pub exported: u32,
+    /// The CRC nv_peer_mem was built against.
+    pub built_against: u32,
 }
 
 impl Verdict {
@@ -113,6 +132,7 @@ pub fn unknown_kernel(why: String, needs_no_client: bool) -> Verdict {
                 no_client_fact("the running kernel"),
             ],
             needs_no_client: true,
+            stale_symbol: None,
         };
     }
     Verdict {
@@ -120,6 +140,7 @@ pub fn unknown_kernel(why: String, needs_no_client: bool) -> Verdict {
         chosen: why.clone(),
         facts: vec![unknown("kernel", why)],
         needs_no_client: false,
+        stale_symbol: None,
     }
 }
 
@@ -222,6 +243,7 @@ fn judge(
         chosen: chosen.clone(),
         facts,
         needs_no_client: false,
+        stale_symbol: None,
     };
     if needs_no_client {
         facts.push(no_client_fact(release));
@@ -251,6 +273,12 @@ fn judge(
             return done(facts);
         }
     };
+    // DKMS's build is mended by DKMS; a package's (or --module's, a
+    // package's file about to be unpacked) by a new build of the package.
+    let by_dkms = module_file.is_none()
+        && installed
+            .file_of(MODULE)
+            .is_some_and(|f| f.starts_with("updates/dkms/"));
     let path = match (module_file, installed.file_of(MODULE)) {
         (Some(file), _) => {
             facts.push(Fact::info(
@@ -309,11 +337,14 @@ fn judge(
         }
     };
     vermagic_fact(&installed, &module, release, &mut facts);
-    symbol_facts(root, &installed, &module, release, &mut facts);
+    let stale_symbol = symbol_facts(root, &installed, &module, release, by_dkms, &mut facts);
     nccl_fact(root, &module, release, &mut facts);
     signature_fact(root, &module, release, cmdline, &mut facts);
     next_boot_dkms::facts(root, release, &mut facts);
-    done(facts)
+    Verdict {
+        stale_symbol,
+        ..done(facts)
+    }
 }
 
 /// What installs the module for @release: DKMS where it is set up, else
@@ -474,13 +505,16 @@ fn kernel_exports(root: &Path, release: &str) -> (BTreeMap<String, Option<u32>>,
     (BTreeMap::new(), None)
 }
 
+/// The `symbols` fact, and the import exported in another version where
+/// that is why the module will not load.
 fn symbol_facts(
     root: &Path,
     installed: &Installed,
     module: &Module,
     release: &str,
+    by_dkms: bool,
     facts: &mut Vec<Fact>,
-) {
+) -> Option<StaleSymbol> {
     if !installed.has_symbols() {
         facts.push(if module.imports.is_empty() {
             Fact::info(
@@ -494,13 +528,13 @@ fn symbol_facts(
                 format!("no modules.symbols for {release}: cannot tell which modules export what"),
             )
         });
-        return;
+        return None;
     }
     // Before the CRCs, and for a module built without CONFIG_MODVERSIONS
     // too: an import with no version is resolved by name alone.
     if let Some(missing) = unversioned_import_without_exporter(installed, module, release) {
         facts.push(missing);
-        return;
+        return None;
     }
     if module.imports.is_empty() {
         facts.push(Fact::info(
@@ -508,7 +542,7 @@ fn symbol_facts(
             "node",
             "no symbol versions recorded (built without CONFIG_MODVERSIONS): not compared; every MLNX_OFED and NVIDIA symbol it imports is exported by an installed module",
         ));
-        return;
+        return None;
     }
     let (kernel, kernel_source) = kernel_exports(root, release);
     let mut providers: BTreeMap<String, Result<Module, String>> = BTreeMap::new();
@@ -529,7 +563,7 @@ fn symbol_facts(
                         "symbols",
                         format!("could not read {provider} ({file}): {e}"),
                     ));
-                    return;
+                    return None;
                 }
                 Ok(p) => match p.exports.get(symbol) {
                     Some(theirs) if theirs == crc => {
@@ -541,16 +575,21 @@ fn symbol_facts(
                             format!(
                                 "{provider} (/lib/modules/{release}/{file}) exports another version of {symbol} (0x{theirs:08x}; {MODULE} was built against 0x{crc:08x}): the kernel refuses it (disagrees about version of symbol)"
                             ),
-                            Some(rebuild_fix(release)),
+                            Some(rebuild_fix(release, provider, by_dkms)),
                         ));
-                        return;
+                        return Some(StaleSymbol {
+                            symbol: symbol.clone(),
+                            provider: provider.to_owned(),
+                            exported: *theirs,
+                            built_against: *crc,
+                        });
                     }
                     None => {
                         facts.push(unknown(
                             "symbols",
                             format!("{provider} ({file}) exports {symbol} per modules.symbols, but its file records no CRC for it"),
                         ));
-                        return;
+                        return None;
                     }
                 },
             }
@@ -562,9 +601,14 @@ fn symbol_facts(
                         format!(
                             "the kernel {release} exports another version of {symbol} (0x{theirs:08x}; {MODULE} was built against 0x{crc:08x})"
                         ),
-                        Some(rebuild_fix(release)),
+                        Some(rebuild_fix(release, "vmlinux", by_dkms)),
                     ));
-                    return;
+                    return Some(StaleSymbol {
+                        symbol: symbol.clone(),
+                        provider: "vmlinux".into(),
+                        exported: *theirs,
+                        built_against: *crc,
+                    });
                 }
                 Some(Some(_)) => *by_provider.entry("the kernel".into()).or_default() += 1,
                 Some(None) => kernel_unchecked += 1,
@@ -580,7 +624,7 @@ fn symbol_facts(
                             provider_hint(symbol)
                         )),
                     ));
-                    return;
+                    return None;
                 }
                 None => kernel_unchecked += 1,
             }
@@ -606,6 +650,7 @@ fn symbol_facts(
             summary.join(", ")
         ),
     ));
+    None
 }
 
 /// A provider's symbol the module imports with no recorded version (built
@@ -653,9 +698,24 @@ fn provider_hint(symbol: &str) -> &'static str {
     }
 }
 
-fn rebuild_fix(release: &str) -> String {
+fn rebuild_fix(release: &str, provider: &str, by_dkms: bool) -> String {
+    let what = match provider {
+        "nvidia" => "the NVIDIA driver",
+        "vmlinux" => "the kernel",
+        _ => "MLNX_OFED's modules",
+    };
+    if by_dkms {
+        return format!(
+            "rebuild {MODULE} against {what} installed for {release}: dkms remove {MODULE} -k {release} && dkms autoinstall -k {release}"
+        );
+    }
+    let source = if provider == "nvidia" {
+        " --nvidia-src /usr/src/nvidia-<the installed driver's version>"
+    } else {
+        ""
+    };
     format!(
-        "rebuild {MODULE} against the modules installed for {release}: dkms remove {MODULE} -k {release} && dkms autoinstall -k {release}; for a prebuilt package, build-modules --kernel {release} against that MLNX_OFED and publish it"
+        "build nvidia-peer-memory-modules-{release} again against {what} installed for {release} (cargo xtask build-modules --kernel {release}{source} --release <one more than the last>), publish it with build-repo, then: apt-get update && apt-get install nvidia-peer-memory-modules-{release}"
     )
 }
 

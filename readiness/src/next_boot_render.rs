@@ -30,14 +30,26 @@ pub fn human(v: &Verdict) -> String {
     out
 }
 
+/// `stale_symbol` comes before `facts` so that a shell hook without a
+/// JSON parser finds it at a fixed place (packaging/nv_peer_mem-apt-guard).
 pub fn json(v: &Verdict) -> String {
+    let stale = v.stale_symbol.as_ref().map_or("null".to_owned(), |s| {
+        format!(
+            "{{\"symbol\":{},\"provider\":{},\"exported\":\"0x{:08x}\",\"built_against\":\"0x{:08x}\"}}",
+            json_string(&s.symbol),
+            json_string(&s.provider),
+            s.exported,
+            s.built_against
+        )
+    });
     format!(
-        "{{\"schema\":{},\"kernel\":{},\"chosen\":{},\"loads\":{},\"exit_status\":{},\"facts\":[{}]}}\n",
+        "{{\"schema\":{},\"kernel\":{},\"chosen\":{},\"loads\":{},\"exit_status\":{},\"stale_symbol\":{},\"facts\":[{}]}}\n",
         json_string(SCHEMA),
         json_string(&v.release),
         json_string(&v.chosen),
         v.loads().map_or("null".to_owned(), |b| b.to_string()),
         v.exit_status(),
+        stale,
         json_facts(&v.facts)
     )
 }

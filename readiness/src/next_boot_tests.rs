@@ -141,6 +141,8 @@ fn a_dkms_build_that_fits_will_load() {
     let v = r.verdict(K2);
     assert_eq!(v.loads(), Some(true), "{v:#?}");
     assert_eq!(v.exit_status(), 0);
+    assert_eq!(v.stale_symbol, None);
+    assert!(crate::next_boot_render::json(&v).contains(",\"stale_symbol\":null,\"facts\":["));
     assert!(line(&v, "module").contains(&format!(
         "/lib/modules/{K2}/updates/dkms/nv_peer_mem.ko, from DKMS's build"
     )));
@@ -229,7 +231,27 @@ fn a_provider_with_other_crcs_is_named_and_it_will_not_load() {
     assert_eq!(v.exit_status(), 4);
     let s = line(&v, "symbols");
     assert!(s.contains("ib_core (/lib/modules/6.12.95+deb12-amd64/updates/ib_core.ko) exports another version of ib_register_peer_memory_client (0x0badc0de; nv_peer_mem was built against 0x11111111)"), "{s}");
-    assert!(s.contains("dkms autoinstall -k 6.12.95+deb12-amd64"), "{s}");
+    // A package's module: the package is built again, against that
+    // MLNX_OFED (a DKMS build: below).
+    assert!(
+        s.contains(" build nvidia-peer-memory-modules-6.12.95+deb12-amd64 again against MLNX_OFED's modules installed for 6.12.95+deb12-amd64 (cargo xtask build-modules --kernel 6.12.95+deb12-amd64 --release <one more than the last>), publish it with build-repo, then: apt-get update && apt-get install nvidia-peer-memory-modules-6.12.95+deb12-amd64"),
+        "{s}"
+    );
+    // The same, for the hooks that act on it (the JSON form's stale_symbol).
+    assert_eq!(
+        v.stale_symbol,
+        Some(next_boot::StaleSymbol {
+            symbol: "ib_register_peer_memory_client".into(),
+            provider: "ib_core".into(),
+            exported: 0x0bad_c0de,
+            built_against: 0x1111_1111,
+        })
+    );
+    let json = crate::next_boot_render::json(&v);
+    assert!(
+        json.contains(",\"stale_symbol\":{\"symbol\":\"ib_register_peer_memory_client\",\"provider\":\"ib_core\",\"exported\":\"0x0badc0de\",\"built_against\":\"0x11111111\"},\"facts\":["),
+        "{json}"
+    );
     let prom = crate::next_boot_render::prometheus(&v);
     assert!(
         prom.contains(&format!("gpudirect_rdma_next_boot{{kernel=\"{K2}\"}} 0\n")),
@@ -240,6 +262,18 @@ fn a_provider_with_other_crcs_is_named_and_it_will_not_load() {
             "gpudirect_rdma_next_boot_known{{kernel=\"{K2}\"}} 1\n"
         )),
         "{prom}"
+    );
+    // DKMS's build of it: DKMS rebuilds it.
+    let r = Root::new("crc-dkms");
+    r.kernel(
+        K2,
+        0x0bad_c0de,
+        Some(("updates/dkms/nv_peer_mem.ko", ours(K2, 0x1111_1111))),
+    );
+    let s = line(&r.verdict(K2), "symbols");
+    assert!(
+        s.contains(" rebuild nv_peer_mem against MLNX_OFED's modules installed for 6.12.95+deb12-amd64: dkms remove nv_peer_mem -k 6.12.95+deb12-amd64 && dkms autoinstall -k 6.12.95+deb12-amd64"),
+        "{s}"
     );
 }
 
@@ -255,6 +289,10 @@ fn a_missing_provider_is_an_unknown_symbol() {
     r.without_mofed(K2);
     let v = r.verdict(K2);
     assert_eq!(v.loads(), Some(false));
+    assert_eq!(
+        v.stale_symbol, None,
+        "a missing provider is no rebuild's to mend"
+    );
     let s = line(&v, "symbols");
     assert!(s.contains("nothing installed for 6.12.95+deb12-amd64 exports ib_register_peer_memory_client (Unknown symbol): MLNX_OFED kernel modules"), "{s}");
     // the same on a node with no list of the kernel's exports (no headers,
@@ -857,8 +895,16 @@ fn a_module_file_is_judged_against_the_installed_providers() {
     let symbols = line(&v, "symbols");
     assert!(
         symbols.contains("nvidia")
-            && symbols.contains("exports another version of nvidia_p2p_get_pages"),
+            && symbols.contains("exports another version of nvidia_p2p_get_pages")
+            && symbols.contains("against the NVIDIA driver installed for")
+            && symbols.contains("--nvidia-src /usr/src/nvidia-<the installed driver's version>"),
         "{symbols}"
+    );
+    assert_eq!(
+        v.stale_symbol
+            .as_ref()
+            .map(|s| (s.provider.as_str(), s.symbol.as_str())),
+        Some(("nvidia", "nvidia_p2p_get_pages"))
     );
     assert!(line(&v, "module").contains("(--module), judged as the module for"));
     r.write("unpacked/nv_peer_mem.ko", ours(K2, 0x1111_1111));

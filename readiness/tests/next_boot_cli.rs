@@ -57,7 +57,7 @@ fn next_boot_says_lost_in_every_form_with_exit_4() {
     let (status, out) = run(&t, &["--kernel", K2, "--json"]);
     assert_eq!(status, 4);
     assert!(out.starts_with(&format!(
-        "{{\"schema\":\"gpudirect-rdma-check-next-boot/1\",\"kernel\":\"{K2}\",\"chosen\":\"--kernel\",\"loads\":false,\"exit_status\":4,\"facts\":[{{\"check\":\"kernel\""
+        "{{\"schema\":\"gpudirect-rdma-check-next-boot/1\",\"kernel\":\"{K2}\",\"chosen\":\"--kernel\",\"loads\":false,\"exit_status\":4,\"stale_symbol\":null,\"facts\":[{{\"check\":\"kernel\""
     )), "{out}");
     let (_, out) = run(&t, &["--kernel", K2, "--prometheus"]);
     assert!(
