@@ -5,12 +5,14 @@
 //! the header and Module.symvers a real install puts where kmod/Makefile
 //! (and so DKMS) looks; a module named `nvidia_peermem`; the scenario
 //! driver; and nv_peer_mem.ko built against an nv-p2p.h without the
-//! persistent API (the `no_persistent_api` scenario, as in test-vm); and
-//! the ib_core of an MLNX_OFED "update" whose ib_* symbol versions differ.
+//! persistent API (the `no_persistent_api` scenario, as in test-vm); the
+//! ib_core of an MLNX_OFED "update" whose ib_* symbol versions differ; and
+//! the nvidia.ko of a driver of another branch (580's nv-p2p.h), whose
+//! nvidia_p2p_* symbol versions differ.
 
 use super::builds::{
     IMAGE_NAMES, Variant, build_core_abi_variant, build_doubles, build_module,
-    build_nvidia_peermem_standin,
+    build_nvidia_branch_variant, build_nvidia_peermem_standin,
 };
 use super::nvidia_src;
 use super::sync::sync_file;
@@ -29,7 +31,9 @@ pub struct VmStandinsArgs {
     /// nv_peer_mem_no_persistent.ko, ofa_kernel/{include/rdma/peer_mem.h,
     /// Module.symvers}, nvidia/{nvidia/nv-p2p.h, Module.symvers},
     /// abi_variant/{ib_core.ko, Module.symvers} (an MLNX_OFED update with
-    /// other ib_* symbol versions)
+    /// other ib_* symbol versions), driver_variant/{nvidia.ko, Module.symvers} (the NVIDIA
+    /// double built against the 580 fixture's nv-p2p.h: other nvidia_p2p_*
+    /// symbol versions)
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
 }
@@ -60,6 +64,10 @@ pub fn vm_standins_command(args: &VmStandinsArgs) -> Result<()> {
     let peermem = build_nvidia_peermem_standin(kver, &kdir, &work)?;
     let no_persistent = build_module(kver, &kdir, &work, &mods, Variant::NoPersistentApi)?;
     let (abi_ko, abi_symvers) = build_core_abi_variant(kver, &kdir, &mods, &IMAGE_NAMES)?;
+    let nv_580 = super::nvidia::fixture_tree(super::nvidia::NV580_RELEASE)
+        .map_err(|why| anyhow::anyhow!("the other driver branch's nvidia.ko needs it: {why}"))?;
+    let (driver_ko, driver_symvers) =
+        build_nvidia_branch_variant(kver, &kdir, &mods, &nv_580.dir, &IMAGE_NAMES)?;
     let out = &args.out;
     fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     for (from, name) in [
@@ -70,6 +78,8 @@ pub fn vm_standins_command(args: &VmStandinsArgs) -> Result<()> {
         (&no_persistent, "nv_peer_mem_no_persistent.ko"),
         (&abi_ko, "abi_variant/ib_core.ko"),
         (&abi_symvers, "abi_variant/Module.symvers"),
+        (&driver_ko, "driver_variant/nvidia.ko"),
+        (&driver_symvers, "driver_variant/Module.symvers"),
     ] {
         sync_file(from, &out.join(name))?;
     }
