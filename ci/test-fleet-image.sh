@@ -44,6 +44,10 @@
 #                    with apt, so that its seconds to a loadable module are
 #                    printed beside DKMS's (ci/test-image.sh times its step
 #                    the same way); the booted node's seconds under TCG too
+#   (in the image)   the NVIDIA driver updated alone (a stand-in of another
+#                    branch): apt's provider watch fails the run after
+#                    dpkg, naming both kernels' module packages to build
+#                    again; the next run passes; the old driver back, silent
 #   fleet-newkernel  the same disk, booted on the new kernel (the node's own
 #                    vmlinuz and initrd): the service loaded the prebuilt
 #                    module at boot; gpudirect-rdma-check runs on this node,
@@ -430,6 +434,70 @@ echo "     prebuilt route (apt-get install of kernel + module package): $ours"
 echo "     DKMS route (ci/test-image.sh, kernel install + DKMS builds):   $dkms"
 echo "   the same update in the booted node (TCG): ${guest_seconds:-not measured} s"
 check "no toolchain came with the update" host_no_toolchain
+
+echo "== the NVIDIA driver updated alone, in the image: apt says what it cost"
+# Issue 40: a driver update alone (no package of ours in the run, so none of
+# our scripts runs) must not end in a silent success on a node whose
+# module packages were built against the old driver. The stand-in NVIDIA
+# package at a newer version whose nvidia.ko is the double built against
+# 580's nv-p2p.h (vm-standins' driver_variant: other nvidia_p2p_* symbol
+# versions, as a driver update across that change has), installed with
+# apt: the provider watch (apt's DPkg::Post-Invoke) fails the run, naming
+# the packages to build again; dpkg's change is kept and the verdict is
+# LOST; the next apt run that changes no provider passes; the old driver
+# back, apt is silent and the verdict OK.
+driver_update=$ofed_version.580
+stage_driver_update() {
+    local d=$work/debs-driver/nvpm-standin-nvidia k a b
+    rm -rf "$work/debs-driver" && mkdir -p "$d" && cp -a "$work/debs/nvpm-standin-nvidia/DEBIAN" "$d/" || return 1
+    for k in "$k1" "$k2"; do
+        a=$(awk '$2 == "nvidia_p2p_get_pages" { print $1 }' "$work/standins/$k/nvidia/Module.symvers")
+        b=$(awk '$2 == "nvidia_p2p_get_pages" { print $1 }' "$work/standins/$k/driver_variant/Module.symvers")
+        echo "$k: nvidia_p2p_get_pages $a, the update's $b"
+        [ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ] || return 1
+        cp "$work/standins/$k/driver_variant/nvidia.ko" "$work/driver-$k.ko" &&
+            "/lib/modules/$k/build/scripts/sign-file" sha256 "$work/providers.key" "$work/providers.pem" "$work/driver-$k.ko" &&
+            install -D -m 0644 "$work/driver-$k.ko" "$d/lib/modules/$k/updates/nvidia.ko" || return 1
+    done
+    sed -i "s/^Version: .*/Version: $driver_update/" "$d/DEBIAN/control" &&
+        mkdir -p "$tree/tmp/debs" && cp "$work/debs/nvpm-standin-nvidia_${ofed_version}_amd64.deb" "$tree/tmp/debs/" &&
+        dpkg-deb --root-owner-group --build "$d" "$tree/tmp/debs/nvpm-standin-nvidia_${driver_update}_amd64.deb" >/dev/null
+}
+check "the NVIDIA stand-in's update ($driver_update: nvidia.ko of another driver branch, other nvidia_p2p_* versions)" stage_driver_update
+verdict_in_image() {  # verdict_in_image KVER: the check's exit status for KVER in the image
+    in_image gpudirect-rdma-check --kernel "$1" >"$work/verdict-$1.out" 2>&1
+    echo $?
+}
+driver_update_said() {
+    local k rc out=$work/driver-update.out
+    for k in "$k1" "$k2"; do
+        [ "$(verdict_in_image "$k")" = 0 ] || { cat "$work/verdict-$k.out"; echo "not OK on $k before the update"; return 1; }
+    done
+    apt_in_image install "/tmp/debs/nvpm-standin-nvidia_${driver_update}_amd64.deb" >"$out" 2>&1
+    rc=$?
+    cat "$out"
+    [ $rc != 0 ] || { echo "apt-get exited 0"; return 1; }
+    for k in "$k1" "$k2"; do
+        grep -qF "after this run nv_peer_mem will not load on kernel $k:" "$out" &&
+            grep -qF "build nvidia-peer-memory-modules-$k again against the NVIDIA driver installed for $k" "$out" &&
+            [ "$(verdict_in_image "$k")" = 4 ] || { echo "not said, or not LOST, for $k"; return 1; }
+    done
+    grep -q "exports another version of nvidia_p2p_" "$out" &&
+        grep -q "Problem executing scripts DPkg::Post-Invoke" "$out" &&
+        [ "$(in_image dpkg-query -W -f='${Version} ${db:Status-Abbrev}' nvpm-standin-nvidia)" = "$driver_update ii " ]
+}
+check "apt-get install of the NVIDIA update alone: fails after dpkg, naming nvidia-peer-memory-modules-$k1 and -$k2 and the build; the driver stays updated; the verdict LOST" driver_update_said
+next_run_passes() {
+    apt_in_image install --reinstall nvidia-peer-memory >"$work/next-run.out" 2>&1 || { cat "$work/next-run.out"; return 1; }
+    ! grep -F "nv_peer_mem will not load" "$work/next-run.out"
+}
+check "the next apt run, no provider changed: passes, not said again" next_run_passes
+driver_back() {
+    apt_in_image install --allow-downgrades "/tmp/debs/nvpm-standin-nvidia_${ofed_version}_amd64.deb" >"$work/driver-back.out" 2>&1 || { cat "$work/driver-back.out"; return 1; }
+    ! grep -F "nv_peer_mem will not load" "$work/driver-back.out" &&
+        [ "$(verdict_in_image "$k1")" = 0 ] && [ "$(verdict_in_image "$k2")" = 0 ] && rm -rf "$tree/tmp/debs"
+}
+check "the old driver back (apt-get install --allow-downgrades): passes, silent, the verdict OK on both kernels" driver_back
 
 echo "== boot $k2 from the node's own disk: the module loads at boot"
 append="nvpm_oldkernel=$k1" boot "$k2" fleet-newkernel signatures_enforced service_loaded_module loaded_is_prebuilt providers_are_standins status_prebuilt no_toolchain readiness_booted \

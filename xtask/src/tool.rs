@@ -4,6 +4,9 @@
 use anyhow::{Context, Result, ensure};
 use std::process::Command;
 
+/// What to install where modinfo or modprobe is missing.
+pub const KMOD: &str = "modinfo and modprobe come with kmod (apt install kmod)";
+
 /// @cmd's stdout; fails with the command and its stderr when it cannot
 /// run or exits non-zero.
 pub fn stdout(cmd: &mut Command) -> Result<String> {

@@ -16,9 +16,6 @@ use anyhow::{Context, Result, bail, ensure};
 use std::path::Path;
 use std::process::Command;
 
-/// What to install when modinfo or modprobe cannot run.
-const KMOD: &str = "modinfo and modprobe come with kmod (apt install kmod)";
-
 /// A module built for one kernel, with what it cost.
 pub struct BuiltModule {
     pub ko: Vec<u8>,
@@ -111,7 +108,7 @@ pub fn build(
             .args(["-F", "vermagic"])
             .arg(&ko_path),
     )
-    .context(KMOD)?;
+    .context(tool::KMOD)?;
     ensure!(
         vermagic.split_whitespace().next() == Some(kernel.release.as_str()),
         "nv_peer_mem.ko built for {} has vermagic {:?}; the build tree at {} is another kernel's",
@@ -159,8 +156,8 @@ pub fn build(
 /// its provider; refuses a module that imports the PeerDirect core with
 /// another CRC than MLNX_OFED's build exports (it would not load).
 fn imports(ko: &Path, ofed: &OfedTree, nvidia: &NvidiaSource) -> Result<Vec<String>> {
-    let versions =
-        tool::stdout(Command::new("modprobe").arg("--dump-modversions").arg(ko)).context(KMOD)?;
+    let versions = tool::stdout(Command::new("modprobe").arg("--dump-modversions").arg(ko))
+        .context(tool::KMOD)?;
     let ofed_symvers_path = ofed.dir.join("Module.symvers");
     let ofed_symvers = std::fs::read_to_string(&ofed_symvers_path)?;
     let nv_symvers = match &nvidia.symvers {

@@ -188,10 +188,7 @@ pub fn build(args: &BuildModulesArgs) -> Result<()> {
         })?);
     }
     if let Some(sign) = &modsign {
-        packages.push((
-            modsign::NODE_CERTIFICATE.to_owned(),
-            sign.node_certificate()?,
-        ));
+        packages.push((modsign::NODE_CERTIFICATE.to_owned(), sign.der.clone()));
     }
     let mut report = String::new();
     for (name, bytes) in &packages {

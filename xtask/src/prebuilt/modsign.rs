@@ -31,6 +31,9 @@ pub enum SigningKey {
 pub struct ModSign {
     pub key: SigningKey,
     pub cert: PathBuf,
+    /// The certificate in DER, read once: what the nodes enroll
+    /// (NODE_CERTIFICATE).
+    pub der: Vec<u8>,
 }
 
 /// The `--modsign-key`/`--modsign-cert` pair, checked: a file that exists,
@@ -46,13 +49,10 @@ pub fn from_args(key: Option<&str>, cert: Option<&Path>) -> Result<Option<ModSig
     } else {
         SigningKey::File(existing("--modsign-key", Path::new(key))?)
     };
-    let sign = ModSign {
-        key,
-        cert: existing("--modsign-cert", cert)?,
-    };
+    let cert = existing("--modsign-cert", cert)?;
     // Checked before anything is built: the nodes get it (NODE_CERTIFICATE).
-    sign.node_certificate()?;
-    Ok(Some(sign))
+    let der = der_certificate(&cert)?;
+    Ok(Some(ModSign { key, cert, der }))
 }
 
 fn existing(option: &str, file: &Path) -> Result<PathBuf> {
@@ -97,32 +97,32 @@ fn check_uri(uri: &str) -> Result<()> {
 /// certificate in DER, the form `mokutil --import` takes (mokutil(1)).
 pub const NODE_CERTIFICATE: &str = "nv_peer_mem-modsign.der";
 
-impl ModSign {
-    /// The certificate in DER for the nodes to enroll: a DER file as it
-    /// is, a PEM one converted (openssl x509 -outform DER), either checked
-    /// to be one X.509 certificate.
-    pub fn node_certificate(&self) -> Result<Vec<u8>> {
-        let bytes = std::fs::read(&self.cert)
-            .with_context(|| format!("reading --modsign-cert {}", self.cert.display()))?;
-        let inform = if bytes.starts_with(b"-----BEGIN") {
-            "PEM"
-        } else {
-            "DER"
-        };
-        let out = Command::new("openssl")
-            .args(["x509", "-inform", inform, "-outform", "DER", "-in"])
-            .arg(&self.cert)
-            .output()
-            .context("running openssl x509 (install openssl)")?;
-        ensure!(
-            out.status.success() && !out.stdout.is_empty(),
-            "--modsign-cert {} is not an X.509 certificate (openssl x509 -inform {inform}: {})",
-            self.cert.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-        Ok(out.stdout)
-    }
+/// The certificate in DER for the nodes to enroll: a DER file as it is, a
+/// PEM one converted (openssl x509 -outform DER), either checked to be one
+/// X.509 certificate.
+fn der_certificate(cert: &Path) -> Result<Vec<u8>> {
+    let bytes = std::fs::read(cert)
+        .with_context(|| format!("reading --modsign-cert {}", cert.display()))?;
+    let inform = if bytes.starts_with(b"-----BEGIN") {
+        "PEM"
+    } else {
+        "DER"
+    };
+    let out = Command::new("openssl")
+        .args(["x509", "-inform", inform, "-outform", "DER", "-in"])
+        .arg(cert)
+        .output()
+        .context("running openssl x509 (install openssl)")?;
+    ensure!(
+        out.status.success() && !out.stdout.is_empty(),
+        "--modsign-cert {} is not an X.509 certificate (openssl x509 -inform {inform}: {})",
+        cert.display(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(out.stdout)
+}
 
+impl ModSign {
     /// What the build report says about @path, the written certificate.
     pub fn enrolment_note(path: &Path) -> String {
         format!(
@@ -202,7 +202,8 @@ impl ModSign {
                 said.trim()
             );
         }
-        let signer = crate::tool::stdout(Command::new("modinfo").args(["-F", "signer"]).arg(ko))?;
+        let signer = crate::tool::stdout(Command::new("modinfo").args(["-F", "signer"]).arg(ko))
+            .context(crate::tool::KMOD)?;
         ensure!(
             !signer.trim().is_empty(),
             "sign-file ran but modinfo finds no signer in the module for {release}"
@@ -254,7 +255,7 @@ mod tests {
             let sign = from_args(Some("pkcs11:token=t;object=o"), Some(cert))
                 .unwrap()
                 .unwrap();
-            assert_eq!(sign.node_certificate().unwrap(), want, "{}", cert.display());
+            assert_eq!(sign.der, want, "{}", cert.display());
         }
         let not_a_cert = dir.join("key.pem");
         let err = from_args(Some("pkcs11:token=t;object=o"), Some(&not_a_cert)).unwrap_err();

@@ -135,17 +135,14 @@ pub fn build(args: &BuildModulesArgs, distro: &Distro) -> Result<()> {
         }
     }
     let mut report = String::new();
-    let certificate = match &modsign {
-        Some(sign) => Some(sign.node_certificate()?),
-        None => None,
-    };
+    let certificate = modsign.as_ref().map(|sign| &sign.der);
     for package in &packages {
         let path = args.out.join(file_name(package));
         write_atomically(&path, &std::fs::read(package)?)?;
         report.push_str(&format!("Built: {}\n", path.display()));
     }
     let cert_path = args.out.join(super::modsign::NODE_CERTIFICATE);
-    if let Some(der) = &certificate {
+    if let Some(der) = certificate {
         write_atomically(&cert_path, der)?;
         report.push_str(&format!("Built: {}\n", cert_path.display()));
     }

@@ -239,44 +239,6 @@ pub fn build_core_abi_variant(
     ))
 }
 
-/// The stand-in nvidia.ko of another NVIDIA driver branch: the same double
-/// built against @branch_src's nv-p2p.h (the 580 fixture's, whose
-/// `struct nvidia_p2p_page_table` gained `flags`), so genksyms computes
-/// other CRCs for the nvidia_p2p_* exports that reach it, as a real
-/// driver update across that change does (docs/contracts.md, "NVIDIA 580
-/// and 595"). Returns its .ko and Module.symvers.
-pub fn build_nvidia_branch_variant(
-    kver: &str,
-    kdir: &Path,
-    d: &Doubles,
-    branch_src: &Path,
-    names: &Names,
-) -> Result<(PathBuf, PathBuf)> {
-    // Beside nv_p2p_double/ in the doubles' tree: its Kbuild includes ../include.
-    let dir = d.src_dir.join("nv_p2p_double_branch_variant");
-    sync_tree(&d.src_dir.join("nv_p2p_double"), &dir, &[])?;
-    kbuild(
-        kdir,
-        &dir,
-        &[
-            (
-                "NVPM_NV_INC",
-                branch_src.join("nvidia").display().to_string(),
-            ),
-            ("NVPM_NV_NAME", names.nv.to_string()),
-        ],
-        &format!(
-            "building {}.ko against {}'s nv-p2p.h for {kver}",
-            names.nv,
-            branch_src.display()
-        ),
-    )?;
-    Ok((
-        dir.join(format!("{}.ko", names.nv)),
-        dir.join("Module.symvers"),
-    ))
-}
-
 /// Which NVIDIA header a module build sees.
 #[derive(Clone, Copy)]
 pub enum Variant {

@@ -11,11 +11,12 @@
 //! nvidia_p2p_* symbol versions differ.
 
 use super::builds::{
-    IMAGE_NAMES, Variant, build_core_abi_variant, build_doubles, build_module,
-    build_nvidia_branch_variant, build_nvidia_peermem_standin,
+    Doubles, IMAGE_NAMES, Names, Variant, build_core_abi_variant, build_doubles, build_module,
+    build_nvidia_peermem_standin, kbuild,
 };
 use super::nvidia_src;
 use super::sync::sync_file;
+use super::sync::sync_tree;
 use crate::{fixtures, workspace};
 use anyhow::{Context, Result, bail};
 use std::fs;
@@ -108,4 +109,42 @@ pub fn vm_standins_command(args: &VmStandinsArgs) -> Result<()> {
 fn copy_provider(from: &Path, header: &str, to: &Path) -> Result<()> {
     sync_file(&from.join(header), &to.join(header))?;
     sync_file(&from.join("Module.symvers"), &to.join("Module.symvers"))
+}
+
+/// The stand-in nvidia.ko of another NVIDIA driver branch: the same double
+/// built against @branch_src's nv-p2p.h (the 580 fixture's, whose
+/// `struct nvidia_p2p_page_table` gained `flags`), so genksyms computes
+/// other CRCs for the nvidia_p2p_* exports that reach it, as a real
+/// driver update across that change does (docs/contracts.md, "NVIDIA 580
+/// and 595"). Returns its .ko and Module.symvers.
+pub fn build_nvidia_branch_variant(
+    kver: &str,
+    kdir: &Path,
+    d: &Doubles,
+    branch_src: &Path,
+    names: &Names,
+) -> Result<(PathBuf, PathBuf)> {
+    // Beside nv_p2p_double/ in the doubles' tree: its Kbuild includes ../include.
+    let dir = d.src_dir.join("nv_p2p_double_branch_variant");
+    sync_tree(&d.src_dir.join("nv_p2p_double"), &dir, &[])?;
+    kbuild(
+        kdir,
+        &dir,
+        &[
+            (
+                "NVPM_NV_INC",
+                branch_src.join("nvidia").display().to_string(),
+            ),
+            ("NVPM_NV_NAME", names.nv.to_string()),
+        ],
+        &format!(
+            "building {}.ko against {}'s nv-p2p.h for {kver}",
+            names.nv,
+            branch_src.display()
+        ),
+    )?;
+    Ok((
+        dir.join(format!("{}.ko", names.nv)),
+        dir.join("Module.symvers"),
+    ))
 }
