@@ -43,7 +43,8 @@ pkgs=(
   # the Secure Boot fleet node (ci/test-fleet-image.sh): edk2's OVMF and
   # virt-fw-vars for its UEFI variable store; SoftHSM 2 and OpenSSL's
   # pkcs11 provider (which the kernels' sign-file loads) for a module
-  # signing key kept in a token; jq for the store's JSON
+  # signing key kept in a token; jq for the store's JSON and for
+  # ci/test-nccl.sh (which needs g++ too: build-essential)
   ovmf python3-virt-firmware/bookworm-backports jq softhsm2 pkcs11-provider/bookworm-backports
 )
 # qemu-utils may already come from backports on these machines; qemu-system

@@ -15,6 +15,9 @@
 #   4. ci/test-service.sh         the service helper and its status diagnoses
 #   4b. ci/test-monitoring.sh     where fleets look: the NHC check under the
 #                                 real NHC, node_exporter and promtool
+#   4c. ci/test-nccl.sh           NCCL's own topology and GDR code (both
+#                                 fixture releases, cargo xtask nccl-harness)
+#                                 against NCCL's rules and the check's verdict
 #   5. ci/test-rpm.sh             build-srpm, rpmbuild --rebuild, rpmlint
 #   6. ci/test-deb.sh             build-deb, dpkg-buildpackage, lintian, DKMS
 #   7. ci/test-dkms.sh            build-dkms's deb and rpm: lint, the comparison
@@ -98,6 +101,7 @@ suite "module builds" bash ci/test-kmod.sh
 suite "module build cost (figures)" cargo xtask bench-kmod
 suite "service helper" bash ci/test-service.sh
 suite "fleet monitoring" bash ci/test-monitoring.sh
+suite "NCCL's own code" bash ci/test-nccl.sh
 suite "rpm route" bash ci/test-rpm.sh
 suite "deb route" bash ci/test-deb.sh
 suite "dkms packages" bash ci/test-dkms.sh

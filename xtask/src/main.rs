@@ -13,6 +13,7 @@ mod dkms_package;
 mod error;
 mod files_below;
 mod fixtures;
+mod nccl_harness;
 mod pipeline;
 mod prebuilt;
 mod release;
@@ -84,6 +85,9 @@ enum Command {
     /// Print the module's cold build time, no-op rebuild time and stripped
     /// size (text/data/total).
     BenchKmod(bench_kmod::BenchKmodArgs),
+    /// Build NCCL's own topology and GPUDirect RDMA code from the fixtures
+    /// (nccl-harness/) and print its decisions for NCCL topology XML files.
+    NcclHarness(nccl_harness::NcclHarnessArgs),
 }
 
 fn main() -> ExitCode {
@@ -104,6 +108,7 @@ fn main() -> ExitCode {
         Command::BootImage(args) => exit_status(vm::boot_image_command(&args)),
         Command::Dist(args) => exit_status(dist(&args)),
         Command::BenchKmod(args) => exit_status(bench_kmod::bench_kmod_command(&args)),
+        Command::NcclHarness(args) => exit_status(nccl_harness::nccl_harness_command(&args)),
     }
 }
 

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# NCCL's own code as the oracle (issue 42; docs/nccl-harness.md): builds
+# nccl-harness, NCCL's topology and GPUDirect RDMA decision code compiled
+# from each NCCL release in the fixtures (cargo xtask nccl-harness), and
+#   - runs it over the topologies of nccl-harness/topologies with the
+#     environment and configuration files each line of its `expected` file
+#     gives, for every release, comparing NCCL's decision for every GPU x
+#     NIC pair (path type, GDR for reads and writes, PXN's proxy rank)
+#     with what NCCL's documented rules say;
+#   - for every real node of the readiness corpus (readiness/tests/real:
+#     lent H100/H200 hosts, each with NCCL 2.28.9's own topology dump),
+#     compares gpudirect-rdma-check's NCCL verdict over the node's dump with
+#     NCCL's own decisions over NCCL's own dump of the same node.
+# The modelled sysfs trees of the readiness corpus are not compared yet:
+# the harness reads NCCL's XML, not sysfs (docs/nccl-harness.md, "Not yet").
+# Without the NCCL fixtures it says skipped. The first run downloads
+# Debian's CUDA headers (ci/fetch-cuda-headers.sh, cached).
+# Last line: "N passed, M failed". Scratch: $NVPM_TEST_DIR (default
+# /var/tmp/nv-peer-mem-test-nccl).
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+work=${NVPM_TEST_DIR:-/var/tmp/nv-peer-mem-test-nccl}
+. "$here/checks.sh"
+
+fixtures=${NVPM_FIXTURES:-$root/../shared/fixtures}
+releases=()
+for r in 2.28.9-1 2.30.7-1; do
+    if [ -f "$fixtures/nccl-$r.tar.gz" ]; then
+        releases+=("$r")
+    else
+        echo "SKIP: NCCL $r: no $fixtures/nccl-$r.tar.gz (set NVPM_FIXTURES)"
+    fi
+done
+if [ ${#releases[@]} = 0 ]; then
+    echo "0 passed, 0 failed (skipped)"
+    exit 0
+fi
+rm -rf "$work" && mkdir -p "$work" && : >"$work/log"
+topologies=$root/nccl-harness/topologies
+
+check "xtask and gpudirect-rdma-check build" cargo build --release --locked -q -p xtask -p readiness
+build_args=()
+for r in "${releases[@]}"; do build_args+=(--nccl "$r"); done
+check "cargo xtask nccl-harness: NCCL ${releases[*]} built from the fixtures" "$root/target/release/xtask" nccl-harness "${build_args[@]}"
+
+# decisions RELEASE TOPOLOGY [VAR=VALUE...]: the harness's answer, one
+# "rank R path P gdr_read X gdr_write Y proxy_rank Z" per pair, joined by
+# "; " (bandwidth, hop count and bus ids left out: the rules say nothing
+# of them).
+decisions() {
+    local release=$1 file=$2
+    shift 2
+    env -u NCCL_CONF_FILE NCCL_HOSTID=nccl-harness "$@" \
+        "$root/target/nccl-harness/$release/nccl-harness" "$file" |
+        sed -n 's/^gpu [^ ]* \(rank [0-9]*\) net [0-9]* \(path [A-Z0-9]*\) bw [^ ]* hops [0-9]* \(.*\)$/\1 \2 \3/p' |
+        paste -sd';' | sed 's/;/; /g'
+}
+said() {  # said RELEASE WANT TOPOLOGY [VAR=VALUE...]
+    local release=$1 want=$2 got
+    shift 2
+    got=$(decisions "$release" "$@") || return 1
+    echo "NCCL $release: $got"
+    [ "$got" = "$want" ] || { echo "the rules say: $want"; return 1; }
+}
+
+echo "== NCCL's decisions on the modelled topologies, against the rules"
+while IFS= read -r line; do
+    case $line in '' | '#'*) continue ;; esac
+    # "@RELEASE " first: a rule of that NCCL release only.
+    only=
+    case $line in '@'*) only=${line%% *} only=${only#@} line=${line#* } ;; esac
+    spec=${line%%: *} want=${line#*: }
+    read -r -a words <<<"$spec"
+    file=$topologies/${words[0]}
+    env_args=()
+    for w in "${words[@]:1}"; do
+        case $w in
+        NCCL_HARNESS_*_CONF=*) env_args+=("${w%%=*}=$topologies/${w#*=}") ;;
+        *) env_args+=("$w") ;;
+        esac
+    done
+    for r in "${releases[@]}"; do
+        [ -z "$only" ] || [ "$only" = "$r" ] || continue
+        check "NCCL $r, $spec: $want" said "$r" "$want" "$file" "${env_args[@]}"
+    done
+done <"$topologies/expected"
+
+echo "== real nodes: gpudirect-rdma-check's NCCL verdict against NCCL's own"
+# NCCL's own dumps are 2.28.9's (readiness/tests/real/README.md); each
+# release judges them. gpudirect-rdma-check's verdict is its nccl fact:
+# "no GPUDirect RDMA" or not.
+check_vs_nccl() {  # check_vs_nccl RELEASE NODE-DIR
+    local release=$1 node=$2 ours theirs
+    # (its exit status is the node's verdict, 3 on these hosts: no RDMA device)
+    ours=$({ "$root/target/release/gpudirect-rdma-check" --from "$node/dump.tar" --json || true; } |
+        jq -r '.facts[] | select(.check == "nccl") | .message') || return 1
+    [ -n "$ours" ] || { echo "no nccl fact"; return 1; }
+    echo "gpudirect-rdma-check: $ours"
+    case $ours in
+    *"no GPUDirect RDMA"* | *"does not use GPUDirect RDMA"*) ours=off ;;
+    *) ours=on ;;
+    esac
+    theirs=$(decisions "$release" "$node/nccl-topo.xml") || return 1
+    echo "NCCL $release: $theirs"
+    [ -n "$theirs" ] || return 1
+    # NCCL uses GPUDirect RDMA on this node when some GPU has it towards
+    # some NIC, for reads or writes.
+    if printf '%s\n' "$theirs" | grep -q 'gdr_read on\|gdr_write on'; then theirs=on; else theirs=off; fi
+    echo "GPUDirect RDMA: gpudirect-rdma-check $ours, NCCL $theirs"
+    [ "$ours" = "$theirs" ]
+}
+for node in "$root"/readiness/tests/real/*/; do
+    node=${node%/}
+    [ -f "$node/dump.tar" ] && [ -f "$node/nccl-topo.xml" ] || continue
+    for r in "${releases[@]}"; do
+        check "${node##*/}: gpudirect-rdma-check's NCCL verdict = NCCL $r's over its own dump" check_vs_nccl "$r" "$node"
+    done
+done
+
+finish
