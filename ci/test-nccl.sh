@@ -7,6 +7,9 @@
 #     gives, for every release, comparing NCCL's decision for every GPU x
 #     NIC pair (path type, GDR for reads and writes, PXN's proxy rank)
 #     with what NCCL's documented rules say;
+#   - runs readiness/tests/nccl_oracle.rs: the check's NCCL verdict against
+#     NCCL's own for NCCL_NET_GDR_LEVEL in the environment and in NCCL's
+#     configuration files, arrangement by arrangement;
 #   - for every real node of the readiness corpus (readiness/tests/real:
 #     lent H100/H200 hosts, each with NCCL 2.28.9's own topology dump),
 #     compares gpudirect-rdma-check's NCCL verdict over the node's dump with
@@ -118,5 +121,12 @@ for node in "$root"/readiness/tests/real/*/; do
         check "${node##*/}: gpudirect-rdma-check's NCCL verdict = NCCL $r's over its own dump" check_vs_nccl "$r" "$node"
     done
 done
+
+echo "== the check's level rule against NCCL's own, arrangement by arrangement"
+# readiness/tests/nccl_oracle.rs: NCCL_NET_GDR_LEVEL in the environment and
+# in NCCL's configuration files, on a PHB and a SYS node, the check's
+# verdict for the pair against each built harness's.
+check "cargo test --test nccl_oracle: the check's NCCL verdict = NCCL's on 13 arrangements x 2 shapes x each release" \
+    env NVPM_NCCL_HARNESS_DIR="$root/target/nccl-harness" cargo test --locked -q -p readiness --test nccl_oracle -- --ignored --nocapture
 
 finish

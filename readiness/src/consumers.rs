@@ -53,62 +53,150 @@ fn nccl_index(d: Distance) -> usize {
         .expect("a level")
 }
 
-/// A `NCCL_NET_GDR_LEVEL` value: a name, or a legacy number (0 LOC, 1 PIX,
-/// 2 PXB, 3 PHB, 4 and up SYS: paths.cc, levelsOldToNew).
+/// A `NCCL_NET_GDR_LEVEL` value as NCCL's ncclGetLevel (paths.cc) takes
+/// it: exactly one of its names (no spaces trimmed, case kept), or, if the
+/// value starts with a digit, a legacy number as strtol(str, NULL, 0)
+/// reads it (0 LOC, 1 PIX, 2 PXB, 3 PHB, 4 and up SYS: levelsOldToNew).
+/// None: NCCL knows no such level and keeps its default.
 pub fn parse_level(value: &str) -> Option<usize> {
-    let value = value.trim();
     if let Some(i) = NCCL_LEVELS.iter().position(|l| *l == value) {
         return Some(i);
     }
     if value.starts_with(|c: char| c.is_ascii_digit()) {
-        let digits: String = value.chars().take_while(char::is_ascii_digit).collect();
-        let old = digits.parse::<u64>().unwrap_or(u64::MAX).min(5) as usize;
+        let old = strtol_base0(value).min(5) as usize;
         let name = ["LOC", "PIX", "PXB", "PHB", "SYS", "SYS"][old];
         return NCCL_LEVELS.iter().position(|l| *l == name);
     }
     None
 }
 
+/// The leading number of @s (which starts with a digit) as strtol with
+/// base 0 reads it: 0x.. hexadecimal, 0.. octal, else decimal; saturating.
+fn strtol_base0(s: &str) -> u64 {
+    let (digits, radix) = if let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        if hex.starts_with(|c: char| c.is_ascii_hexdigit()) {
+            (hex, 16)
+        } else {
+            return 0; // "0x" alone: strtol reads the 0
+        }
+    } else if s.starts_with('0') {
+        (s, 8)
+    } else {
+        (s, 10)
+    };
+    digits
+        .chars()
+        .map_while(|c| c.to_digit(radix))
+        .fold(0u64, |n, d| {
+            n.saturating_mul(u64::from(radix))
+                .saturating_add(u64::from(d))
+        })
+}
+
 pub fn level_name(index: usize) -> &'static str {
     NCCL_LEVELS[index]
 }
 
-/// NCCL's level: (index, where it came from). The environment of this
-/// process first, then `/etc/nccl.conf` (NCCL's docs: "set statically in
-/// /etc/nccl.conf (for an administrator to set system-wide values)";
-/// `NV_PEER_MEM_NCCL_CONF` names another file), else the default, PXB.
+/// The value NCCL takes for @name from the text of a configuration file:
+/// misc/param.cc's setEnvFile reads it line by line, skips a line that
+/// starts with `#`, splits the rest at its first `=` with nothing trimmed,
+/// and sets the variable only if it is not set yet (setenv(name, value,
+/// 0)): the first line naming it wins, whatever its value.
+fn conf_value(text: &str, name: &str) -> Option<String> {
+    text.lines().find_map(|line| {
+        if line.starts_with('#') {
+            return None;
+        }
+        let (key, value) = line.split_once('=')?;
+        (key == name).then(|| value.to_owned())
+    })
+}
+
+/// The files NCCL reads its settings from, in its order (misc/param.cc,
+/// initEnvFunc): the one `NCCL_CONF_FILE` names or, without it, the
+/// user's `~/.nccl.conf` (the home directory of the user running this
+/// check, as getpwuid(getuid()) gives it: /etc/passwd under the root),
+/// then `/etc/nccl.conf`. Each with the name it is shown by.
+/// `NV_PEER_MEM_USER_NCCL_CONF` and `NV_PEER_MEM_NCCL_CONF` (tests) stand
+/// for the last two on a node, never in a replay (a dump holds the files).
+fn conf_files(host: &Host) -> Vec<(std::path::PathBuf, String)> {
+    let test_file = |var: &str| std::env::var_os(var).filter(|_| !host.is_replay());
+    let mut files = Vec::new();
+    match host.env_var("NCCL_CONF_FILE").filter(|f| !f.is_empty()) {
+        Some(file) => {
+            let path = std::path::PathBuf::from(&file);
+            let under_root = host.root.join(path.strip_prefix("/").unwrap_or(&path));
+            files.push((under_root, format!("{file} (NCCL_CONF_FILE)")));
+        }
+        None => {
+            if let Some(file) = test_file("NV_PEER_MEM_USER_NCCL_CONF") {
+                let shown = std::path::PathBuf::from(&file).display().to_string();
+                files.push((file.into(), shown));
+            } else if let Some(home) = user_home(host) {
+                let file = format!("{}/.nccl.conf", home.trim_end_matches('/'));
+                files.push((host.root_path(file.trim_start_matches('/')), file));
+            }
+        }
+    }
+    match test_file("NV_PEER_MEM_NCCL_CONF") {
+        Some(file) => {
+            let shown = std::path::PathBuf::from(&file).display().to_string();
+            files.push((file.into(), shown));
+        }
+        None => files.push((host.root_path("etc/nccl.conf"), "/etc/nccl.conf".to_owned())),
+    }
+    files
+}
+
+/// The home directory of the user this check runs as, from /etc/passwd
+/// under the root (recorded, so that a replay reads the same file). None
+/// where the user is not in it (NSS elsewhere, LDAP): then NCCL's
+/// ~/.nccl.conf is not read here, which the level's source line says by
+/// not naming it.
+fn user_home(host: &Host) -> Option<String> {
+    host.command("user home (getpwuid(getuid()))", || {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let uid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))?
+            .split_whitespace()
+            .next()?
+            .to_owned();
+        let passwd = std::fs::read_to_string(host.root_path("etc/passwd")).ok()?;
+        passwd.lines().find_map(|l| {
+            let fields: Vec<&str> = l.split(':').collect();
+            (fields.len() >= 6 && fields[2] == uid).then(|| fields[5].to_owned())
+        })
+    })
+}
+
+/// NCCL's level: (index, where it came from). NCCL takes the first value
+/// of `NCCL_NET_GDR_LEVEL` it meets: the environment of the process, then
+/// each configuration file in its order (`conf_files`; NCCL's docs: "set
+/// statically in /etc/nccl.conf (for an administrator to set system-wide
+/// values) or in ~/.nccl.conf (for users)"). A value NCCL does not know as
+/// a level, an empty one included, leaves its default, PXB (ncclGetLevel).
 pub fn nccl_level(host: &Host) -> (usize, String) {
-    // No let chains here: the packages build this crate with the
-    // distributions' rustc, 1.85 at the oldest (Cargo.toml).
-    let from_env = host.env_var("NCCL_NET_GDR_LEVEL");
-    if let Some((value, i)) = from_env.and_then(|v| parse_level(&v).map(|i| (v, i))) {
-        return (i, format!("NCCL_NET_GDR_LEVEL={value} in the environment"));
-    }
-    // NV_PEER_MEM_NCCL_CONF (tests) is read on the node only: a dump
-    // holds the root's /etc/nccl.conf.
-    let conf = std::env::var_os("NV_PEER_MEM_NCCL_CONF")
-        .filter(|_| !host.is_replay())
-        .map_or_else(|| host.root_path("etc/nccl.conf"), std::path::PathBuf::from);
-    let text = host.text(&conf).unwrap_or_default();
-    let conf = if conf.starts_with(&host.root) {
-        format!(
-            "/{}",
-            conf.strip_prefix(&host.root).unwrap_or(&conf).display()
-        )
-    } else {
-        conf.display().to_string()
+    let default = parse_level("PXB").expect("PXB");
+    let found = match host.env_var("NCCL_NET_GDR_LEVEL") {
+        Some(value) => Some((value, "the environment".to_owned())),
+        None => conf_files(host).into_iter().find_map(|(path, shown)| {
+            let text = host.text(&path).ok()?;
+            conf_value(&text, "NCCL_NET_GDR_LEVEL").map(|v| (v, shown))
+        }),
     };
-    let from_file = text.lines().find_map(|line| {
-        let value = line.trim().strip_prefix("NCCL_NET_GDR_LEVEL=")?;
-        parse_level(value).map(|i| (value.trim().to_owned(), i))
-    });
-    if let Some((value, i)) = from_file {
-        return (i, format!("NCCL_NET_GDR_LEVEL={value} in {conf}"));
+    match found {
+        None => (default, "NCCL's default, PXB".to_owned()),
+        Some((value, from)) => match parse_level(&value) {
+            Some(i) => (i, format!("NCCL_NET_GDR_LEVEL={value} in {from}")),
+            None => (
+                default,
+                format!(
+                    "NCCL's default, PXB (NCCL_NET_GDR_LEVEL={value:?} in {from} is no level NCCL knows)"
+                ),
+            ),
+        },
     }
-    (
-        parse_level("PXB").expect("PXB"),
-        "NCCL's default, PXB".to_owned(),
-    )
 }
 
 /// Whether NCCL uses GPUDirect RDMA over a path of @distance at @level.
@@ -138,6 +226,41 @@ mod tests {
         assert_eq!(parse_level("9").map(level_name), Some("SYS"));
         assert_eq!(parse_level("pxb"), None); // NCCL compares case-sensitively
         assert_eq!(parse_level("far"), None);
+        // strcmp, then strtol(str, NULL, 0) when the first character is a digit
+        assert_eq!(parse_level(" PXB"), None);
+        assert_eq!(parse_level("PXB "), None);
+        assert_eq!(parse_level(""), None);
+        assert_eq!(parse_level("0x2").map(level_name), Some("PXB"));
+        assert_eq!(parse_level("010").map(level_name), Some("SYS"));
+        assert_eq!(parse_level("3abc").map(level_name), Some("PHB"));
+        assert_eq!(parse_level("0x").map(level_name), Some("LOC"));
+    }
+
+    #[test]
+    fn a_configuration_file_as_nccls_set_env_file_reads_it() {
+        let text = "#NCCL_NET_GDR_LEVEL=SYS\nNCCL_NET_GDR_LEVEL=PHB\nNCCL_NET_GDR_LEVEL=SYS\n";
+        assert_eq!(
+            conf_value(text, "NCCL_NET_GDR_LEVEL").as_deref(),
+            Some("PHB")
+        );
+        // no trimming: a spaced name is another variable, a spaced value kept
+        assert_eq!(
+            conf_value("NCCL_NET_GDR_LEVEL = SYS\n", "NCCL_NET_GDR_LEVEL"),
+            None
+        );
+        assert_eq!(
+            conf_value("NCCL_NET_GDR_LEVEL= SYS\n", "NCCL_NET_GDR_LEVEL").as_deref(),
+            Some(" SYS")
+        );
+        // the first line wins even when its value is no level
+        assert_eq!(
+            conf_value(
+                "NCCL_NET_GDR_LEVEL=far\nNCCL_NET_GDR_LEVEL=SYS\n",
+                "NCCL_NET_GDR_LEVEL"
+            )
+            .as_deref(),
+            Some("far")
+        );
     }
 
     #[test]

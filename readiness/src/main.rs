@@ -81,12 +81,15 @@ Exit status:
 The first status in this order that applies is the one returned; every
 problem is listed in the output (--json: each fact with its problem).
 
-NCCL's level for GPUDirect RDMA is NCCL_NET_GDR_LEVEL from the environment
-or /etc/nccl.conf, as NCCL reads it; PXB when unset.
+NCCL's level for GPUDirect RDMA is NCCL_NET_GDR_LEVEL's first value as NCCL
+reads it: the environment, then the file NCCL_CONF_FILE names or else
+~/.nccl.conf (of the user running this), then /etc/nccl.conf; PXB when
+unset or not a level NCCL knows.
 
 Environment: NV_PEER_MEM_SYSFS (/sys) and NV_PEER_MEM_PROC (/proc) read
 another tree; NV_PEER_MEM_NVIDIA_SMI names another nvidia-smi,
-NV_PEER_MEM_NCCL_CONF another nccl.conf; NV_PEER_MEM_ROOT (/) the root
+NV_PEER_MEM_NCCL_CONF another /etc/nccl.conf and NV_PEER_MEM_USER_NCCL_CONF
+another ~/.nccl.conf; NV_PEER_MEM_ROOT (/) the root
 that holds /lib/modules, /boot and /var/lib/dkms for --kernel and
 --next-boot.
 ";

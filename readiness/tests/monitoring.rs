@@ -248,6 +248,8 @@ fn nhc(t: &Tree, check: &str, binary: &Path) -> (i32, String) {
         .env("NV_PEER_MEM_ROOT", &t.root)
         .env("NV_PEER_MEM_SERVICE", "/nonexistent/nv_peer_mem-service")
         .env("NV_PEER_MEM_NCCL_CONF", "/nonexistent/nccl.conf")
+        .env("NV_PEER_MEM_USER_NCCL_CONF", "/nonexistent/user-nccl.conf")
+        .env_remove("NCCL_CONF_FILE")
         .env("NV_PEER_MEM_NVIDIA_SMI", "/nonexistent/nvidia-smi")
         .env("GPUDIRECT_RDMA_CHECK", binary)
         .env_remove("NCCL_NET_GDR_LEVEL")

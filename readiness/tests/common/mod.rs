@@ -465,6 +465,8 @@ impl Tree {
             .env("NV_PEER_MEM_ROOT", &self.root)
             .env("NV_PEER_MEM_SERVICE", "/nonexistent/nv_peer_mem-service")
             .env("NV_PEER_MEM_NCCL_CONF", "/nonexistent/nccl.conf")
+            .env("NV_PEER_MEM_USER_NCCL_CONF", "/nonexistent/user-nccl.conf")
+            .env_remove("NCCL_CONF_FILE")
             .env_remove("NCCL_NET_GDR_LEVEL")
             .env(
                 "NV_PEER_MEM_NVIDIA_SMI",
