@@ -271,7 +271,7 @@ mod tests {
         assert!(!nccl_within(Distance::Phb, pxb));
         assert!(!nccl_within(Distance::Node, pxb));
         assert!(!nccl_within(Distance::Sys, pxb));
-        // P2C (the C2C default since 2.29.2) admits the same on a PCIe host
+        // P2C (2.30.7's default level with NCCL_NET_GDR_C2C) admits the same on a PCIe host
         let p2c = parse_level("P2C").unwrap();
         assert!(nccl_within(Distance::Pxb, p2c) && !nccl_within(Distance::Phb, p2c));
         // PHB admits NODE too: NCCL's CPU nodes are NUMA nodes
