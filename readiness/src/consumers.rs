@@ -120,7 +120,12 @@ fn conf_value(text: &str, name: &str) -> Option<String> {
 /// `NV_PEER_MEM_USER_NCCL_CONF` and `NV_PEER_MEM_NCCL_CONF` (tests) stand
 /// for the last two on a node, never in a replay (a dump holds the files).
 fn conf_files(host: &Host) -> Vec<(std::path::PathBuf, String)> {
-    let test_file = |var: &str| std::env::var_os(var).filter(|_| !host.is_replay());
+    // A test's stand-in, shown by its own name.
+    let test_file = |var: &str| {
+        let file = std::path::PathBuf::from(std::env::var_os(var).filter(|_| !host.is_replay())?);
+        let shown = file.display().to_string();
+        Some((file, shown))
+    };
     let mut files = Vec::new();
     match host.env_var("NCCL_CONF_FILE").filter(|f| !f.is_empty()) {
         Some(file) => {
@@ -130,21 +135,17 @@ fn conf_files(host: &Host) -> Vec<(std::path::PathBuf, String)> {
         }
         None => {
             if let Some(file) = test_file("NV_PEER_MEM_USER_NCCL_CONF") {
-                let shown = std::path::PathBuf::from(&file).display().to_string();
-                files.push((file.into(), shown));
+                files.push(file);
             } else if let Some(home) = user_home(host) {
                 let file = format!("{}/.nccl.conf", home.trim_end_matches('/'));
                 files.push((host.root_path(file.trim_start_matches('/')), file));
             }
         }
     }
-    match test_file("NV_PEER_MEM_NCCL_CONF") {
-        Some(file) => {
-            let shown = std::path::PathBuf::from(&file).display().to_string();
-            files.push((file.into(), shown));
-        }
-        None => files.push((host.root_path("etc/nccl.conf"), "/etc/nccl.conf".to_owned())),
-    }
+    files.push(
+        test_file("NV_PEER_MEM_NCCL_CONF")
+            .unwrap_or_else(|| (host.root_path("etc/nccl.conf"), "/etc/nccl.conf".to_owned())),
+    );
     files
 }
 

@@ -171,8 +171,14 @@ fn unknown(check: &'static str, message: String) -> Fact {
 
 /// Where a module file came from, by where packages put it
 /// (docs/next-boot.md, "Where the module came from").
+/// Whether @relative (a module's path under /lib/modules/<release>) is
+/// where DKMS installs its builds.
+fn from_dkms(relative: &str) -> bool {
+    relative.starts_with("updates/dkms/")
+}
+
 fn origin(root: &Path, release: &str, relative: &str) -> String {
-    if relative.starts_with("updates/dkms/") {
+    if from_dkms(relative) {
         return "DKMS's build".into();
     }
     if relative.starts_with("weak-updates/") {
@@ -275,10 +281,7 @@ fn judge(
     };
     // DKMS's build is mended by DKMS; a package's (or --module's, a
     // package's file about to be unpacked) by a new build of the package.
-    let by_dkms = module_file.is_none()
-        && installed
-            .file_of(MODULE)
-            .is_some_and(|f| f.starts_with("updates/dkms/"));
+    let by_dkms = module_file.is_none() && installed.file_of(MODULE).is_some_and(from_dkms);
     let path = match (module_file, installed.file_of(MODULE)) {
         (Some(file), _) => {
             facts.push(Fact::info(

@@ -41,41 +41,27 @@ pub fn nccl_harness_command(args: &NcclHarnessArgs) -> Result<()> {
         println!("Built: {}", harness.display());
         for file in &args.files {
             println!("== NCCL {release}: {}", file.display());
-            let out = run(&harness, file, &[])?;
+            let out = run(&harness, file)?;
             print!("{out}");
         }
     }
     Ok(())
 }
 
-/// The harness's output for @file under @env (NCCL's environment
-/// variables), or the error with what it printed.
-pub fn run(harness: &Path, file: &Path, env: &[(&str, &str)]) -> Result<String> {
-    let mut cmd = Command::new(harness);
-    cmd.arg(file)
-        // A fixed host: NCCL hashes the host name and boot id otherwise
-        // (misc/utils.cc, getHostHash), which only names the host.
-        .env("NCCL_HOSTID", "nccl-harness")
-        // NCCL reads these before its environment (misc/param.cc); a
-        // developer's own must not change what the harness computes.
-        .env("HOME", "/nonexistent")
-        .env_remove("NCCL_CONF_FILE");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd
-        .output()
-        .with_context(|| format!("running {}", harness.display()))?;
-    ensure!(
-        out.status.success(),
-        "{} {} failed ({}): {}{}",
-        harness.display(),
-        file.display(),
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+/// The harness's output for @file, or the error with what it said.
+pub fn run(harness: &Path, file: &Path) -> Result<String> {
+    crate::tool::stdout(
+        Command::new(harness)
+            .arg(file)
+            // A fixed host: NCCL hashes the host name and boot id otherwise
+            // (misc/utils.cc, getHostHash), which only names the host.
+            .env("NCCL_HOSTID", "nccl-harness")
+            // NCCL reads the file this names before ~/.nccl.conf and
+            // /etc/nccl.conf (misc/param.cc), which node_files.cc keeps
+            // away from the build host's; a developer's own must not
+            // change what the harness computes either.
+            .env_remove("NCCL_CONF_FILE"),
+    )
 }
 
 /// Builds target/nccl-harness/<release>/nccl-harness (again only what
