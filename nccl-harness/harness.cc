@@ -78,5 +78,11 @@ int main(int argc, char** argv) {
   // (graph/paths.cc, ncclTopoCheckP2p): there is no NVML here, so P2P
   // between GPUs is decided by the topology alone.
   setenv("NCCL_IGNORE_DISABLED_P2P", "2", 1);
-  return run(argv[1]) == ncclSuccess ? 0 : 1;
+  ncclResult_t result = run(argv[1]);
+  if (result != ncclSuccess) {
+    fprintf(stderr, "nccl-harness: NCCL's code failed on %s (ncclResult_t %d); NCCL_DEBUG=WARN shows NCCL's reason\n",
+            argv[1], (int)result);
+    return 1;
+  }
+  return 0;
 }
