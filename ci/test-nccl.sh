@@ -8,14 +8,14 @@
 #     NIC pair (path type, GDR for reads and writes, PXN's proxy rank)
 #     with what NCCL's documented rules say;
 #   - runs readiness/tests/nccl_oracle.rs: the check's NCCL verdict against
-#     NCCL's own for NCCL_NET_GDR_LEVEL in the environment and in NCCL's
-#     configuration files, arrangement by arrangement;
+#     NCCL's own over the same sysfs tree (nccl-harness --sysfs), for every
+#     modelled node shape of its catalogue under four levels, and for
+#     NCCL_NET_GDR_LEVEL in the environment and in NCCL's configuration
+#     files, arrangement by arrangement;
 #   - for every real node of the readiness corpus (readiness/tests/real:
 #     lent H100/H200 hosts, each with NCCL 2.28.9's own topology dump),
 #     compares gpudirect-rdma-check's NCCL verdict over the node's dump with
 #     NCCL's own decisions over NCCL's own dump of the same node.
-# The modelled sysfs trees of the readiness corpus are not compared yet:
-# the harness reads NCCL's XML, not sysfs (docs/nccl-harness.md, "Not yet").
 # Without the NCCL fixtures it says skipped. The first run downloads
 # Debian's CUDA headers (ci/fetch-cuda-headers.sh, cached).
 # Last line: "N passed, M failed". Scratch: $NVPM_TEST_DIR (default
@@ -122,11 +122,19 @@ for node in "$root"/readiness/tests/real/*/; do
     done
 done
 
-echo "== the check's level rule against NCCL's own, arrangement by arrangement"
-# readiness/tests/nccl_oracle.rs: NCCL_NET_GDR_LEVEL in the environment and
-# in NCCL's configuration files, on a PHB and a SYS node, the check's
-# verdict for the pair against each built harness's.
-check "cargo test --test nccl_oracle: the check's NCCL verdict = NCCL's on 13 arrangements x 2 shapes x each release" \
-    env NVPM_NCCL_HARNESS_DIR="$root/target/nccl-harness" cargo test --locked -q -p readiness --test nccl_oracle -- --ignored --nocapture
+echo "== the check against NCCL's own code over the same sysfs trees"
+# readiness/tests/nccl_oracle.rs (nccl-harness --sysfs over the check's own
+# test trees): every modelled node shape of its catalogue under NCCL's
+# default level, PIX, PHB and SYS (the distance, the NIC and the verdict,
+# GPU by GPU); NCCL_NET_GDR_LEVEL in the environment and in NCCL's
+# configuration files, on a PHB and a SYS node.
+oracle() {  # oracle TEST-NAME-FILTER
+    env NVPM_NCCL_HARNESS_DIR="$root/target/nccl-harness" \
+        cargo test --locked -q -p readiness --test nccl_oracle -- --ignored --nocapture "$1"
+}
+check "nccl_oracle: every modelled node shape judged as NCCL judges it, each release" \
+    oracle every_modelled_node_is_judged_as_nccl_judges_it
+check "nccl_oracle: the check's NCCL verdict = NCCL's on 13 arrangements x 2 shapes x each release" \
+    oracle the_level_rule
 
 finish

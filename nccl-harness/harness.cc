@@ -2,12 +2,17 @@
 // nccl-harness (issue 42): NCCL's own topology and GPUDirect RDMA decision
 // code, compiled from NCCL's source in the fixtures (xtask/src/nccl_harness.rs
 // builds it; docs/nccl-harness.md says what runs and what is stubbed), run
-// over one node described as NCCL's topology XML: the form NCCL itself
-// reads from NCCL_TOPO_FILE and writes to NCCL_TOPO_DUMP_FILE. What it does
-// is the XML half of ncclTopoGetSystem() (graph/topo.cc) followed by the
-// calls init.cc makes: the cpus' host_hash rewritten as NCCL rewrites it,
-// ncclTopoGetSystemFromXml, ncclTopoComputePaths with no communicator (which
-// paths.cc supports: it skips the transports' checks). Then, for every GPU
+// over one node described either as NCCL's topology XML (the form NCCL
+// itself reads from NCCL_TOPO_FILE and writes to NCCL_TOPO_DUMP_FILE) or as
+// a sysfs tree with the node's GPUs and RDMA devices named (--sysfs: the
+// tree gpudirect-rdma-check reads). From XML it does the XML half of
+// ncclTopoGetSystem() (graph/topo.cc): the cpus' host_hash rewritten as
+// NCCL rewrites it. From sysfs it does the other half: each GPU through
+// ncclTopoFillGpu's steps, each NIC through ncclTopoProcessNet with a
+// stand-in for the net plugin, then ncclTopoTrimXml (below, sysfs()).
+// Then the calls init.cc makes: ncclTopoGetSystemFromXml,
+// ncclTopoComputePaths with no communicator (which paths.cc supports: it
+// skips the transports' checks). Then, for every GPU
 // and every NIC, what NCCL decided: the path type and bandwidth,
 // ncclTopoCheckGdr for reads and for writes, and the intermediate rank of
 // PXN. Nothing of NCCL's is re-implemented here; this file only calls it
@@ -16,9 +21,15 @@
 #include "graph.h"
 #include "graph/topo.h"
 #include "graph/xml.h"
+#include "nvmlwrap.h"
 #include "utils.h"
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
 
 static const char* gdrMode(enum ncclTopoGdrMode m) {
   switch (m) {
@@ -29,21 +40,14 @@ static const char* gdrMode(enum ncclTopoGdrMode m) {
   }
 }
 
-static ncclResult_t run(const char* file) {
-  struct ncclXml* xml;
-  NCCLCHECK(xmlAlloc(&xml, NCCL_TOPO_XML_MAX_NODES));
-  NCCLCHECK(ncclTopoGetXmlFromFile(file, xml, 1));
-  if (xml->maxIndex == 0) {
-    fprintf(stderr, "nccl-harness: %s holds no topology\n", file);
-    return ncclInvalidArgument;
-  }
-  // As ncclTopoGetSystem does with a file's cpus (graph/topo.cc).
-  struct ncclXmlNode* node;
-  NCCLCHECK(xmlFindTag(xml, "cpu", &node));
-  while (node != nullptr) {
-    NCCLCHECK(xmlSetAttrLong(node, "host_hash", getHostHash()));
-    NCCLCHECK(xmlFindNextTag(xml, "cpu", node, &node));
-  }
+// What NCCL decided for every GPU and NIC of @xml (the system built from it).
+// Defined in graph/xml.cc, declared in no header of NCCL's.
+ncclResult_t ncclTopoGetPciNode(struct ncclXml* xml, const char* busId, struct ncclXmlNode** pciNode);
+ncclResult_t ncclTopoGetXmlFromSys(struct ncclXmlNode* pciNode, struct ncclXml* xml);
+ncclResult_t ncclTopoGetXmlFromGpu(struct ncclXmlNode* pciNode, nvmlDevice_t nvmlDev, struct ncclXml* xml,
+                                   struct ncclXmlNode** gpuNodeRet);
+
+static ncclResult_t decide(struct ncclXml* xml) {
   struct ncclTopoSystem* system;
   NCCLCHECK(ncclTopoGetSystemFromXml(xml, &system, getHostHash()));
   NCCLCHECK(ncclTopoComputePaths(system, NULL));
@@ -68,20 +72,224 @@ static ncclResult_t run(const char* file) {
   return ncclSuccess;
 }
 
-int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: nccl-harness TOPOLOGY.xml (NCCL's topology XML)\n");
-    return 2;
+static ncclResult_t from_file(const char* file) {
+  struct ncclXml* xml;
+  NCCLCHECK(xmlAlloc(&xml, NCCL_TOPO_XML_MAX_NODES));
+  NCCLCHECK(ncclTopoGetXmlFromFile(file, xml, 1));
+  if (xml->maxIndex == 0) {
+    fprintf(stderr, "nccl-harness: %s holds no topology\n", file);
+    return ncclInvalidArgument;
   }
+  // As ncclTopoGetSystem does with a file's cpus (graph/topo.cc).
+  struct ncclXmlNode* node;
+  NCCLCHECK(xmlFindTag(xml, "cpu", &node));
+  while (node != nullptr) {
+    NCCLCHECK(xmlSetAttrLong(node, "host_hash", getHostHash()));
+    NCCLCHECK(xmlFindNextTag(xml, "cpu", node, &node));
+  }
+  return decide(xml);
+}
+
+// The node as --sysfs describes it: its GPUs and its RDMA devices.
+struct Gpu {
+  const char* busId;
+  int sm = 90;
+  int gdr = 1;
+};
+struct Net {
+  const char* name;
+  int gdr = 1;
+};
+static std::vector<Gpu> gpus;
+static std::vector<Net> nets;
+static std::vector<std::string> netPaths;
+
+// The net plugin (net_ib.cc's ncclIbGetProperties) as the harness stands
+// for it: the devices named, in the order given; each one's pciPath is
+// where /sys/class/infiniband/<name>/device leads (net_ib.cc's
+// ncclIbGetPciPath, without its merging of ports and VFs onto function 0);
+// ptrSupport has NCCL_PTR_CUDA where the description says GPU memory can
+// be registered (net_ib.cc: ncclIbGdrSupport, nv_peer_mem's or
+// nvidia_peermem's file). The rest are the values net_ib.cc gives a
+// ConnectX-7 port; they change no GPU x NIC decision.
+static ncclResult_t netDevCount(int, int* physical, int* virt) {
+  *physical = (int)nets.size();
+  *virt = 0;
+  return ncclSuccess;
+}
+static ncclResult_t netSetVirtDevCount(int, int) { return ncclSuccess; }
+static ncclResult_t netDevices(int* n) {
+  *n = (int)nets.size();
+  return ncclSuccess;
+}
+static ncclResult_t netProperties(int dev, ncclNetProperties_t* props) {
+  memset(props, 0, sizeof(*props));
+  props->name = (char*)nets[dev].name;
+  props->pciPath = netPaths[dev].empty() ? nullptr : (char*)netPaths[dev].c_str();
+  props->guid = 0x1000 + dev;
+  props->ptrSupport = NCCL_PTR_HOST | (nets[dev].gdr ? NCCL_PTR_CUDA : 0);
+  props->speed = 400000;
+  props->port = 1;
+  props->latency = 0;
+  props->maxComms = 65536;
+  props->maxRecvs = 1;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0)
+  props->railId = NCCL_NET_ID_UNDEF;
+  props->planeId = NCCL_NET_ID_UNDEF;
+#endif
+  return ncclSuccess;
+}
+
+static const char* cpuVendor = "GenuineIntel";
+static int cpuFamily = 6, cpuModel = 207;
+
+static ncclResult_t from_sysfs(const char* dump) {
+  struct ncclXml* xml;
+  NCCLCHECK(xmlAlloc(&xml, NCCL_TOPO_XML_MAX_NODES));
+  struct ncclXmlNode* top;
+  NCCLCHECK(xmlAddNode(xml, NULL, "system", &top));
+  NCCLCHECK(xmlSetAttrInt(top, "version", NCCL_TOPO_XML_VERSION));
+  // The CPUs NCCL would describe from cpuid (xml.cc, ncclTopoGetXmlFromCpu)
+  // are the node's, not the build host's: one per NUMA id a root port may
+  // name (-1 to 7), the description's vendor and model; NCCL's trim below
+  // removes those no device reaches.
+  for (int numa = -1; numa < 8; numa++) {
+    struct ncclXmlNode* cpu;
+    NCCLCHECK(xmlAddNode(xml, top, "cpu", &cpu));
+    NCCLCHECK(xmlSetAttrLong(cpu, "host_hash", getHostHash()));
+    NCCLCHECK(xmlSetAttrInt(cpu, "numaid", numa));
+    NCCLCHECK(xmlSetAttr(cpu, "arch", "x86_64"));
+    NCCLCHECK(xmlSetAttr(cpu, "vendor", cpuVendor));
+    NCCLCHECK(xmlSetAttrInt(cpu, "familyid", cpuFamily));
+    NCCLCHECK(xmlSetAttrInt(cpu, "modelid", cpuModel));
+  }
+  // Each GPU as ncclTopoFillGpu (xml.cc) places it, its rank's as
+  // ncclTopoGetSystem marks it; with no NVML handle, the path NCCL takes
+  // when it has none: the index and compute capability come from the
+  // description as they would from a topology file's attributes, and no
+  // NVLink is probed.
+  for (size_t r = 0; r < gpus.size(); r++) {
+    struct ncclXmlNode* pci;
+    NCCLCHECK(ncclTopoGetPciNode(xml, gpus[r].busId, &pci));
+    NCCLCHECK(xmlSetAttrIfUnset(pci, "class", "0x03"));
+    NCCLCHECK(ncclTopoGetXmlFromSys(pci, xml));
+    struct ncclXmlNode* gpu;
+    NCCLCHECK(xmlAddNode(xml, pci, "gpu", &gpu));
+    NCCLCHECK(xmlSetAttrInt(gpu, "dev", (int)r));
+    NCCLCHECK(xmlSetAttrInt(gpu, "sm", gpus[r].sm));
+    NCCLCHECK(ncclTopoGetXmlFromGpu(pci, NULL, xml, &gpu));
+    NCCLCHECK(xmlSetAttrInt(gpu, "keep", 1));
+    NCCLCHECK(xmlSetAttrInt(gpu, "rank", (int)r));
+    // xmlInitAttrInt (static in topo.cc): sysfs gives a GPU no gdr.
+    NCCLCHECK(xmlSetAttrInt(gpu, "gdr", gpus[r].gdr));
+  }
+  for (const Net& n : nets) {
+    std::string link = std::string("/sys/class/infiniband/") + n.name + "/device";
+    char* path = realpath(link.c_str(), NULL);
+    netPaths.push_back(path ? path : "");
+    free(path);
+  }
+  struct ncclTopoNetInfo netInfo = {};
+  netInfo.coll = 0;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0)
+  netInfo.net = 1;
+  netInfo.maxDevsPerNic = NCCL_NET_MAX_DEVS_PER_NIC;
+  // ncclTopoGetMergePolicy (static in topo.cc) without NCCL_NET_MERGE_POLICY;
+  // read only when virtual NICs are made, which they are not here.
+  netInfo.mergePolicy = NCCL_NET_MERGE_POLICY_ALL;
+#endif
+  netInfo.netPluginIndex = 0;
+  netInfo.dmaBufSupport = false;
+  netInfo.getDevCount = netDevCount;
+  netInfo.setVirtDevCount = netSetVirtDevCount;
+  netInfo.name = "IB";
+  netInfo.getProperties = netProperties;
+  netInfo.makeVDevice = NULL;
+  netInfo.devices = netDevices;
+  NCCLCHECK(ncclTopoGetFusionEnv(&netInfo.mergeLevel, &netInfo.forceMerge));
+  NCCLCHECK(ncclTopoProcessNet(xml, NULL, &netInfo));
+  NCCLCHECK(ncclTopoTrimXml(xml));
+  if (dump != nullptr) NCCLCHECK(ncclTopoDumpXmlToFile(dump, xml));
+  return decide(xml);
+}
+
+// "NAME,key=value,...": @name gets NAME; each key's int goes to @fields.
+static bool parse(char* arg, const char** name, std::initializer_list<std::pair<const char*, int*>> fields) {
+  char* save;
+  *name = strtok_r(arg, ",", &save);
+  if (*name == nullptr) return false;
+  for (char* kv = strtok_r(NULL, ",", &save); kv != nullptr; kv = strtok_r(NULL, ",", &save)) {
+    char* eq = strchr(kv, '=');
+    if (eq == nullptr) return false;
+    *eq = '\0';
+    bool known = false;
+    for (auto& f : fields) {
+      if (strcmp(kv, f.first) == 0) {
+        char* end;
+        *f.second = (int)strtol(eq + 1, &end, 10);
+        if (*end != '\0') return false;
+        known = true;
+      }
+    }
+    if (!known) return false;
+  }
+  return true;
+}
+
+static int usage() {
+  fprintf(stderr,
+          "usage: nccl-harness TOPOLOGY.xml                 (NCCL's topology XML)\n"
+          "       nccl-harness --sysfs ROOT [--cpu VENDOR,family=F,model=M]\n"
+          "                    --gpu BUSID[,sm=90][,gdr=1]... --net NAME[,gdr=1]... [--dump FILE]\n"
+          "  ROOT holds the node's sys/ tree; BUSID as 0000:03:00.0; NAME an RDMA device\n"
+          "  (sys/class/infiniband/NAME); gdr=0: the GPU or NIC cannot register GPU memory\n");
+  return 2;
+}
+
+int main(int argc, char** argv) {
   // NCCL's own switch for its unit tests "that don't want to validate
   // against NVML at all since they are pretending to be on other hw"
   // (graph/paths.cc, ncclTopoCheckP2p): there is no NVML here, so P2P
   // between GPUs is decided by the topology alone.
   setenv("NCCL_IGNORE_DISABLED_P2P", "2", 1);
-  ncclResult_t result = run(argv[1]);
+  const char* what;
+  ncclResult_t result;
+  if (argc == 2 && argv[1][0] != '-') {
+    what = argv[1];
+    result = from_file(argv[1]);
+  } else {
+    const char* root = nullptr;
+    const char* dump = nullptr;
+    for (int i = 1; i < argc; i++) {
+      if (i + 1 >= argc) return usage();
+      char* value = argv[++i];
+      if (strcmp(argv[i - 1], "--sysfs") == 0) {
+        root = value;
+      } else if (strcmp(argv[i - 1], "--dump") == 0) {
+        dump = value;
+      } else if (strcmp(argv[i - 1], "--gpu") == 0) {
+        Gpu g;
+        if (!parse(value, &g.busId, {{"sm", &g.sm}, {"gdr", &g.gdr}})) return usage();
+        gpus.push_back(g);
+      } else if (strcmp(argv[i - 1], "--net") == 0) {
+        Net n;
+        if (!parse(value, &n.name, {{"gdr", &n.gdr}})) return usage();
+        nets.push_back(n);
+      } else if (strcmp(argv[i - 1], "--cpu") == 0) {
+        if (!parse(value, &cpuVendor, {{"family", &cpuFamily}, {"model", &cpuModel}})) return usage();
+      } else {
+        return usage();
+      }
+    }
+    if (root == nullptr || gpus.empty()) return usage();
+    // node_files.cc serves /sys from here.
+    setenv("NCCL_HARNESS_SYSFS_ROOT", root, 1);
+    what = root;
+    result = from_sysfs(dump);
+  }
   if (result != ncclSuccess) {
     fprintf(stderr, "nccl-harness: NCCL's code failed on %s (ncclResult_t %d); NCCL_DEBUG=WARN shows NCCL's reason\n",
-            argv[1], (int)result);
+            what, (int)result);
     return 1;
   }
   return 0;

@@ -338,12 +338,37 @@ fn nic_distances<'a>(
     devices: &'a [PciDevice],
 ) -> Vec<(&'a Nic, &'a PciDevice, Distance)> {
     let shape = |device: &str, index: usize| is_downstream(host, devices, device, index);
+    let merged = |usp: &str| bcm_upper_switch(host, devices, usp);
     nics.iter()
         .filter_map(|nic| {
             let dev = devices.iter().find(|d| d.address == nic.address)?;
-            Some((nic, dev, topology::distance(gpu, dev, &shape)))
+            Some((nic, dev, topology::distance(gpu, dev, &shape, &merged)))
         })
         .collect()
+}
+
+/// The upstream port of the upper level of the Broadcom PEX switch whose
+/// lower level's upstream port is @usp: NCCL flattens the two levels such
+/// a switch shows into one switch (graph/topo.cc,
+/// ncclTopoFlattenBcmSwitches: a switch of NCCL's tree, where every
+/// second directory is a switch, with a child switch of the same
+/// generation). None for any other switch, and where the ids cannot be
+/// read (NCCL then sees no Broadcom switch either).
+fn bcm_upper_switch(host: &Host, devices: &[PciDevice], usp: &str) -> Option<String> {
+    let ids = |d: &PciDevice| -> Option<[u16; 4]> {
+        let mut out = [d.vendor, d.device, 0, 0];
+        for (i, file) in [(2, "subsystem_vendor"), (3, "subsystem_device")] {
+            out[i] = host.hex(&d.dir.join(file)).ok()? as u16;
+        }
+        Some(out)
+    };
+    let lower = devices.iter().find(|d| d.address == usp)?;
+    let generation = topology::bcm_generation(ids(lower)?, 1)?;
+    // Its parent is the upper switch's downstream port, whose parent is
+    // that switch's upstream port.
+    let upper_address = lower.chain.len().checked_sub(3).map(|i| &lower.chain[i])?;
+    let upper = devices.iter().find(|d| &d.address == upper_address)?;
+    (topology::bcm_generation(ids(upper)?, 0) == Some(generation)).then(|| upper.address.clone())
 }
 
 /// A switch downstream port: from config space where it can be read,

@@ -54,17 +54,46 @@ pub fn downstream_by_shape(index: usize) -> bool {
     index >= 3 && index % 2 == 1
 }
 
+/// The generation of a Broadcom PEX switch port at @level of the two
+/// levels such a switch shows in sysfs (0 upper, 1 lower), from its ids:
+/// NCCL's getBcmGen (graph/topo.cc, 2.28.9 and 2.30.7), which reads them
+/// as one 64-bit id, vendor, device, subsystem vendor, subsystem device:
+/// Gen4 `0x1000c0101000a???` at either level, Gen5 `0x1000c03010000???`
+/// (upper) and `0x1000c03010001???` (lower).
+pub fn bcm_generation(ids: [u16; 4], level: u64) -> Option<u8> {
+    let id = ids
+        .iter()
+        .fold(0u64, |acc, part| (acc << 16) | u64::from(*part));
+    if id & 0xffff_ffff_ffff_f000 == 0x1000_c010_1000_a000 {
+        Some(4)
+    } else if id & 0xffff_ffff_ffff_f000 == 0x1000_c030_1000_0000 | (level * 0x1000) {
+        Some(5)
+    } else {
+        None
+    }
+}
+
 /// The distance between @a and @b; `is_downstream(address, index)` tells
-/// switch downstream ports from other bridges.
+/// switch downstream ports from other bridges; `merged_into(upstream
+/// port)` names the upstream port of the switch NCCL makes one with it
+/// (a Broadcom PEX switch's lower level: NCCL's
+/// ncclTopoFlattenBcmSwitches), None for most switches.
 pub fn distance(
     a: &PciDevice,
     b: &PciDevice,
     is_downstream: &dyn Fn(&str, usize) -> bool,
+    merged_into: &dyn Fn(&str) -> Option<String>,
 ) -> Distance {
     if a.root() != b.root() {
-        return match (a.numa_node, b.numa_node) {
-            (Some(x), Some(y)) if x != y => Distance::Sys,
-            _ => Distance::Node,
+        // NCCL's CPUs are the NUMA ids the kernel prints, -1 one of them
+        // (graph/xml.cc, ncclTopoGetXmlFromSys: a `cpu` per numa_node
+        // text), so a node the firmware left unset (-1) is another CPU
+        // than a known one: SYS. Two unset are one CPU, as are two equal
+        // (docs/diagnostics.md, "Distance"; the oracle: tests/nccl_oracle.rs).
+        return if a.numa_node == b.numa_node {
+            Distance::Node
+        } else {
+            Distance::Sys
         };
     }
     let common = common_depth(a, b);
@@ -84,7 +113,7 @@ pub fn distance(
         } else {
             &chain[index]
         };
-        switches.insert(id.clone());
+        switches.insert(merged_into(id).unwrap_or_else(|| id.clone()));
     };
     add(&a.chain, meet);
     for chain in [&a.chain, &b.chain] {
@@ -154,7 +183,7 @@ mod tests {
     }
 
     fn d(a: &PciDevice, b: &PciDevice) -> Distance {
-        distance(a, b, &|_, i| downstream_by_shape(i))
+        distance(a, b, &|_, i| downstream_by_shape(i), &|_| None)
     }
 
     #[test]
@@ -201,6 +230,11 @@ mod tests {
         assert_eq!(d(&gpu, &far), Distance::Sys);
         let same_node = dev("pci0000:40/0000:40:01.0/0000:41:00.0", Some(0));
         assert_eq!(d(&gpu, &same_node), Distance::Node);
+        // NUMA node -1 (unset) is NCCL's CPU "-1": another than node 0.
+        let unset = dev("pci0000:40/0000:40:01.0/0000:41:00.0", None);
+        assert_eq!(d(&gpu, &unset), Distance::Sys);
+        let unset_too = dev("pci0000:80/0000:80:01.0/0000:81:00.0", None);
+        assert_eq!(d(&unset, &unset_too), Distance::Node);
         assert!(bridges_between(&gpu, &far).is_empty());
     }
 
@@ -218,6 +252,33 @@ mod tests {
         let gpu = dev("pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0", Some(0));
         let nic = dev("pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.1", Some(0));
         // both right below 01:00.0: one bridge
-        assert_eq!(distance(&gpu, &nic, &|_, _| false), Distance::Pix);
+        assert_eq!(
+            distance(&gpu, &nic, &|_, _| false, &|_| None),
+            Distance::Pix
+        );
+    }
+
+    #[test]
+    fn a_broadcom_switchs_two_levels_are_one_switch() {
+        // below one upper switch (01:00.0), two lower ones (03:00.0, 06:00.0)
+        let up = "pci0000:00/0000:00:01.0/0000:01:00.0";
+        let gpu = dev(
+            &format!("{up}/0000:02:00.0/0000:03:00.0/0000:04:00.0/0000:05:00.0"),
+            Some(0),
+        );
+        let nic = dev(
+            &format!("{up}/0000:02:01.0/0000:06:00.0/0000:07:00.0/0000:08:00.0"),
+            Some(0),
+        );
+        let shape = |_: &str, i: usize| downstream_by_shape(i);
+        assert_eq!(distance(&gpu, &nic, &shape, &|_| None), Distance::Pxb);
+        let merged = |usp: &str| (usp != "0000:01:00.0").then(|| "0000:01:00.0".to_owned());
+        assert_eq!(distance(&gpu, &nic, &shape, &merged), Distance::Pix);
+        // NCCL's ids (graph/topo.cc, getBcmGen)
+        assert_eq!(bcm_generation([0x1000, 0xc030, 0x1000, 0x0001], 0), Some(5));
+        assert_eq!(bcm_generation([0x1000, 0xc030, 0x1000, 0x1001], 1), Some(5));
+        assert_eq!(bcm_generation([0x1000, 0xc030, 0x1000, 0x1001], 0), None);
+        assert_eq!(bcm_generation([0x1000, 0xc010, 0x1000, 0xa064], 1), Some(4));
+        assert_eq!(bcm_generation([0x10b5, 0xc010, 0x10b5, 0xa064], 0), None);
     }
 }

@@ -1,12 +1,15 @@
 //! NCCL's own code as the oracle (issue 42; docs/nccl-harness.md): the
-//! check's NCCL verdict for a GPU and its NIC equals NCCL's, computed by
-//! NCCL's own code (nccl-harness, both fixture releases), on the same node
-//! shape under every arrangement of `NCCL_NET_GDR_LEVEL` in the
-//! environment and in NCCL's configuration files. The node is described
-//! twice, as a sysfs tree for the check (tests/common) and as NCCL's
-//! topology XML for the harness (nccl-harness/topologies): the harness does
-//! not read sysfs yet, so what these tests hold is the level rule, with the
-//! distance of each shape NCCL's own (PHB, SYS).
+//! check's NCCL verdict for each GPU and its NIC equals NCCL's, computed by
+//! NCCL's own code (nccl-harness, both fixture releases) over the same
+//! sysfs tree the check reads (`nccl-harness --sysfs`: NCCL climbs the
+//! tree's /sys/class/pci_bus links and reads its files as on a node):
+//!   - every modelled node shape of the catalogue below (one switch, two
+//!     levels, host bridges, NUMA nodes, a NUMA node the firmware left
+//!     unset, a VM's flat bus, Broadcom's two-level PEX switches, the
+//!     8-GPU reference node) under NCCL's default level and under PHB and
+//!     SYS: the distance class, the NIC and the GPUDirect RDMA verdict;
+//!   - `NCCL_NET_GDR_LEVEL` in the environment and in NCCL's configuration
+//!     files, in 13 arrangements, on a PHB and a SYS node.
 //!
 //! Ignored by a plain `cargo test`: ci/test-nccl.sh runs them once it has
 //! built the harnesses (`cargo xtask nccl-harness`), with
@@ -150,8 +153,9 @@ const ARRANGEMENTS: [Arrangement; 13] = [
     },
 ];
 
-/// The shapes: the check's tree and the harness's XML of the same node.
-fn shape(name: &str) -> (Tree, PathBuf) {
+/// The two nodes of the level rule: a GPU and mlx5_0 on two root ports of
+/// one host bridge (PHB), or of two NUMA nodes (SYS).
+fn shape(name: &str) -> Tree {
     let t = Tree::new(&format!("oracle-{name}"));
     match name {
         "sys" => {
@@ -170,9 +174,54 @@ fn shape(name: &str) -> (Tree, PathBuf) {
     }
     t.nvidia_open_580();
     t.mofed_with("nv_peer_mem");
-    let xml = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("../nccl-harness/topologies/{name}.xml"));
-    (t, xml)
+    t
+}
+
+/// NCCL's decisions over @t's sysfs tree, by @harness: one line per GPU x
+/// NIC pair, `gpu BUS rank R net N path P bw B hops H gdr_read X gdr_write
+/// Y proxy_rank Z`, ranks in the order of @gpus and nets of @nets.
+fn nccl_over_tree(
+    harness: &Path,
+    t: &Tree,
+    gpus: &[String],
+    nets: &[String],
+    env: &[(&str, PathBuf)],
+) -> Vec<String> {
+    let mut cmd = Command::new(harness);
+    cmd.arg("--sysfs").arg(&t.root);
+    for g in gpus {
+        cmd.args(["--gpu", g]);
+    }
+    for n in nets {
+        cmd.args(["--net", n]);
+    }
+    cmd.env("NCCL_HOSTID", "nccl-harness")
+        .env_remove("NCCL_NET_GDR_LEVEL")
+        .env_remove("NCCL_CONF_FILE")
+        .env_remove("NCCL_HARNESS_ETC_NCCL_CONF")
+        .env_remove("NCCL_HARNESS_HOME_NCCL_CONF");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}: {:?}", harness.display(), out);
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("gpu "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The value after @key in a harness line.
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    let mut words = line.split_whitespace();
+    while let Some(w) = words.next() {
+        if w == key {
+            return words.next().unwrap_or("");
+        }
+    }
+    panic!("no {key} in {line}")
 }
 
 /// The check's answer: does NCCL use GPUDirect RDMA between the GPU and
@@ -212,37 +261,35 @@ fn check_says(t: &Tree, a: &Arrangement) -> (bool, String) {
     (line.contains("NCCL uses GPUDirect RDMA"), line)
 }
 
-/// NCCL's own answer for the same arrangement, from @harness over @xml.
-fn nccl_says(harness: &Path, xml: &Path, t: &Tree, a: &Arrangement) -> (bool, String) {
-    let mut cmd = Command::new(harness);
-    cmd.arg(xml)
-        .env("NCCL_HOSTID", "nccl-harness")
-        .env_remove("NCCL_NET_GDR_LEVEL")
-        .env_remove("NCCL_CONF_FILE")
-        .env_remove("NCCL_HARNESS_ETC_NCCL_CONF")
-        .env_remove("NCCL_HARNESS_HOME_NCCL_CONF");
+/// NCCL's own answer for the same arrangement, from @harness over the
+/// same tree.
+fn nccl_says(harness: &Path, t: &Tree, a: &Arrangement) -> (bool, String) {
+    let mut env: Vec<(&str, PathBuf)> = Vec::new();
     if a.home.is_some() {
-        cmd.env("NCCL_HARNESS_HOME_NCCL_CONF", t.root.join("home-nccl.conf"));
+        env.push(("NCCL_HARNESS_HOME_NCCL_CONF", t.root.join("home-nccl.conf")));
     }
     if a.etc.is_some() {
-        cmd.env("NCCL_HARNESS_ETC_NCCL_CONF", t.root.join("etc-nccl.conf"));
+        env.push(("NCCL_HARNESS_ETC_NCCL_CONF", t.root.join("etc-nccl.conf")));
     }
     if a.conf_file.is_some() {
-        cmd.env("NCCL_CONF_FILE", t.root.join("site/nccl.conf"));
+        env.push(("NCCL_CONF_FILE", t.root.join("site/nccl.conf")));
     }
     if let Some(v) = a.env {
-        cmd.env("NCCL_NET_GDR_LEVEL", v);
+        env.push(("NCCL_NET_GDR_LEVEL", PathBuf::from(v)));
     }
-    let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{}: {:?}", harness.display(), out);
-    let text = String::from_utf8(out.stdout).unwrap();
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("gpu "))
-        .unwrap_or_else(|| panic!("no pair from the harness:\n{text}"))
-        .to_owned();
-    let read = line.contains("gdr_read on");
-    let write = line.contains("gdr_write on");
+    let lines = nccl_over_tree(
+        harness,
+        t,
+        &["0000:01:00.0".to_owned()],
+        &["mlx5_0".to_owned()],
+        &env,
+    );
+    let line = lines
+        .first()
+        .unwrap_or_else(|| panic!("no pair from the harness"))
+        .clone();
+    let read = field(&line, "gdr_read") == "on";
+    let write = field(&line, "gdr_write") == "on";
     assert_eq!(
         read, write,
         "reads and writes differ (the check has one answer): {line}"
@@ -254,10 +301,10 @@ fn differential(name: &str) {
     let harnesses = harnesses();
     let mut differ = Vec::new();
     for a in &ARRANGEMENTS {
-        let (t, xml) = shape(name);
+        let t = shape(name);
         let (ours, our_line) = check_says(&t, a);
         for (release, harness) in &harnesses {
-            let (theirs, their_line) = nccl_says(harness, &xml, &t, a);
+            let (theirs, their_line) = nccl_says(harness, &t, a);
             println!("{name}, {}: check {ours}, NCCL {release} {theirs}", a.what);
             if ours != theirs {
                 differ.push(format!(
@@ -284,4 +331,247 @@ fn the_level_rule_on_a_phb_node_is_nccls() {
 #[ignore = "needs cargo xtask nccl-harness; run by ci/test-nccl.sh"]
 fn the_level_rule_on_a_sys_node_is_nccls() {
     differential("sys");
+}
+
+/// The catalogue of modelled nodes NCCL judges: (name, tree). Each is a
+/// shape a real kernel shows (tests/common: the kernel's files and links);
+/// every node has MLNX_OFED with nv_peer_mem, so the distance decides.
+fn catalogue() -> Vec<(&'static str, Tree)> {
+    const GIB: u64 = 1 << 30;
+    let mut out = Vec::new();
+    let t = one_switch("oracle-one-switch", None);
+    t.mofed_with("nv_peer_mem");
+    out.push(("one switch: GPU and NIC below it", t));
+    out.push((
+        "8 GPUs and 8 NICs, a switch per pair, two sockets",
+        eight_by_eight(0),
+    ));
+
+    let t = Tree::new("oracle-two-levels");
+    let rp = "pci0000:00/0000:00:01.0";
+    t.bridge(rp, 4, None, 0);
+    t.bridge(&format!("{rp}/0000:01:00.0"), 5, None, 0);
+    t.bridge(&format!("{rp}/0000:01:00.0/0000:02:00.0"), 6, None, 0);
+    t.bridge(
+        &format!("{rp}/0000:01:00.0/0000:02:00.0/0000:03:00.0"),
+        5,
+        None,
+        0,
+    );
+    t.bridge(
+        &format!("{rp}/0000:01:00.0/0000:02:00.0/0000:03:00.0/0000:04:00.0"),
+        6,
+        None,
+        0,
+    );
+    t.gpu(
+        &format!("{rp}/0000:01:00.0/0000:02:00.0/0000:03:00.0/0000:04:00.0/0000:05:00.0"),
+        0x2330,
+        0,
+        128 * GIB,
+    );
+    t.bridge(&format!("{rp}/0000:01:00.0/0000:02:01.0"), 6, None, 0);
+    t.nic(
+        &format!("{rp}/0000:01:00.0/0000:02:01.0/0000:06:00.0"),
+        "mlx5_0",
+        0,
+    );
+    out.push(("two levels of switches between GPU and NIC", t));
+
+    let t = Tree::new("oracle-root-ports");
+    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
+    t.bridge("pci0000:00/0000:00:01.0/0000:01:00.0", 5, None, 0);
+    t.bridge(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0",
+        6,
+        None,
+        0,
+    );
+    t.gpu(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0",
+        0x2330,
+        0,
+        128 * GIB,
+    );
+    t.bridge("pci0000:00/0000:00:02.0", 4, None, 0);
+    t.nic("pci0000:00/0000:00:02.0/0000:04:00.0", "mlx5_0", 0);
+    out.push(("GPU behind a switch, NIC on another root port", t));
+
+    for (name, gpu_numa, nic_numa) in [
+        ("two host bridges of one NUMA node", 0, 0),
+        ("two NUMA nodes", 0, 1),
+        ("the GPU's NUMA node unset by the firmware (-1)", -1, 0),
+        ("both NUMA nodes unset (-1)", -1, -1),
+    ] {
+        let t = Tree::new("oracle-host-bridges");
+        t.bridge("pci0000:00/0000:00:01.0", 4, None, gpu_numa);
+        t.gpu(
+            "pci0000:00/0000:00:01.0/0000:01:00.0",
+            0x2330,
+            gpu_numa,
+            128 * GIB,
+        );
+        t.bridge("pci0000:40/0000:40:01.0", 4, None, nic_numa);
+        t.nic("pci0000:40/0000:40:01.0/0000:41:00.0", "mlx5_0", nic_numa);
+        out.push((name, t));
+    }
+
+    let t = Tree::new("oracle-flat");
+    t.gpu("pci0000:00/0000:00:06.0", 0x2330, -1, 128 * GIB);
+    t.nic("pci0000:00/0000:00:07.0", "mlx5_0", -1);
+    t.vm();
+    out.push(("a VM: GPU and NIC on the root bus", t));
+
+    // Broadcom's PEX switches (vendor 0x1000): a Gen5 PEX89000 shows itself
+    // as two levels, its upper switch subsystem 0x1000:0x0xxx, its lower
+    // 0x1000:0x1xxx, both device 0xc030 (NCCL graph/topo.cc, getBcmGen).
+    let t = Tree::new("oracle-broadcom");
+    let rp = "pci0000:00/0000:00:01.0";
+    t.bridge(rp, 4, None, 0);
+    let usp = format!("{rp}/0000:01:00.0");
+    let mut ports = vec![(usp.clone(), 5, 0x0001)];
+    // Two lower switches, the GPU below one, the NIC below the other.
+    for (i, end) in [(0u8, "gpu"), (1, "nic")] {
+        let dsp = format!("{usp}/0000:02:0{i}.0");
+        let usp2 = format!("{dsp}/0000:0{}:00.0", 3 + 3 * i);
+        let dsp2 = format!("{usp2}/0000:0{}:00.0", 4 + 3 * i);
+        let device = format!("{dsp2}/0000:0{}:00.0", 5 + 3 * i);
+        ports.push((dsp, 6, 0x0001));
+        ports.push((usp2, 5, 0x1001));
+        ports.push((dsp2, 6, 0x1001));
+        if end == "gpu" {
+            t.gpu(&device, 0x2330, 0, 128 * GIB);
+        } else {
+            t.nic(&device, "mlx5_0", 0);
+        }
+    }
+    for (chain, kind, subsystem) in &ports {
+        t.bridge(chain, *kind, None, 0);
+        t.switch_ids(chain, (0x1000, 0xc030), (0x1000, *subsystem));
+    }
+    out.push(("Broadcom Gen5 PEX switch (two levels in sysfs)", t));
+    for (_, t) in &out {
+        t.nvidia_open_580();
+        t.mofed_with("nv_peer_mem");
+    }
+    out
+}
+
+/// From the check's human output: the GPUs (`gpu` lines) and the RDMA
+/// devices (`nic` lines), in the order printed.
+fn devices(out: &str) -> (Vec<String>, Vec<String>) {
+    let mut gpus = Vec::new();
+    let mut nics = Vec::new();
+    for l in out.lines() {
+        let words: Vec<&str> = l.split_whitespace().collect();
+        if let Some(i) = words.iter().position(|w| *w == "gpu" || *w == "nic") {
+            if words.get(i + 2) == Some(&"NVIDIA") && words[i] == "gpu" {
+                gpus.push(words[i + 1].trim_end_matches(':').to_owned());
+            }
+            if words.get(i + 2) == Some(&"RDMA") && words[i] == "nic" {
+                nics.push(words[i + 1].trim_end_matches(':').to_owned());
+            }
+        }
+    }
+    (gpus, nics)
+}
+
+/// The check's line of @check for @gpu.
+fn line_of<'a>(out: &'a str, check: &str, gpu: &str) -> &'a str {
+    out.lines()
+        .find(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let i = if w.first() == Some(&check) { 0 } else { 1 };
+            w.get(i) == Some(&check) && w.get(i + 1) == Some(&&*format!("{gpu}:"))
+        })
+        .unwrap_or_else(|| panic!("no {check} line for {gpu}:\n{out}"))
+}
+
+#[test]
+#[ignore = "needs cargo xtask nccl-harness; run by ci/test-nccl.sh"]
+fn every_modelled_node_is_judged_as_nccl_judges_it() {
+    let harnesses = harnesses();
+    let mut differ = Vec::new();
+    let mut compared = 0;
+    for (what, t) in catalogue() {
+        for level in [None, Some("PIX"), Some("PHB"), Some("SYS")] {
+            let env: Vec<(&str, PathBuf)> = level
+                .map(|l| vec![("NCCL_NET_GDR_LEVEL", PathBuf::from(l))])
+                .unwrap_or_default();
+            let (_, out) = t.run_with(&[], &env);
+            let (gpus, nics) = devices(&out);
+            assert!(!gpus.is_empty() && !nics.is_empty(), "{what}:\n{out}");
+            for (release, harness) in &harnesses {
+                let pairs = nccl_over_tree(harness, &t, &gpus, &nics, &env);
+                // The distance NCCL computed: its path where nothing turns
+                // GPUDirect RDMA off. Where it is off, NCCL routes the
+                // pair's traffic through the GPU's CPU (paths.cc,
+                // ncclTopoComputePaths: addInterStep via the local CPU), and
+                // the path it then reports is that route, PHB or SYS.
+                let open = [("NCCL_NET_GDR_LEVEL", PathBuf::from("SYS"))];
+                let raw = nccl_over_tree(harness, &t, &gpus, &nics, &open);
+                for (rank, gpu) in gpus.iter().enumerate() {
+                    // The check: its closest NIC, the distance and the verdict.
+                    let distance = line_of(&out, "distance", gpu);
+                    let nccl = line_of(&out, "nccl", gpu);
+                    let nic = nics
+                        .iter()
+                        .find(|n| distance.contains(&format!("device {n} (")))
+                        .unwrap_or_else(|| panic!("no NIC in {distance}"));
+                    let class = ["PIX", "PXB", "PHB", "NODE", "SYS"]
+                        .into_iter()
+                        .find(|c| distance.contains(&format!(" is {c} from it")))
+                        .unwrap_or_else(|| panic!("no distance in {distance}"));
+                    // NCCL has no NODE: its CPUs are NUMA nodes (paths.cc).
+                    let class = if class == "NODE" { "PHB" } else { class };
+                    let uses = nccl.contains("NCCL uses GPUDirect RDMA");
+                    // NCCL: the pair, and the nearest of this GPU's pairs.
+                    let net = nics.iter().position(|n| n == nic).unwrap();
+                    let of_rank = |lines: &'_ [String]| -> Vec<String> {
+                        lines
+                            .iter()
+                            .filter(|p| field(p, "rank") == rank.to_string())
+                            .cloned()
+                            .collect()
+                    };
+                    let the_pair = |lines: &[String]| -> String {
+                        lines
+                            .iter()
+                            .find(|p| field(p, "net") == net.to_string())
+                            .unwrap_or_else(|| panic!("NCCL {release} has no pair {rank} x {net}"))
+                            .clone()
+                    };
+                    let mine = of_rank(&raw);
+                    let pair = the_pair(&of_rank(&pairs));
+                    let distance_pair = the_pair(&mine);
+                    let order = ["PIX", "PXB", "PHB", "SYS"];
+                    let rank_of = |p: &str| order.iter().position(|o| *o == p).unwrap_or(9);
+                    let nearest = mine
+                        .iter()
+                        .map(|p| field(p, "path"))
+                        .min_by_key(|p| rank_of(p))
+                        .unwrap();
+                    let on = field(&pair, "gdr_read") == "on" && field(&pair, "gdr_write") == "on";
+                    compared += 1;
+                    let at = format!(
+                        "{what}, NCCL_NET_GDR_LEVEL={}, GPU {gpu}, NCCL {release}",
+                        level.unwrap_or("(default)")
+                    );
+                    if field(&distance_pair, "path") != class || nearest != class || on != uses {
+                        differ.push(format!(
+                            "{at}:\n  check: {}\n         {}\n  NCCL:  {pair}\n  NCCL's distance: {distance_pair} (nearest {nearest})",
+                            distance.trim(),
+                            nccl.trim()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    println!("{compared} GPU verdicts compared");
+    assert!(
+        differ.is_empty(),
+        "the check and NCCL differ:\n{}",
+        differ.join("\n")
+    );
 }

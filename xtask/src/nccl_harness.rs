@@ -139,8 +139,9 @@ pub fn build(release: &str) -> Result<PathBuf> {
             .arg("-o")
             .arg(&harness)
             .args(&objects)
-            // node_files.cc: NCCL's fopen of /etc/nccl.conf is the node's.
-            .arg("-Wl,--wrap=fopen")
+            // node_files.cc: the files NCCL opens are the described node's
+            // (its /sys tree, its /etc/nccl.conf), never the build host's.
+            .arg("-Wl,--wrap=fopen,--wrap=realpath,--wrap=opendir,--wrap=dlopen")
             .args(["-ldl", "-lpthread", "-lrt"])
             .status()
             .context("running g++ (apt install g++)")?;

@@ -207,6 +207,43 @@ impl Tree {
             self.sys().join("bus/pci/devices").join(address),
         )
         .unwrap();
+        self.kernel_links(chain);
+    }
+
+    /// What the kernel shows of every PCI function beside the files the
+    /// check reads, and NCCL reads (graph/xml.cc, nccl-harness): the
+    /// function's bus as /sys/class/pci_bus/<domain:bus>, a link into the
+    /// directory of the bridge (or host bridge) that owns the bus
+    /// (drivers/pci/probe.c, pci_add_new_bus: the bus device's parent is
+    /// the bridge); its `subsystem` link to bus/pci; its link's
+    /// `max_link_speed` and `max_link_width` (drivers/pci/pci-sysfs.c; a
+    /// Gen5 x16 link as the lent H100 hosts' GPUs print it).
+    fn kernel_links(&self, chain: &str) {
+        let (parent, address) = chain.rsplit_once('/').unwrap();
+        let bus = &address[..7];
+        let bus_dir = self
+            .sys()
+            .join("devices")
+            .join(parent)
+            .join("pci_bus")
+            .join(bus);
+        fs::create_dir_all(&bus_dir).unwrap();
+        let class = self.sys().join("class/pci_bus");
+        fs::create_dir_all(&class).unwrap();
+        let link = class.join(bus);
+        if fs::symlink_metadata(&link).is_err() {
+            symlink(format!("../../devices/{parent}/pci_bus/{bus}"), link).unwrap();
+        }
+        fs::create_dir_all(self.sys().join("bus/pci")).unwrap();
+        let up = "../".repeat(chain.split('/').count() + 1);
+        symlink(
+            format!("{up}bus/pci"),
+            self.sys().join("devices").join(chain).join("subsystem"),
+        )
+        .unwrap();
+        let dir = format!("sys/devices/{chain}");
+        self.write(&format!("{dir}/max_link_speed"), "32.0 GT/s PCIe\n");
+        self.write(&format!("{dir}/max_link_width"), "16\n");
     }
 
     /// A root port (4), switch upstream (5) or downstream (6) port.
@@ -218,6 +255,16 @@ impl Tree {
             &bridge_resource(),
             &layout::bridge(0x10b5, 0xc010, port_type, acs),
         );
+    }
+
+    /// A switch port's vendor and device ids and its subsystem's, as the
+    /// kernel prints them (config space offsets 0, 2, 0x2c, 0x2e).
+    pub fn switch_ids(&self, chain: &str, (vendor, device): (u16, u16), (sv, sd): (u16, u16)) {
+        let dir = format!("sys/devices/{chain}");
+        self.write(&format!("{dir}/vendor"), format!("0x{vendor:04x}\n"));
+        self.write(&format!("{dir}/device"), format!("0x{device:04x}\n"));
+        self.write(&format!("{dir}/subsystem_vendor"), format!("0x{sv:04x}\n"));
+        self.write(&format!("{dir}/subsystem_device"), format!("0x{sd:04x}\n"));
     }
 
     /// An H100 (0x2330) or the device given, with BAR1 of @bar1 bytes.
