@@ -57,7 +57,7 @@ decisions() {
     shift 2
     env -u NCCL_CONF_FILE NCCL_HOSTID=nccl-harness "$@" \
         "$root/target/nccl-harness/$release/nccl-harness" "$file" |
-        sed -n 's/^gpu [^ ]* \(rank [0-9]*\) net [0-9]* \(path [A-Z0-9]*\) bw [^ ]* hops [0-9]* \(.*\)$/\1 \2 \3/p' |
+        sed -n 's/^gpu [^ ]* \(rank [0-9]*\) net [0-9]* name [^ ]* \(path [A-Z0-9]*\) bw [^ ]* hops [0-9]* \(.*\)$/\1 \2 \3/p' |
         paste -sd';' | sed 's/;/; /g'
 }
 said() {  # said RELEASE WANT TOPOLOGY [VAR=VALUE...]

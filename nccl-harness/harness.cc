@@ -25,7 +25,9 @@
 #include "utils.h"
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
+#include <dirent.h>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -42,6 +44,15 @@ static const char* gdrMode(enum ncclTopoGdrMode m) {
 
 // What NCCL decided for every GPU and NIC of @xml (the system built from it).
 // Defined in graph/xml.cc, declared in no header of NCCL's.
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0)
+#include "os.h"
+// os/linux.cc from 2.30: the same reader, its buffer's size given.
+static ncclResult_t ncclTopoGetStrFromSys(const char* path, const char* fileName, char* strValue) {
+  return ncclOsTopoGetStrFromSys(path, fileName, strValue, MAX_STR_LEN);
+}
+#else
+ncclResult_t ncclTopoGetStrFromSys(const char* path, const char* fileName, char* strValue);
+#endif
 ncclResult_t ncclTopoGetPciNode(struct ncclXml* xml, const char* busId, struct ncclXmlNode** pciNode);
 ncclResult_t ncclTopoGetXmlFromSys(struct ncclXmlNode* pciNode, struct ncclXml* xml);
 ncclResult_t ncclTopoGetXmlFromGpu(struct ncclXmlNode* pciNode, nvmlDevice_t nvmlDev, struct ncclXml* xml,
@@ -64,9 +75,16 @@ static ncclResult_t decide(struct ncclXml* xml) {
       NCCLCHECK(ncclTopoCheckGdr(system, gpu->gpu.rank, net->id, 1, &read));
       NCCLCHECK(ncclTopoCheckGdr(system, gpu->gpu.rank, net->id, 0, &write));
       NCCLCHECK(ncclTopoGetIntermediateRank(system, gpu->gpu.rank, net->id, &proxy));
-      printf("gpu %s rank %d net %d path %s bw %g hops %d gdr_read %s gdr_write %s proxy_rank %d\n",
-             gpuBus, gpu->gpu.rank, net->net.dev, topoPathTypeStr[path->type], path->bw, path->count,
-             gdrMode(read), gdrMode(write), proxy);
+      // The net's name: the XML's net of that plugin device number.
+      char dev[16];
+      snprintf(dev, sizeof(dev), "%d", net->net.dev);
+      struct ncclXmlNode* xmlNet;
+      const char* name = nullptr;
+      NCCLCHECK(xmlFindTagKv(xml, "net", &xmlNet, "dev", dev));
+      if (xmlNet != nullptr) NCCLCHECK(xmlGetAttr(xmlNet, "name", &name));
+      printf("gpu %s rank %d net %d name %s path %s bw %g hops %d gdr_read %s gdr_write %s proxy_rank %d\n",
+             gpuBus, gpu->gpu.rank, net->net.dev, name ? name : "?", topoPathTypeStr[path->type], path->bw,
+             path->count, gdrMode(read), gdrMode(write), proxy);
     }
   }
   return ncclSuccess;
@@ -140,6 +158,61 @@ static ncclResult_t netProperties(int dev, ncclNetProperties_t* props) {
   return ncclSuccess;
 }
 
+// Without --net, the devices NCCL's IB plugin takes (net_ib.cc, 2.28.9
+// ncclIbInitDevices; 2.30.7 net_ib/init.cc, the same loop): each RDMA
+// device in /sys/class/infiniband, by name, and its first port that is
+// ACTIVE with an InfiniBand or Ethernet link layer and that NCCL_IB_HCA
+// admits. libibverbs' ibv_query_port is stood in for by the port's sysfs
+// files, which the kernel prints from the same query (drivers/infiniband/
+// core/sysfs.c: state_show "4: ACTIVE", link_layer_show); the test of
+// state and link layer is net_ib.cc's, and NCCL_IB_HCA is matched by
+// NCCL's own parseStringList and matchIfList (misc/utils.cc) with
+// net_ib.cc's `^` (exclude) and `=` (exact) prefixes. NCCL makes a device
+// per admitted port; the harness keeps the first, as NCCL's topology does
+// (ncclTopoFillNet finds a net by name).
+static ncclResult_t nets_from_sysfs() {
+  const char* userIbEnv = ncclGetEnv("NCCL_IB_HCA");
+  bool searchNot = userIbEnv && userIbEnv[0] == '^';
+  if (searchNot) userIbEnv++;
+  bool searchExact = userIbEnv && userIbEnv[0] == '=';
+  if (searchExact) userIbEnv++;
+  static struct netIf userIfs[64];
+  int nUserIfs = parseStringList(userIbEnv, userIfs, 64);
+  std::vector<std::string> names;
+  if (DIR* dir = opendir("/sys/class/infiniband")) {
+    while (struct dirent* e = readdir(dir)) {
+      if (e->d_name[0] != '.') names.push_back(e->d_name);
+    }
+    closedir(dir);
+  }
+  std::sort(names.begin(), names.end());
+  static std::vector<std::string> kept;  // the names Net points into
+  kept.reserve(names.size());
+  for (const std::string& name : names) {
+    for (int port = 1; port < 256; port++) {
+      std::string dir = "/sys/class/infiniband/" + name + "/ports/" + std::to_string(port);
+      char state[MAX_STR_LEN], layer[MAX_STR_LEN];
+      NCCLCHECK(ncclTopoGetStrFromSys(dir.c_str(), "state", state));
+      if (state[0] == '\0') break;  // no such port: past phys_port_cnt
+      NCCLCHECK(ncclTopoGetStrFromSys(dir.c_str(), "link_layer", layer));
+      if (atoi(state) != 4 /* IBV_PORT_ACTIVE */) continue;
+      if (strcmp(layer, "InfiniBand") != 0 && strcmp(layer, "Ethernet") != 0) continue;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0)
+      bool listed = matchIfList(name.c_str(), port, userIfs, nUserIfs, searchExact, nullptr);
+#else
+      bool listed = matchIfList(name.c_str(), port, userIfs, nUserIfs, searchExact);
+#endif
+      if (!(listed ^ searchNot)) continue;
+      kept.push_back(name);
+      Net n;
+      n.name = kept.back().c_str();
+      nets.push_back(n);
+      break;
+    }
+  }
+  return ncclSuccess;
+}
+
 static const char* cpuVendor = "GenuineIntel";
 static int cpuFamily = 6, cpuModel = 207;
 
@@ -183,6 +256,7 @@ static ncclResult_t from_sysfs(const char* dump) {
     // xmlInitAttrInt (static in topo.cc): sysfs gives a GPU no gdr.
     NCCLCHECK(xmlSetAttrInt(gpu, "gdr", gpus[r].gdr));
   }
+  if (nets.empty()) NCCLCHECK(nets_from_sysfs());
   for (const Net& n : nets) {
     std::string link = std::string("/sys/class/infiniband/") + n.name + "/device";
     char* path = realpath(link.c_str(), NULL);
@@ -240,9 +314,10 @@ static int usage() {
   fprintf(stderr,
           "usage: nccl-harness TOPOLOGY.xml                 (NCCL's topology XML)\n"
           "       nccl-harness --sysfs ROOT [--cpu VENDOR,family=F,model=M]\n"
-          "                    --gpu BUSID[,sm=90][,gdr=1]... --net NAME[,gdr=1]... [--dump FILE]\n"
+          "                    --gpu BUSID[,sm=90][,gdr=1]... [--net NAME[,gdr=1]...] [--dump FILE]\n"
           "  ROOT holds the node's sys/ tree; BUSID as 0000:03:00.0; NAME an RDMA device\n"
-          "  (sys/class/infiniband/NAME); gdr=0: the GPU or NIC cannot register GPU memory\n");
+          "  (sys/class/infiniband/NAME); gdr=0: the GPU or NIC cannot register GPU memory.\n"
+          "  Without --net: the devices NCCL's IB plugin takes (ACTIVE ports, NCCL_IB_HCA)\n");
   return 2;
 }
 

@@ -10,7 +10,7 @@ use crate::rdma::{self, Nic};
 use crate::registration::{self, Path};
 use crate::report::{Fact, Gpu, Problem, Report, Status};
 use crate::topology::{self, Distance};
-use crate::{consumers, iommu, memory, peer_clients, service};
+use crate::{consumers, iommu, memory, nccl_ib, peer_clients, service};
 
 /// The checks over @host. @programs: whether the forms people read may
 /// ask programs (the service helper's status, nvidia-smi's memory sizes,
@@ -118,7 +118,28 @@ pub fn check(host: &Host, programs: bool) -> Report {
         programs,
         &mut facts,
     );
-    let nccl_sees = consumer_facts(host, path, dmabuf, !nics.is_empty(), &mut facts);
+    // The devices NCCL takes (nccl_ib.rs): each GPU is judged with the
+    // nearest of them; the others are said, with NCCL's reason.
+    let hca = nccl_ib::hca(host);
+    let refused: Vec<(&Nic, String)> = nics
+        .iter()
+        .filter_map(|n| nccl_ib::refusal(n, hca.as_ref()).map(|why| (n, why)))
+        .collect();
+    let taken: Vec<Nic> = nics
+        .iter()
+        .filter(|n| !refused.iter().any(|(r, _)| r == n))
+        .cloned()
+        .collect();
+    // UCX, too, opens only ACTIVE ports (ucx src/uct/ib/base/ib_device.c,
+    // uct_ib_device_port_check); NCCL_IB_HCA is NCCL's alone.
+    let active = nics.iter().any(|n| nccl_ib::refusal(n, None).is_none());
+    let nccl_sees = consumer_facts(
+        host,
+        path,
+        dmabuf,
+        (active, !taken.is_empty(), hca.as_ref()),
+        &mut facts,
+    );
     let level = consumers::nccl_level(host);
     let vm = crate::vm::detect(host);
     let gate = nvidia::topology_gate(host);
@@ -134,13 +155,18 @@ pub fn check(host: &Host, programs: bool) -> Report {
     let mut summaries = Vec::new();
     for gpu in &gpus {
         let all = nic_distances(host, gpu, &nics, &devices);
-        // The first of the nearest, by name, as Gpu::closest_nic picks it.
-        let closest = all.iter().copied().min_by_key(|(_, _, d)| *d);
+        // The first of the nearest NCCL takes, by name.
+        let closest = all
+            .iter()
+            .copied()
+            .filter(|(n, _, _)| taken.contains(n))
+            .min_by_key(|(_, _, d)| *d);
         summaries.push(Gpu {
             address: gpu.address.clone(),
             device_id: gpu.device,
             bar1_bytes: nvidia::bar1(gpu).ok().flatten(),
             nic_distances: all.iter().map(|(n, _, d)| (n.name.clone(), *d)).collect(),
+            closest: closest.map(|(n, _, d)| (n.name.clone(), d)),
         });
         facts.push(Fact::info(
             "gpu",
@@ -167,6 +193,13 @@ pub fn check(host: &Host, programs: bool) -> Report {
             gate_fact(gpu, nic, distance, gate, vm.is_some(), &mut facts);
         }
         bar1_fact(gpu, memory.get(&gpu.address).copied(), programs, &mut facts);
+    }
+    for (nic, why) in &refused {
+        facts.push(Fact::info(
+            "nic",
+            &nic.name,
+            format!("NCCL does not use {}: {why}", nic.name),
+        ));
     }
     for nic in &nics {
         let dev = devices.iter().find(|d| d.address == nic.address);
@@ -645,15 +678,17 @@ fn missing_peer_files_fix(host: &Host, path: Path) -> String {
 }
 
 /// What NCCL and UCX see on this node (consumers.rs); returns whether
-/// NCCL finds GPUDirect RDMA support at all.
+/// NCCL finds GPUDirect RDMA support at all. @devices: whether some RDMA
+/// device has an ACTIVE port, whether NCCL takes one (nccl_ib.rs), and
+/// the `NCCL_IB_HCA` it took them by.
 fn consumer_facts(
     host: &Host,
     path: Path,
     dmabuf: bool,
-    rdma_device: bool,
+    (active, taken, hca): (bool, bool, Option<&nccl_ib::Hca>),
     facts: &mut Vec<Fact>,
 ) -> bool {
-    if !rdma_device {
+    if !active {
         // NCCL's IB plugin finds no device ("NET/IB : No device found")
         // and NCCL falls back to sockets; UCX has no IB transport.
         facts.push(Fact::info("nccl", "node", "NCCL finds no RDMA device (NET/IB: No device found) and uses sockets: no GPUDirect RDMA"));
@@ -663,6 +698,10 @@ fn consumer_facts(
             "UCX finds no RDMA device: no GPUDirect RDMA",
         ));
         return false;
+    }
+    if !taken {
+        let why = hca.map_or(String::new(), |h| format!(" ({})", h.shown));
+        facts.push(Fact::info("nccl", "node", format!("NCCL takes none of the RDMA devices{why} (NET/IB: No device found) and uses sockets: no GPUDirect RDMA")));
     }
     let nccl = consumers::present(host, &consumers::NCCL_FILES);
     let ucx = consumers::present(host, &consumers::UCX_FILES);
@@ -674,27 +713,29 @@ fn consumer_facts(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    facts.push(match (nccl.is_empty(), dmabuf) {
-        (false, _) => Fact::ok("nccl", "node", format!("NCCL finds GPUDirect RDMA support: {}", seen(&nccl))),
-        (true, true) => Fact::ok(
-            "nccl",
-            "node",
-            "NCCL finds GPUDirect RDMA support through DMA-BUF (no peer-memory file, none needed)",
-        ),
-        (true, false) if peer_client => Fact::problem(
-            "nccl",
-            "node",
-            Status::Warn,
-            Problem::Topology,
-            format!(
-                "{} serves, but none of the files NCCL tests exists ({}): NCCL runs without GPUDirect RDMA",
-                path.name(),
-                seen(&consumers::NCCL_FILES)
+    if taken {
+        facts.push(match (nccl.is_empty(), dmabuf) {
+            (false, _) => Fact::ok("nccl", "node", format!("NCCL finds GPUDirect RDMA support: {}", seen(&nccl))),
+            (true, true) => Fact::ok(
+                "nccl",
+                "node",
+                "NCCL finds GPUDirect RDMA support through DMA-BUF (no peer-memory file, none needed)",
             ),
-            Some(missing_peer_files_fix(host, path)),
-        ),
-        (true, false) => Fact::info("nccl", "node", "NCCL finds no GPUDirect RDMA support (no peer-memory file, no DMA-BUF)"),
-    });
+            (true, false) if peer_client => Fact::problem(
+                "nccl",
+                "node",
+                Status::Warn,
+                Problem::Topology,
+                format!(
+                    "{} serves, but none of the files NCCL tests exists ({}): NCCL runs without GPUDirect RDMA",
+                    path.name(),
+                    seen(&consumers::NCCL_FILES)
+                ),
+                Some(missing_peer_files_fix(host, path)),
+            ),
+            (true, false) => Fact::info("nccl", "node", "NCCL finds no GPUDirect RDMA support (no peer-memory file, no DMA-BUF)"),
+        });
+    }
     facts.push(match (ucx.is_empty(), dmabuf) {
         (false, _) => Fact::ok(
             "ucx",
@@ -715,7 +756,7 @@ fn consumer_facts(
             ),
         ),
     });
-    !nccl.is_empty() || dmabuf
+    taken && (!nccl.is_empty() || dmabuf)
 }
 
 /// NCCL's decision for one GPU and its closest NIC: support on the node

@@ -171,6 +171,19 @@ fn user_home(host: &Host) -> Option<String> {
     })
 }
 
+/// NCCL's value of setting @name and where it came from: the first NCCL
+/// meets, in the environment of the process, then in each configuration
+/// file in its order (`conf_files`); None where none sets it.
+pub fn nccl_setting(host: &Host, name: &str) -> Option<(String, String)> {
+    match host.env_var(name) {
+        Some(value) => Some((value, "the environment".to_owned())),
+        None => conf_files(host).into_iter().find_map(|(path, shown)| {
+            let text = host.text(&path).ok()?;
+            conf_value(&text, name).map(|v| (v, shown))
+        }),
+    }
+}
+
 /// NCCL's level: (index, where it came from). NCCL takes the first value
 /// of `NCCL_NET_GDR_LEVEL` it meets: the environment of the process, then
 /// each configuration file in its order (`conf_files`; NCCL's docs: "set
@@ -179,14 +192,7 @@ fn user_home(host: &Host) -> Option<String> {
 /// a level, an empty one included, leaves its default, PXB (ncclGetLevel).
 pub fn nccl_level(host: &Host) -> (usize, String) {
     let default = parse_level("PXB").expect("PXB");
-    let found = match host.env_var("NCCL_NET_GDR_LEVEL") {
-        Some(value) => Some((value, "the environment".to_owned())),
-        None => conf_files(host).into_iter().find_map(|(path, shown)| {
-            let text = host.text(&path).ok()?;
-            conf_value(&text, "NCCL_NET_GDR_LEVEL").map(|v| (v, shown))
-        }),
-    };
-    match found {
+    match nccl_setting(host, "NCCL_NET_GDR_LEVEL") {
         None => (default, "NCCL's default, PXB".to_owned()),
         Some((value, from)) => match parse_level(&value) {
             Some(i) => (i, format!("NCCL_NET_GDR_LEVEL={value} in {from}")),

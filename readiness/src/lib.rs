@@ -13,6 +13,7 @@ pub mod host;
 pub mod iommu;
 pub mod kernel_modules;
 pub mod memory;
+pub mod nccl_ib;
 pub mod next_boot;
 pub mod next_boot_dkms;
 pub mod next_boot_render;

@@ -13,6 +13,61 @@ pub struct Nic {
     pub name: String,
     /// The PCI function's address.
     pub address: String,
+    /// Its ports, by number; None where they could not be read.
+    pub ports: Option<Vec<Port>>,
+}
+
+/// A port as `/sys/class/infiniband/<name>/ports/<n>/` shows it: the
+/// kernel prints there what ib_query_port answers, as libibverbs'
+/// ibv_query_port does (drivers/infiniband/core/sysfs.c: state_show
+/// `"%d: %s"` of ib_port_state, `4: ACTIVE`; link_layer_show
+/// `InfiniBand` or `Ethernet`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Port {
+    pub number: u32,
+    /// `4: ACTIVE`, `1: DOWN`, ...
+    pub state: String,
+    /// `InfiniBand`, `Ethernet`
+    pub link_layer: String,
+}
+
+impl Port {
+    /// A port NCCL's IB plugin takes (net_ib.cc, ncclIbInitDevices, 2.28.9
+    /// and 2.30.7): IBV_PORT_ACTIVE (4), link layer InfiniBand or Ethernet.
+    pub fn active(&self) -> bool {
+        self.state.split(':').next().map(str::trim) == Some("4")
+            && matches!(self.link_layer.as_str(), "InfiniBand" | "Ethernet")
+    }
+}
+
+/// The ports of RDMA device @name, by number.
+fn ports(host: &Host, name: &str, problems: &mut Vec<Unreadable>) -> Option<Vec<Port>> {
+    let dir = host.sys_path(&format!("class/infiniband/{name}/ports"));
+    let read = || -> Result<Vec<Port>, Unreadable> {
+        let mut out = Vec::new();
+        for n in host.names(&dir)? {
+            let Ok(number) = n.parse::<u32>() else {
+                continue;
+            };
+            out.push(Port {
+                number,
+                state: host.text(&dir.join(&n).join("state"))?.trim().to_owned(),
+                link_layer: host
+                    .text(&dir.join(&n).join("link_layer"))?
+                    .trim()
+                    .to_owned(),
+            });
+        }
+        out.sort_by_key(|p| p.number);
+        Ok(out)
+    };
+    match read() {
+        Ok(p) => Some(p),
+        Err(e) => {
+            problems.push(e);
+            None
+        }
+    }
 }
 
 /// Every RDMA device backed by a PCI function, sorted by name.
@@ -38,7 +93,12 @@ pub fn nics(host: &Host, devices: &[PciDevice]) -> (Vec<Nic>, Vec<Unreadable>) {
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default();
                 if devices.iter().any(|d| d.address == address) {
-                    out.push(Nic { name, address });
+                    let ports = ports(host, &name, &mut problems);
+                    out.push(Nic {
+                        name,
+                        address,
+                        ports,
+                    });
                 }
                 // else: a software device (rxe, siw) on a netdev, not PCI
             }

@@ -161,13 +161,16 @@ pub struct Gpu {
     pub bar1_bytes: Option<u64>,
     /// Every RDMA device's name and its distance from this GPU, by name.
     pub nic_distances: Vec<(String, crate::topology::Distance)>,
+    /// The closest of the RDMA devices NCCL uses (nccl_ib.rs) and the
+    /// distance to it: the first by name of the nearest. None where NCCL
+    /// uses none.
+    pub closest: Option<(String, crate::topology::Distance)>,
 }
 
 impl Gpu {
-    /// The closest RDMA device's name and the distance to it: the first
-    /// by name of the nearest (min_by_key keeps the first).
+    /// The closest RDMA device NCCL uses and the distance to it.
     pub fn closest_nic(&self) -> Option<&(String, crate::topology::Distance)> {
-        self.nic_distances.iter().min_by_key(|(_, d)| *d)
+        self.closest.as_ref()
     }
 }
 

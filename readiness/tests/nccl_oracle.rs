@@ -178,8 +178,9 @@ fn shape(name: &str) -> Tree {
 }
 
 /// NCCL's decisions over @t's sysfs tree, by @harness: one line per GPU x
-/// NIC pair, `gpu BUS rank R net N path P bw B hops H gdr_read X gdr_write
-/// Y proxy_rank Z`, ranks in the order of @gpus and nets of @nets.
+/// NIC pair, `gpu BUS rank R net N name NAME path P bw B hops H gdr_read X
+/// gdr_write Y proxy_rank Z`, ranks in the order of @gpus; the NICs of
+/// @nets, or none given, those NCCL's IB plugin takes.
 fn nccl_over_tree(
     harness: &Path,
     t: &Tree,
@@ -192,6 +193,7 @@ fn nccl_over_tree(
     for g in gpus {
         cmd.args(["--gpu", g]);
     }
+    // None given: the devices NCCL's IB plugin takes from the tree.
     for n in nets {
         cmd.args(["--net", n]);
     }
@@ -333,12 +335,22 @@ fn the_level_rule_on_a_sys_node_is_nccls() {
     differential("sys");
 }
 
-/// The catalogue of modelled nodes NCCL judges: (name, tree). Each is a
-/// shape a real kernel shows (tests/common: the kernel's files and links);
-/// every node has MLNX_OFED with nv_peer_mem, so the distance decides.
-fn catalogue() -> Vec<(&'static str, Tree)> {
+/// One node of the catalogue: what it is, its tree, and NCCL's
+/// environment there (both the check and NCCL are given it).
+struct Case {
+    what: &'static str,
+    tree: Tree,
+    env: Vec<(&'static str, &'static str)>,
+    /// The node's /etc/nccl.conf, if any.
+    etc_nccl_conf: Option<&'static str>,
+}
+
+/// The catalogue of modelled nodes NCCL judges. Each is a shape a real
+/// kernel shows (tests/common: the kernel's files and links); every node
+/// has MLNX_OFED with nv_peer_mem, so the distance and the NIC set decide.
+fn catalogue() -> Vec<Case> {
     const GIB: u64 = 1 << 30;
-    let mut out = Vec::new();
+    let mut out: Vec<(&'static str, Tree)> = Vec::new();
     let t = one_switch("oracle-one-switch", None);
     t.mofed_with("nv_peer_mem");
     out.push(("one switch: GPU and NIC below it", t));
@@ -450,11 +462,65 @@ fn catalogue() -> Vec<(&'static str, Tree)> {
         t.switch_ids(chain, (0x1000, 0xc030), (0x1000, *subsystem));
     }
     out.push(("Broadcom Gen5 PEX switch (two levels in sysfs)", t));
-    for (_, t) in &out {
-        t.nvidia_open_580();
-        t.mofed_with("nv_peer_mem");
+    // The NIC set: NCCL's IB plugin takes ACTIVE ports only, of an
+    // InfiniBand or Ethernet (RoCE) link, that NCCL_IB_HCA admits.
+    let pix_and_phb = |name: &str| {
+        let t = one_switch(name, None);
+        t.bridge("pci0000:00/0000:00:02.0", 4, None, 0);
+        t.nic("pci0000:00/0000:00:02.0/0000:05:00.0", "mlx5_1", 0);
+        t
+    };
+    let t = pix_and_phb("oracle-port-down");
+    t.port("mlx5_0", 1, "1: DOWN", "InfiniBand");
+    out.push(("the nearer NIC's port is down", t));
+    let t = pix_and_phb("oracle-port-init");
+    t.port("mlx5_0", 1, "2: INIT", "InfiniBand");
+    t.port("mlx5_0", 2, "4: ACTIVE", "InfiniBand");
+    out.push(("the nearer NIC's second port is the ACTIVE one", t));
+    let t = pix_and_phb("oracle-roce");
+    t.port("mlx5_0", 1, "4: ACTIVE", "Ethernet");
+    out.push(("the nearer NIC is RoCE (Ethernet link layer)", t));
+    let mut cases: Vec<Case> = out
+        .into_iter()
+        .map(|(what, tree)| Case {
+            what,
+            tree,
+            env: Vec::new(),
+            etc_nccl_conf: None,
+        })
+        .collect();
+    for (what, hca) in [
+        ("NCCL_IB_HCA names the farther NIC", "mlx5_1"),
+        ("NCCL_IB_HCA excludes the nearer NIC", "^mlx5_0"),
+        (
+            "NCCL_IB_HCA names the farther NIC exactly, with its port",
+            "=mlx5_1:1",
+        ),
+        (
+            "NCCL_IB_HCA names the nearer NIC's port 2, which it lacks",
+            "mlx5_0:2,mlx5_1",
+        ),
+        ("NCCL_IB_HCA's prefix takes both", "mlx5"),
+        ("NCCL_IB_HCA names an exact prefix: nothing", "=mlx5"),
+    ] {
+        cases.push(Case {
+            what,
+            tree: pix_and_phb("oracle-ib-hca"),
+            env: vec![("NCCL_IB_HCA", hca)],
+            etc_nccl_conf: None,
+        });
     }
-    out
+    cases.push(Case {
+        what: "NCCL_IB_HCA in /etc/nccl.conf names the farther NIC",
+        tree: pix_and_phb("oracle-ib-hca-conf"),
+        env: Vec::new(),
+        etc_nccl_conf: Some("NCCL_IB_HCA=mlx5_1\n"),
+    });
+    for c in &cases {
+        c.tree.nvidia_open_580();
+        c.tree.mofed_with("nv_peer_mem");
+    }
+    cases
 }
 
 /// From the check's human output: the GPUs (`gpu` lines) and the RDMA
@@ -493,27 +559,70 @@ fn every_modelled_node_is_judged_as_nccl_judges_it() {
     let harnesses = harnesses();
     let mut differ = Vec::new();
     let mut compared = 0;
-    for (what, t) in catalogue() {
+    for case in catalogue() {
+        let t = &case.tree;
+        let mut common: Vec<(&str, PathBuf)> = case
+            .env
+            .iter()
+            .map(|(k, v)| (*k, PathBuf::from(v)))
+            .collect();
+        let mut check_env = Vec::new();
+        if let Some(text) = case.etc_nccl_conf {
+            t.write("etc-nccl.conf", text);
+            check_env.push(("NV_PEER_MEM_NCCL_CONF", t.root.join("etc-nccl.conf")));
+            common.push(("NCCL_HARNESS_ETC_NCCL_CONF", t.root.join("etc-nccl.conf")));
+        }
         for level in [None, Some("PIX"), Some("PHB"), Some("SYS")] {
-            let env: Vec<(&str, PathBuf)> = level
-                .map(|l| vec![("NCCL_NET_GDR_LEVEL", PathBuf::from(l))])
-                .unwrap_or_default();
-            let (_, out) = t.run_with(&[], &env);
+            let mut env = common.clone();
+            if let Some(l) = level {
+                env.push(("NCCL_NET_GDR_LEVEL", PathBuf::from(l)));
+            }
+            let mut ours = env.clone();
+            ours.extend(check_env.iter().cloned());
+            let (_, out) = t.run_with(&[], &ours);
             let (gpus, nics) = devices(&out);
-            assert!(!gpus.is_empty() && !nics.is_empty(), "{what}:\n{out}");
+            assert!(
+                !gpus.is_empty() && !nics.is_empty(),
+                "{}:\n{out}",
+                case.what
+            );
             for (release, harness) in &harnesses {
-                let pairs = nccl_over_tree(harness, &t, &gpus, &nics, &env);
+                let pairs = nccl_over_tree(harness, t, &gpus, &[], &env);
                 // The distance NCCL computed: its path where nothing turns
                 // GPUDirect RDMA off. Where it is off, NCCL routes the
                 // pair's traffic through the GPU's CPU (paths.cc,
                 // ncclTopoComputePaths: addInterStep via the local CPU), and
                 // the path it then reports is that route, PHB or SYS.
-                let open = [("NCCL_NET_GDR_LEVEL", PathBuf::from("SYS"))];
-                let raw = nccl_over_tree(harness, &t, &gpus, &nics, &open);
+                let mut open = common.clone();
+                open.push(("NCCL_NET_GDR_LEVEL", PathBuf::from("SYS")));
+                let raw = nccl_over_tree(harness, t, &gpus, &[], &open);
                 for (rank, gpu) in gpus.iter().enumerate() {
+                    compared += 1;
+                    let at = format!(
+                        "{}, NCCL_NET_GDR_LEVEL={}, GPU {gpu}, NCCL {release}",
+                        case.what,
+                        level.unwrap_or("(default)")
+                    );
+                    let of_rank = |lines: &[String]| -> Vec<String> {
+                        lines
+                            .iter()
+                            .filter(|p| field(p, "rank") == rank.to_string())
+                            .cloned()
+                            .collect()
+                    };
+                    let (mine, decided) = (of_rank(&raw), of_rank(&pairs));
+                    if mine.is_empty() {
+                        // NCCL takes no NIC: sockets, no GPUDirect RDMA, and
+                        // no GPU judged with a NIC.
+                        if has_line(&out, &["distance", gpu]) || has_line(&out, &["nccl", gpu]) {
+                            differ
+                                .push(format!("{at}:\n  NCCL takes no NIC; the check says\n{out}"));
+                        }
+                        continue;
+                    }
                     // The check: its closest NIC, the distance and the verdict.
-                    let distance = line_of(&out, "distance", gpu);
                     let nccl = line_of(&out, "nccl", gpu);
+                    let distance = line_of(&out, "distance", gpu);
                     let nic = nics
                         .iter()
                         .find(|n| distance.contains(&format!("device {n} (")))
@@ -525,25 +634,10 @@ fn every_modelled_node_is_judged_as_nccl_judges_it() {
                     // NCCL has no NODE: its CPUs are NUMA nodes (paths.cc).
                     let class = if class == "NODE" { "PHB" } else { class };
                     let uses = nccl.contains("NCCL uses GPUDirect RDMA");
-                    // NCCL: the pair, and the nearest of this GPU's pairs.
-                    let net = nics.iter().position(|n| n == nic).unwrap();
-                    let of_rank = |lines: &'_ [String]| -> Vec<String> {
-                        lines
-                            .iter()
-                            .filter(|p| field(p, "rank") == rank.to_string())
-                            .cloned()
-                            .collect()
-                    };
-                    let the_pair = |lines: &[String]| -> String {
-                        lines
-                            .iter()
-                            .find(|p| field(p, "net") == net.to_string())
-                            .unwrap_or_else(|| panic!("NCCL {release} has no pair {rank} x {net}"))
-                            .clone()
-                    };
-                    let mine = of_rank(&raw);
-                    let pair = the_pair(&of_rank(&pairs));
-                    let distance_pair = the_pair(&mine);
+                    // NCCL: the pair with the check's NIC, and the nearest
+                    // of this GPU's pairs.
+                    let the_pair =
+                        |lines: &[String]| lines.iter().find(|p| field(p, "name") == nic).cloned();
                     let order = ["PIX", "PXB", "PHB", "SYS"];
                     let rank_of = |p: &str| order.iter().position(|o| *o == p).unwrap_or(9);
                     let nearest = mine
@@ -551,12 +645,16 @@ fn every_modelled_node_is_judged_as_nccl_judges_it() {
                         .map(|p| field(p, "path"))
                         .min_by_key(|p| rank_of(p))
                         .unwrap();
+                    let (Some(pair), Some(distance_pair)) = (the_pair(&decided), the_pair(&mine))
+                    else {
+                        differ.push(format!(
+                            "{at}:\n  check: {}\n  NCCL does not take {nic}: {}",
+                            distance.trim(),
+                            mine.join("\n    ")
+                        ));
+                        continue;
+                    };
                     let on = field(&pair, "gdr_read") == "on" && field(&pair, "gdr_write") == "on";
-                    compared += 1;
-                    let at = format!(
-                        "{what}, NCCL_NET_GDR_LEVEL={}, GPU {gpu}, NCCL {release}",
-                        level.unwrap_or("(default)")
-                    );
                     if field(&distance_pair, "path") != class || nearest != class || on != uses {
                         differ.push(format!(
                             "{at}:\n  check: {}\n         {}\n  NCCL:  {pair}\n  NCCL's distance: {distance_pair} (nearest {nearest})",

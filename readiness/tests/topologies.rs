@@ -993,3 +993,77 @@ fn a_malformed_counter_is_named_and_changes_nothing() {
     assert_line(&out, &["counters", "num_dealloc_mrs", "is not a count"]);
     assert_line(&out, &["counters", "nv_mem", "? registrations live"]);
 }
+
+/// A GPU with a NIC beside it (mlx5_0, PIX) and one on another root port
+/// (mlx5_1, PHB), MLNX_OFED with nv_peer_mem.
+fn near_and_far(name: &str) -> Tree {
+    let t = one_switch(name, None);
+    t.bridge("pci0000:00/0000:00:02.0", 4, None, 0);
+    t.nic("pci0000:00/0000:00:02.0/0000:05:00.0", "mlx5_1", 0);
+    t.mofed_with("nv_peer_mem");
+    t
+}
+
+#[test]
+fn a_nic_whose_ports_are_down_is_not_the_one_nccl_uses() {
+    let t = near_and_far("port-down");
+    t.port("mlx5_0", 1, "1: DOWN", "InfiniBand");
+    let (status, out) = t.run(&[]);
+    // NCCL opens only ACTIVE ports: the GPU is judged with mlx5_1, PHB.
+    assert_eq!(status, 6, "{out}");
+    assert_line(
+        &out,
+        &[
+            "nic",
+            "mlx5_0: NCCL does not use mlx5_0: no port is ACTIVE",
+            "port 1 1: DOWN (InfiniBand)",
+        ],
+    );
+    assert_line(
+        &out,
+        &["WARN", "distance", "closest RDMA device mlx5_1", "is PHB"],
+    );
+    let (_, json) = t.run(&["--json"]);
+    assert!(
+        json.contains(r#""closest_nic":"mlx5_1","distance":"PHB""#),
+        "{json}"
+    );
+    // Back up: mlx5_0 again, PIX, ready.
+    t.port("mlx5_0", 1, "4: ACTIVE", "InfiniBand");
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 0, "{out}");
+    assert_line(
+        &out,
+        &["ok", "distance", "closest RDMA device mlx5_0", "is PIX"],
+    );
+}
+
+#[test]
+fn nccl_ib_hca_chooses_the_nic_nccl_uses() {
+    let t = near_and_far("ib-hca");
+    let hca = |v: &str| vec![("NCCL_IB_HCA", std::path::PathBuf::from(v))];
+    let (status, out) = t.run_with(&[], &hca("^mlx5_0"));
+    assert_eq!(status, 6, "{out}");
+    assert_line(
+        &out,
+        &[
+            "nic",
+            "NCCL does not use mlx5_0: NCCL_IB_HCA=^mlx5_0 in the environment does not admit it",
+        ],
+    );
+    assert_line(&out, &["distance", "closest RDMA device mlx5_1", "is PHB"]);
+    // None admitted: sockets, and no GPU judged with a NIC.
+    let (status, out) = t.run_with(&[], &hca("=mlx5"));
+    assert_eq!(status, 0, "{out}");
+    assert_line(
+        &out,
+        &[
+            "nccl",
+            "NCCL takes none of the RDMA devices (NCCL_IB_HCA==mlx5 in the environment)",
+            "uses sockets",
+        ],
+    );
+    assert!(!has_line(&out, &["distance"]), "{out}");
+    // UCX does not read NCCL_IB_HCA.
+    assert_line(&out, &["ucx", UCX_FILES]);
+}

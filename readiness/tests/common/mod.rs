@@ -308,7 +308,18 @@ impl Tree {
         let dir = self.sys().join("class/infiniband").join(name);
         fs::create_dir_all(&dir).unwrap();
         symlink(format!("../../../devices/{chain}"), dir.join("device")).unwrap();
+        self.port(name, 1, "4: ACTIVE", "InfiniBand");
         self.verbs_library("libibverbs.so.1.14.44.0");
+    }
+
+    /// Port @number of RDMA device @name, its `state` and `link_layer` as
+    /// the kernel prints them (drivers/infiniband/core/sysfs.c: state_show
+    /// "%d: %s" of ib_port_state, `1: DOWN`, `4: ACTIVE`; link_layer_show
+    /// `InfiniBand` or `Ethernet`).
+    pub fn port(&self, name: &str, number: u32, state: &str, link_layer: &str) {
+        let dir = format!("sys/class/infiniband/{name}/ports/{number}");
+        self.write(&format!("{dir}/state"), format!("{state}\n"));
+        self.write(&format!("{dir}/link_layer"), format!("{link_layer}\n"));
     }
 
     /// rdma-core's libibverbs, as Debian 12's libibverbs1 installs it:

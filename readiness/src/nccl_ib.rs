@@ -1,0 +1,180 @@
+//! Which RDMA devices NCCL's IB plugin takes (net_ib.cc,
+//! ncclIbInitDevices, NCCL 2.28.9; net_ib/init.cc, the same loop, 2.30.7):
+//! each device's ports that are ACTIVE with an InfiniBand or Ethernet link
+//! layer (rdma::Port::active), and of those the ones `NCCL_IB_HCA` admits.
+//! A device NCCL does not take is one it never uses, however near a GPU it
+//! is; the check judges each GPU with the nearest device NCCL takes. NCCL's
+//! own code decides the same trees in ci/test-nccl.sh (nccl-harness,
+//! readiness/tests/nccl_oracle.rs).
+
+use crate::consumers;
+use crate::host::Host;
+use crate::rdma::Nic;
+
+/// `NCCL_IB_HCA` as NCCL parses it: a leading `^` excludes the devices
+/// listed, then a leading `=` matches names exactly (else as prefixes);
+/// the list is comma-separated `name[:port]` (misc/utils.cc,
+/// parseStringList).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hca {
+    exclude: bool,
+    exact: bool,
+    list: Vec<(String, Option<i64>)>,
+    /// `NCCL_IB_HCA=<value> in <where>`
+    pub shown: String,
+}
+
+/// NCCL's `NCCL_IB_HCA`, where any source sets it (the environment, then
+/// NCCL's configuration files: consumers::nccl_setting).
+pub fn hca(host: &Host) -> Option<Hca> {
+    let (value, from) = consumers::nccl_setting(host, "NCCL_IB_HCA")?;
+    Some(parse(&value, format!("NCCL_IB_HCA={value} in {from}")))
+}
+
+fn parse(value: &str, shown: String) -> Hca {
+    let exclude = value.starts_with('^');
+    let rest = value.strip_prefix('^').unwrap_or(value);
+    let exact = rest.starts_with('=');
+    let rest = rest.strip_prefix('=').unwrap_or(rest);
+    // 2.30.7's parseStringList: strtok_r at ',' (empty entries skipped),
+    // the entry's text up to ':' the prefix (an empty one skips it, at
+    // most 63 bytes, its buffer's 64), then the port by atoi, -1 where
+    // absent or empty. 2.28.9's character loop agrees except on an empty
+    // port (`mlx5_0:`), which it reads as port 0.
+    let list = rest
+        .split(',')
+        .filter(|e| !e.is_empty())
+        .filter_map(|entry| {
+            let mut parts = entry.split(':');
+            let prefix = parts.next().filter(|p| !p.is_empty())?;
+            let port = parts.next().filter(|p| !p.is_empty()).map(atoi);
+            let cut = (0..=prefix.len().min(63))
+                .rev()
+                .find(|i| prefix.is_char_boundary(*i))
+                .unwrap_or(0);
+            Some((prefix[..cut].to_owned(), port))
+        })
+        .collect();
+    Hca {
+        exclude,
+        exact,
+        list,
+        shown,
+    }
+}
+
+/// C's atoi: leading blanks, a sign, then digits as far as they go.
+fn atoi(text: &str) -> i64 {
+    let t = text.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let (sign, digits) = match t.as_bytes().first() {
+        Some(b'-') => (-1, &t[1..]),
+        Some(b'+') => (1, &t[1..]),
+        _ => (1, t),
+    };
+    let n = digits
+        .bytes()
+        .take_while(u8::is_ascii_digit)
+        .fold(0i64, |acc, d| {
+            acc.saturating_mul(10).saturating_add(i64::from(d - b'0'))
+        });
+    sign * n
+}
+
+impl Hca {
+    /// Whether NCCL takes port @port of @name: matchIfList (an empty list
+    /// matches everything; a name matches a prefix, or equals it with
+    /// `=`; a port matches where either side has none) XOR the `^`.
+    pub fn admits(&self, name: &str, port: u32) -> bool {
+        let listed = self.list.is_empty()
+            || self.list.iter().any(|(prefix, p)| {
+                let name_matches = if self.exact {
+                    name == prefix
+                } else {
+                    name.starts_with(prefix.as_str())
+                };
+                name_matches && p.is_none_or(|p| p == -1 || p == i64::from(port))
+            });
+        listed ^ self.exclude
+    }
+}
+
+/// Why NCCL does not take @nic; None where it takes some port of it (or
+/// its ports could not be read: then the check does not guess it away).
+pub fn refusal(nic: &Nic, hca: Option<&Hca>) -> Option<String> {
+    let ports = nic.ports.as_ref()?;
+    let active: Vec<u32> = ports
+        .iter()
+        .filter(|p| p.active())
+        .map(|p| p.number)
+        .collect();
+    if active.is_empty() {
+        let states = ports
+            .iter()
+            .map(|p| format!("port {} {} ({})", p.number, p.state, p.link_layer))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Some(if ports.is_empty() {
+            "it has no port".to_owned()
+        } else {
+            format!("no port is ACTIVE with an InfiniBand or Ethernet link ({states})")
+        });
+    }
+    let hca = hca?;
+    (!active.iter().any(|p| hca.admits(&nic.name, *p)))
+        .then(|| format!("{} does not admit it", hca.shown))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rdma::Port;
+
+    fn hca(value: &str) -> Hca {
+        parse(value, String::new())
+    }
+
+    #[test]
+    fn ib_hca_as_nccl_matches_it() {
+        assert!(hca("mlx5").admits("mlx5_1", 1));
+        assert!(!hca("=mlx5").admits("mlx5_1", 1));
+        assert!(hca("=mlx5_1:1").admits("mlx5_1", 1));
+        assert!(!hca("=mlx5_1:1").admits("mlx5_1", 2));
+        assert!(!hca("^mlx5_0").admits("mlx5_0", 1));
+        assert!(hca("^mlx5_0").admits("mlx5_1", 1));
+        assert!(hca("mlx5_0:2,mlx5_1").admits("mlx5_1", 1));
+        assert!(!hca("mlx5_0:2,mlx5_1").admits("mlx5_0", 1));
+        // an empty list takes all, and `^` with it none
+        assert!(hca("").admits("mlx5_0", 1));
+        assert!(!hca("^").admits("mlx5_0", 1));
+        // empty entries and an empty port
+        assert!(hca(",,mlx5_0:,").admits("mlx5_0", 3));
+        assert_eq!(atoi(" 12x"), 12);
+        assert_eq!(atoi("x"), 0);
+    }
+
+    #[test]
+    fn a_device_without_an_active_port_is_refused() {
+        let nic = |ports: Vec<Port>| Nic {
+            name: "mlx5_0".to_owned(),
+            address: "0000:04:00.0".to_owned(),
+            ports: Some(ports),
+        };
+        let port = |n, state: &str, layer: &str| Port {
+            number: n,
+            state: state.to_owned(),
+            link_layer: layer.to_owned(),
+        };
+        assert!(refusal(&nic(vec![port(1, "4: ACTIVE", "InfiniBand")]), None).is_none());
+        assert!(refusal(&nic(vec![port(1, "4: ACTIVE", "Ethernet")]), None).is_none());
+        let down = refusal(&nic(vec![port(1, "1: DOWN", "InfiniBand")]), None).unwrap();
+        assert!(down.contains("port 1 1: DOWN (InfiniBand)"), "{down}");
+        assert!(refusal(&nic(vec![port(1, "4: ACTIVE", "Unknown")]), None).is_some());
+        let second = nic(vec![
+            port(1, "1: DOWN", "InfiniBand"),
+            port(2, "4: ACTIVE", "InfiniBand"),
+        ]);
+        assert!(refusal(&second, None).is_none());
+        assert!(refusal(&second, Some(&hca("mlx5_0:1"))).is_some());
+        assert!(refusal(&second, Some(&hca("mlx5_0:2"))).is_none());
+    }
+}
