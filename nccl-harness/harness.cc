@@ -219,9 +219,29 @@ static int cpuFamily = 6, cpuModel = 207;
 static ncclResult_t from_sysfs(const char* dump) {
   struct ncclXml* xml;
   NCCLCHECK(xmlAlloc(&xml, NCCL_TOPO_XML_MAX_NODES));
+  // As ncclTopoGetSystem (graph/topo.cc) starts: the site's topology file
+  // first (NCCL_TOPO_FILE, else the one nvidia-topologyd writes, which
+  // node_files.cc serves from the node's tree), each cpu's host_hash
+  // rewritten; what the file places, sysfs does not move.
+  const char* topoFile = ncclGetEnv("NCCL_TOPO_FILE");
+  if (topoFile) {
+    NCCLCHECK(ncclTopoGetXmlFromFile(topoFile, xml, 1));
+  } else {
+    NCCLCHECK(ncclTopoGetXmlFromFile("/var/run/nvidia-topologyd/virtualTopology.xml", xml, 0));
+  }
+  struct ncclXmlNode* fileCpu;
+  NCCLCHECK(xmlFindTag(xml, "cpu", &fileCpu));
+  while (fileCpu != nullptr) {
+    NCCLCHECK(xmlSetAttrLong(fileCpu, "host_hash", getHostHash()));
+    NCCLCHECK(xmlFindNextTag(xml, "cpu", fileCpu, &fileCpu));
+  }
   struct ncclXmlNode* top;
-  NCCLCHECK(xmlAddNode(xml, NULL, "system", &top));
-  NCCLCHECK(xmlSetAttrInt(top, "version", NCCL_TOPO_XML_VERSION));
+  if (xml->maxIndex == 0) {
+    NCCLCHECK(xmlAddNode(xml, NULL, "system", &top));
+    NCCLCHECK(xmlSetAttrInt(top, "version", NCCL_TOPO_XML_VERSION));
+  } else {
+    NCCLCHECK(xmlFindTag(xml, "system", &top));
+  }
   // The CPUs NCCL would describe from cpuid (xml.cc, ncclTopoGetXmlFromCpu)
   // are the node's, not the build host's: one per NUMA id a root port may
   // name (-1 to 7), the description's vendor and model; NCCL's trim below
@@ -247,14 +267,20 @@ static ncclResult_t from_sysfs(const char* dump) {
     NCCLCHECK(xmlSetAttrIfUnset(pci, "class", "0x03"));
     NCCLCHECK(ncclTopoGetXmlFromSys(pci, xml));
     struct ncclXmlNode* gpu;
-    NCCLCHECK(xmlAddNode(xml, pci, "gpu", &gpu));
-    NCCLCHECK(xmlSetAttrInt(gpu, "dev", (int)r));
-    NCCLCHECK(xmlSetAttrInt(gpu, "sm", gpus[r].sm));
+    NCCLCHECK(xmlGetSub(pci, "gpu", &gpu));
+    if (gpu == nullptr) NCCLCHECK(xmlAddNode(xml, pci, "gpu", &gpu));
+    // As a file gives them: what it says wins.
+    int index;
+    NCCLCHECK(xmlGetAttrIndex(gpu, "dev", &index));
+    if (index == -1) NCCLCHECK(xmlSetAttrInt(gpu, "dev", (int)r));
+    NCCLCHECK(xmlGetAttrIndex(gpu, "sm", &index));
+    if (index == -1) NCCLCHECK(xmlSetAttrInt(gpu, "sm", gpus[r].sm));
     NCCLCHECK(ncclTopoGetXmlFromGpu(pci, NULL, xml, &gpu));
     NCCLCHECK(xmlSetAttrInt(gpu, "keep", 1));
     NCCLCHECK(xmlSetAttrInt(gpu, "rank", (int)r));
-    // xmlInitAttrInt (static in topo.cc): sysfs gives a GPU no gdr.
-    NCCLCHECK(xmlSetAttrInt(gpu, "gdr", gpus[r].gdr));
+    // xmlInitAttrInt (static in topo.cc): only where the file gives none.
+    NCCLCHECK(xmlGetAttrIndex(gpu, "gdr", &index));
+    if (index == -1) NCCLCHECK(xmlSetAttrInt(gpu, "gdr", gpus[r].gdr));
   }
   if (nets.empty()) NCCLCHECK(nets_from_sysfs());
   for (const Net& n : nets) {

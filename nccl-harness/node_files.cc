@@ -3,7 +3,8 @@
 // nccl-harness is linked with -Wl,--wrap= for fopen, realpath, opendir and
 // dlopen, so every call of NCCL's code to them comes here first. Nothing
 // of the build host may reach NCCL's decision:
-//  - /sys: NCCL climbs the PCI tree from /sys/class/pci_bus/<bus>/../../<bdf>
+//  - /sys (and /var/run/nvidia-topologyd, whose virtualTopology.xml NCCL
+//    reads without NCCL_TOPO_FILE): NCCL climbs the PCI tree from /sys/class/pci_bus/<bus>/../../<bdf>
 //    with realpath, reads attributes with fopen and Broadcom's virtual
 //    switch links with opendir (graph/xml.cc; from 2.30 os/linux.cc), all
 //    as absolute /sys literals. Under NCCL_HARNESS_SYSFS_ROOT (a directory
@@ -47,8 +48,11 @@ static bool ends_with(const char* s, const char* tail) {
   return n >= m && strcmp(s + n - m, tail) == 0;
 }
 
+// The node's paths: /sys, and the topology file nvidia-topologyd writes,
+// which NCCL reads when NCCL_TOPO_FILE is unset (graph/topo.cc).
 static bool in_sys(const char* path) {
-  return path != nullptr && (strncmp(path, "/sys/", 5) == 0 || strcmp(path, "/sys") == 0);
+  return path != nullptr && (strncmp(path, "/sys/", 5) == 0 || strcmp(path, "/sys") == 0 ||
+                             strncmp(path, "/var/run/nvidia-topologyd/", 26) == 0);
 }
 
 // The described node's root, resolved once (so that a root reached through

@@ -10,7 +10,7 @@ use crate::rdma::{self, Nic};
 use crate::registration::{self, Path};
 use crate::report::{Fact, Gpu, Problem, Report, Status};
 use crate::topology::{self, Distance};
-use crate::{consumers, iommu, memory, nccl_ib, peer_clients, service};
+use crate::{consumers, iommu, memory, nccl_ib, nccl_topo_file, peer_clients, service};
 
 /// The checks over @host. @programs: whether the forms people read may
 /// ask programs (the service helper's status, nvidia-smi's memory sizes,
@@ -152,21 +152,39 @@ pub fn check(host: &Host, programs: bool) -> Report {
     } else {
         Default::default()
     };
+    // NCCL's topology file, where one places the devices (nccl_topo_file.rs):
+    // NCCL's distances are the file's there, the bridges' are sysfs's.
+    let topo_file = match nccl_topo_file::read(host) {
+        Ok(f) => f,
+        Err(why) => {
+            facts.push(Fact::info("nccl", "node", why));
+            None
+        }
+    };
+    if let Some(f) = &topo_file {
+        facts.push(Fact::info("nccl", "node", format!("NCCL takes its topology from {}: a GPU's distance to a NIC is the file's where it places both, sysfs's otherwise", f.shown)));
+    }
     let mut summaries = Vec::new();
     for gpu in &gpus {
         let all = nic_distances(host, gpu, &nics, &devices);
-        // The first of the nearest NCCL takes, by name.
+        let in_file = |nic: &Nic| {
+            topo_file
+                .as_ref()
+                .and_then(|f| f.distance(&gpu.address, &nic.name, &nic.address))
+        };
+        // The first of the nearest NCCL takes, by name, as NCCL sees them.
         let closest = all
             .iter()
             .copied()
             .filter(|(n, _, _)| taken.contains(n))
-            .min_by_key(|(_, _, d)| *d);
+            .map(|(n, dev, d)| (n, dev, d, in_file(n).unwrap_or(d)))
+            .min_by_key(|(_, _, _, nccl)| *nccl);
         summaries.push(Gpu {
             address: gpu.address.clone(),
             device_id: gpu.device,
             bar1_bytes: nvidia::bar1(gpu).ok().flatten(),
             nic_distances: all.iter().map(|(n, _, d)| (n.name.clone(), *d)).collect(),
-            closest: closest.map(|(n, _, d)| (n.name.clone(), d)),
+            closest: closest.map(|(n, _, _, nccl)| (n.name.clone(), nccl)),
         });
         facts.push(Fact::info(
             "gpu",
@@ -178,9 +196,10 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 numa(gpu)
             ),
         ));
-        if let Some((nic, nic_dev, distance)) = closest {
-            distance_fact(gpu, nic, distance, &level, &mut facts);
-            nccl_pair_fact(gpu, nic, distance, &level, nccl_sees, &mut facts);
+        if let Some((nic, nic_dev, distance, nccl_distance)) = closest {
+            let seen = (nccl_distance, topo_file.as_ref().map(|f| f.shown.as_str()));
+            distance_fact(gpu, nic, distance, seen, &level, &mut facts);
+            nccl_pair_fact(gpu, nic, nccl_distance, &level, nccl_sees, &mut facts);
             acs_facts(
                 host,
                 gpu,
@@ -455,17 +474,28 @@ fn port_type(host: &Host, d: &PciDevice) -> Option<PortType> {
     ConfigSpace::from_reader(&reader).port_type()
 }
 
+/// The distance between @gpu and its closest NIC as NCCL judges it: the
+/// one NCCL sees (@nccl: from its topology file, @file, where that places
+/// both; else @sysfs's).
 fn distance_fact(
     gpu: &PciDevice,
     nic: &Nic,
-    distance: Distance,
+    sysfs: Distance,
+    (nccl, file): (Distance, Option<&str>),
     level: &(usize, String),
     facts: &mut Vec<Fact>,
 ) {
-    let message = format!(
-        "closest RDMA device {} ({}) is {distance} from it",
-        nic.name, nic.address
-    );
+    let distance = nccl;
+    let message = match file {
+        Some(file) if nccl != sysfs => format!(
+            "closest RDMA device {} ({}) is {nccl} from it in {file} ({sysfs} in sysfs)",
+            nic.name, nic.address
+        ),
+        _ => format!(
+            "closest RDMA device {} ({}) is {distance} from it",
+            nic.name, nic.address
+        ),
+    };
     if consumers::nccl_within(distance, level.0) {
         facts.push(Fact::ok("distance", &gpu.address, message));
     } else {

@@ -343,7 +343,29 @@ struct Case {
     env: Vec<(&'static str, &'static str)>,
     /// The node's /etc/nccl.conf, if any.
     etc_nccl_conf: Option<&'static str>,
+    /// A topology file on the node: its path there and its text. NCCL is
+    /// told it through `NCCL_TOPO_FILE` unless it is nvidia-topologyd's,
+    /// which NCCL reads unasked (in /etc/nccl.conf where that is given).
+    topo_file: Option<(&'static str, &'static str)>,
 }
+
+/// A cloud VM's topology file (Azure's HPC images' shape: the GPU and its
+/// NIC below a switch the VM does not show, `ffff:ff:01.0`) for the
+/// "GPU behind a switch, NIC on another root port" tree, where sysfs says
+/// PHB.
+const TOPO_FILE: &str = r#"<system version="1">
+  <cpu numaid="0" affinity="0000ffff" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="207">
+    <pci busid="ffff:ff:01.0" class="0x060400" vendor="0xffff" device="0xffff" subsystem_vendor="0xffff" subsystem_device="0xffff" link_speed="32.0 GT/s PCIe" link_width="16">
+      <pci busid="0000:03:00.0" class="0x030200" vendor="0x10de" device="0x2330" subsystem_vendor="0x10de" subsystem_device="0x16c1" link_speed="32.0 GT/s PCIe" link_width="16"/>
+      <pci busid="0000:04:00.0" class="0x020700" vendor="0x15b3" device="0x1021" subsystem_vendor="0x15b3" subsystem_device="0x0023" link_speed="32.0 GT/s PCIe" link_width="16">
+        <nic>
+          <net name="mlx5_0" dev="0" speed="400000" port="1" latency="0" guid="0x1" maxconn="131072" gdr="1"/>
+        </nic>
+      </pci>
+    </pci>
+  </cpu>
+</system>
+"#;
 
 /// The catalogue of modelled nodes NCCL judges. Each is a shape a real
 /// kernel shows (tests/common: the kernel's files and links); every node
@@ -487,6 +509,7 @@ fn catalogue() -> Vec<Case> {
             tree,
             env: Vec::new(),
             etc_nccl_conf: None,
+            topo_file: None,
         })
         .collect();
     for (what, hca) in [
@@ -508,6 +531,7 @@ fn catalogue() -> Vec<Case> {
             tree: pix_and_phb("oracle-ib-hca"),
             env: vec![("NCCL_IB_HCA", hca)],
             etc_nccl_conf: None,
+            topo_file: None,
         });
     }
     cases.push(Case {
@@ -515,7 +539,54 @@ fn catalogue() -> Vec<Case> {
         tree: pix_and_phb("oracle-ib-hca-conf"),
         env: Vec::new(),
         etc_nccl_conf: Some("NCCL_IB_HCA=mlx5_1\n"),
+        topo_file: None,
     });
+    // NCCL's topology file: what it places, NCCL does not look up in sysfs.
+    let root_ports = |name: &str| {
+        let t = Tree::new(name);
+        t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
+        t.bridge("pci0000:00/0000:00:01.0/0000:01:00.0", 5, None, 0);
+        t.bridge(
+            "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0",
+            6,
+            None,
+            0,
+        );
+        t.gpu(
+            "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0",
+            0x2330,
+            0,
+            128 << 30,
+        );
+        t.bridge("pci0000:00/0000:00:02.0", 4, None, 0);
+        t.nic("pci0000:00/0000:00:02.0/0000:04:00.0", "mlx5_0", 0);
+        t
+    };
+    for (what, conf, file) in [
+        (
+            "NCCL_TOPO_FILE places GPU and NIC under one switch",
+            None,
+            "/opt/topo.xml",
+        ),
+        (
+            "NCCL_TOPO_FILE in /etc/nccl.conf (Azure's way)",
+            Some("NCCL_TOPO_FILE=/opt/topo.xml\n"),
+            "/opt/topo.xml",
+        ),
+        (
+            "nvidia-topologyd's virtualTopology.xml",
+            None,
+            "/var/run/nvidia-topologyd/virtualTopology.xml",
+        ),
+    ] {
+        cases.push(Case {
+            what,
+            tree: root_ports("oracle-topo-file"),
+            env: Vec::new(),
+            etc_nccl_conf: conf,
+            topo_file: Some((file, TOPO_FILE)),
+        });
+    }
     for c in &cases {
         c.tree.nvidia_open_580();
         c.tree.mofed_with("nv_peer_mem");
@@ -570,7 +641,24 @@ fn every_modelled_node_is_judged_as_nccl_judges_it() {
         if let Some(text) = case.etc_nccl_conf {
             t.write("etc-nccl.conf", text);
             check_env.push(("NV_PEER_MEM_NCCL_CONF", t.root.join("etc-nccl.conf")));
-            common.push(("NCCL_HARNESS_ETC_NCCL_CONF", t.root.join("etc-nccl.conf")));
+            // NCCL opens the file by the name /etc/nccl.conf gives, which
+            // is the node's: under the tree for the harness.
+            let theirs = match case.topo_file {
+                Some((file, _)) => text.replace(file, &format!("{}{file}", t.root.display())),
+                None => text.to_owned(),
+            };
+            t.write("etc-nccl.conf.harness", theirs);
+            common.push((
+                "NCCL_HARNESS_ETC_NCCL_CONF",
+                t.root.join("etc-nccl.conf.harness"),
+            ));
+        }
+        if let Some((file, text)) = case.topo_file {
+            t.write(file.trim_start_matches('/'), text);
+            if case.etc_nccl_conf.is_none() && !file.starts_with("/var/run/nvidia-topologyd/") {
+                check_env.push(("NCCL_TOPO_FILE", PathBuf::from(file)));
+                common.push(("NCCL_TOPO_FILE", t.root.join(file.trim_start_matches('/'))));
+            }
         }
         for level in [None, Some("PIX"), Some("PHB"), Some("SYS")] {
             let mut env = common.clone();

@@ -1067,3 +1067,73 @@ fn nccl_ib_hca_chooses_the_nic_nccl_uses() {
     // UCX does not read NCCL_IB_HCA.
     assert_line(&out, &["ucx", UCX_FILES]);
 }
+
+#[test]
+fn nccl_topo_file_places_the_devices_nccl_sees() {
+    // A VM: GPU and NIC on the root bus (PHB in sysfs); the site's file
+    // puts them below one switch, as Azure's HPC images' files do.
+    let t = Tree::new("topo-file");
+    t.gpu("pci0000:00/0000:00:06.0", 0x2330, -1, 128 << 30);
+    t.nic("pci0000:00/0000:00:07.0", "mlx5_0", -1);
+    t.vm();
+    t.nvidia_open_580();
+    t.mofed_with("nv_peer_mem");
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 6, "{out}");
+    assert_line(&out, &["WARN", "distance", "is PHB from it"]);
+    t.write(
+        "etc/nccl-topo.xml",
+        r#"<system version="1">
+  <cpu numaid="-1">
+    <pci busid="ffff:ff:01.0" class="0x060400">
+      <pci busid="0000:00:06.0" class="0x030200"/>
+      <pci busid="0000:00:07.0" class="0x020700"><nic><net name="mlx5_0"/></nic></pci>
+    </pci>
+  </cpu>
+</system>
+"#,
+    );
+    let file = |f: &str| vec![("NCCL_TOPO_FILE", std::path::PathBuf::from(f))];
+    let (status, out) = t.run_with(&[], &file("/etc/nccl-topo.xml"));
+    assert_eq!(status, 0, "{out}");
+    assert_line(
+        &out,
+        &[
+            "nccl",
+            "NCCL takes its topology from NCCL_TOPO_FILE=/etc/nccl-topo.xml in the environment",
+        ],
+    );
+    assert_line(
+        &out,
+        &[
+            "ok",
+            "distance",
+            "is PIX from it in NCCL_TOPO_FILE=/etc/nccl-topo.xml in the environment (PHB in sysfs)",
+        ],
+    );
+    // A file that is not there is warned about by NCCL and skipped.
+    let (status, out) = t.run_with(&[], &file("/etc/none.xml"));
+    assert_eq!(status, 6, "{out}");
+    assert_line(
+        &out,
+        &[
+            "nccl",
+            "NCCL_TOPO_FILE=/etc/none.xml in the environment: no such file",
+            "reads sysfs",
+        ],
+    );
+    // One NCCL cannot parse stops NCCL altogether: said, sysfs judged.
+    t.write(
+        "etc/nccl-topo.xml",
+        "<system version=\"1\"><cpu></system>\n",
+    );
+    let (_, out) = t.run_with(&[], &file("/etc/nccl-topo.xml"));
+    assert_line(
+        &out,
+        &[
+            "nccl",
+            "not a topology NCCL can read",
+            "NCCL fails to start a communicator",
+        ],
+    );
+}

@@ -1,0 +1,295 @@
+//! The topology file NCCL reads before sysfs (graph/topo.cc,
+//! ncclTopoGetSystem, 2.28.9 and 2.30.7): `NCCL_TOPO_FILE` (the
+//! environment, then NCCL's configuration files: Azure's HPC images set it
+//! in /etc/nccl.conf), else `/var/run/nvidia-topologyd/virtualTopology.xml`
+//! where it exists. NCCL places a GPU or NIC where the file does (a PCI
+//! node of the GPU's bus id; a net of the NIC's name, or a PCI node of its
+//! bus id) and climbs sysfs only for what the file does not place
+//! (xml.cc, ncclTopoGetXmlFromSys: a node with a parent is not moved). So
+//! where the file places both, the distance NCCL sees is the file's, not
+//! sysfs's: a VM's devices on one root bus (PHB in sysfs) sit below one
+//! switch in Azure's files (PIX). NCCL's own code judges the same files in
+//! ci/test-nccl.sh (readiness/tests/nccl_oracle.rs).
+
+use crate::consumers;
+use crate::host::Host;
+use crate::topology::Distance;
+
+/// An element of NCCL's topology XML: its tag, attributes and parent.
+#[derive(Debug)]
+struct Element {
+    tag: String,
+    attrs: Vec<(String, String)>,
+    parent: Option<usize>,
+}
+
+impl Element {
+    fn attr(&self, name: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The file NCCL reads and the elements in it.
+#[derive(Debug)]
+pub struct TopoFile {
+    /// Where NCCL takes it from: `NCCL_TOPO_FILE=<file> in <source>` or the
+    /// nvidia-topologyd file.
+    pub shown: String,
+    elements: Vec<Element>,
+}
+
+/// The topology file NCCL reads on this node, if any: Ok(None) where there
+/// is none, Err (what to say) where NCCL_TOPO_FILE names a file that is
+/// not there, or the file cannot be read or parsed.
+pub fn read(host: &Host) -> Result<Option<TopoFile>, String> {
+    let (path, shown, must) = match consumers::nccl_setting(host, "NCCL_TOPO_FILE") {
+        Some((file, from)) => {
+            let p = std::path::PathBuf::from(&file);
+            let under_root = host.root.join(p.strip_prefix("/").unwrap_or(&p));
+            (under_root, format!("NCCL_TOPO_FILE={file} in {from}"), true)
+        }
+        None => (
+            host.root_path("var/run/nvidia-topologyd/virtualTopology.xml"),
+            "/var/run/nvidia-topologyd/virtualTopology.xml (nvidia-topologyd's, which NCCL reads without NCCL_TOPO_FILE)".to_owned(),
+            false,
+        ),
+    };
+    if !host.exists(&path) {
+        return match must {
+            // graph/xml.cc, ncclTopoGetXmlFromFile: a file that does not
+            // open is warned about and skipped.
+            true => Err(format!(
+                "{shown}: no such file: NCCL warns \"Could not open XML topology file\" and reads sysfs"
+            )),
+            false => Ok(None),
+        };
+    }
+    let text = host.text(&path).map_err(|e| format!("{shown}: {e}"))?;
+    // NCCL's parser fails on it too: ncclTopoGetSystem, and with it every
+    // communicator's start, fails (ncclInternalError).
+    let elements = parse(&text).map_err(|e| {
+        format!("{shown}: not a topology NCCL can read ({e}): NCCL fails to start a communicator")
+    })?;
+    Ok(Some(TopoFile { shown, elements }))
+}
+
+/// The elements of @text, each with its parent (a tolerant reader of the
+/// subset NCCL writes and reads: `<tag a="v" ...>`, `</tag>`, `<tag .../>`,
+/// `<!-- -->` and `<? ?>` skipped).
+fn parse(text: &str) -> Result<Vec<Element>, String> {
+    let mut out: Vec<Element> = Vec::new();
+    let mut open: Vec<usize> = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find('<') {
+        rest = &rest[start..];
+        if let Some(after) = rest.strip_prefix("<!--") {
+            let end = after.find("-->").ok_or("an unterminated comment")?;
+            rest = &after[end + 3..];
+            continue;
+        }
+        let end = rest.find('>').ok_or("a tag without its '>'")?;
+        let inner = &rest[1..end];
+        rest = &rest[end + 1..];
+        if inner.starts_with('?') || inner.starts_with('!') {
+            continue;
+        }
+        if let Some(name) = inner.strip_prefix('/') {
+            let top = open
+                .pop()
+                .ok_or_else(|| format!("</{name}> closes nothing"))?;
+            if out[top].tag != name.trim() {
+                return Err(format!("</{}> closes <{}>", name.trim(), out[top].tag));
+            }
+            continue;
+        }
+        let closed = inner.ends_with('/');
+        let inner = inner.trim_end_matches('/');
+        let tag_end = inner.find(char::is_whitespace).unwrap_or(inner.len());
+        let tag = inner[..tag_end].to_owned();
+        let mut attrs = Vec::new();
+        let mut a = inner[tag_end..].trim_start();
+        while !a.is_empty() {
+            let eq = a
+                .find('=')
+                .ok_or_else(|| format!("<{tag}>: an attribute without a value"))?;
+            let key = a[..eq].trim().to_owned();
+            let v = a[eq + 1..].trim_start();
+            let quote = v.chars().next().filter(|c| *c == '"' || *c == '\'');
+            let quote = quote.ok_or_else(|| format!("<{tag}>: {key}'s value is not quoted"))?;
+            let close = v[1..]
+                .find(quote)
+                .ok_or_else(|| format!("<{tag}>: {key}'s value is not closed"))?;
+            attrs.push((key, v[1..1 + close].to_owned()));
+            a = v[close + 2..].trim_start();
+        }
+        out.push(Element {
+            tag,
+            attrs,
+            parent: open.last().copied(),
+        });
+        if !closed {
+            open.push(out.len() - 1);
+        }
+    }
+    if let Some(top) = open.last() {
+        return Err(format!("<{}> is not closed", out[*top].tag));
+    }
+    Ok(out)
+}
+
+impl TopoFile {
+    /// The element of the PCI device @bus_id (bus ids compared as NCCL's
+    /// lower-case ones).
+    fn pci(&self, bus_id: &str) -> Option<usize> {
+        self.elements.iter().position(|e| {
+            e.tag == "pci"
+                && e.attr("busid")
+                    .is_some_and(|b| b.eq_ignore_ascii_case(bus_id))
+        })
+    }
+
+    /// Where the file places RDMA device @name at @bus_id: the element its
+    /// `nic` hangs from (a PCI device, or a CPU for a NIC outside PCI), as
+    /// ncclTopoFillNet finds it: a net of that name first, else the PCI
+    /// node of its bus id.
+    fn nic(&self, name: &str, bus_id: &str) -> Option<usize> {
+        let by_name = self
+            .elements
+            .iter()
+            .position(|e| e.tag == "net" && e.attr("name") == Some(name));
+        match by_name {
+            Some(net) => {
+                let nic = self.elements[net].parent?;
+                self.elements[nic].parent
+            }
+            None => self.pci(bus_id),
+        }
+    }
+
+    /// The elements above @index, nearest first, up to its CPU.
+    fn above(&self, index: usize) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut at = self.elements[index].parent;
+        while let Some(i) = at {
+            if !matches!(self.elements[i].tag.as_str(), "pci" | "cpu") {
+                break;
+            }
+            out.push(i);
+            if self.elements[i].tag == "cpu" {
+                break;
+            }
+            at = self.elements[i].parent;
+        }
+        out
+    }
+
+    /// The distance NCCL computes between GPU @gpu and RDMA device @name
+    /// (at @nic) where the file places both; None where it places either
+    /// not (NCCL then takes it from sysfs). NCCL's path types
+    /// (paths.cc, ncclTopoSetPaths): a link through one PCI switch is PIX,
+    /// through two or more PXB, through a CPU PHB, between CPUs SYS.
+    pub fn distance(&self, gpu: &str, name: &str, nic: &str) -> Option<Distance> {
+        let g = self.pci(gpu)?;
+        let n = self.nic(name, nic)?;
+        let mut up_g = self.above(g);
+        // a NIC on a CPU (no PCI device of its own) starts from it
+        let mut up_n = if self.elements[n].tag == "cpu" {
+            vec![n]
+        } else {
+            self.above(n)
+        };
+        let cpu_of = |up: &[usize]| {
+            up.last()
+                .copied()
+                .filter(|c| self.elements[*c].tag == "cpu")
+        };
+        let (cg, cn) = (cpu_of(&up_g)?, cpu_of(&up_n)?);
+        if cg != cn {
+            return Some(Distance::Sys);
+        }
+        up_g.pop();
+        up_n.pop();
+        // the switches on the path: each side's up to where they meet
+        let meet = up_g.iter().position(|x| up_n.contains(x));
+        let Some(meet) = meet else {
+            return Some(Distance::Phb);
+        };
+        let at = up_g[meet];
+        let from_n = up_n.iter().position(|x| *x == at).unwrap_or(0);
+        let switches = meet + from_n + 1;
+        Some(if switches <= 1 {
+            Distance::Pix
+        } else {
+            Distance::Pxb
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const AZURE_LIKE: &str = r#"<?xml version="1.0"?>
+<system version="1">
+  <!-- a made-up switch, as cloud topology files have -->
+  <cpu numaid="0" affinity="0000ffff" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">
+    <pci busid="ffff:ff:01.0" class="0x060400" link_speed="32.0 GT/s PCIe" link_width="16">
+      <pci busid="0001:00:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16"/>
+      <pci busid="0101:00:00.0" class="0x020700" link_speed="32.0 GT/s PCIe" link_width="16">
+        <nic>
+          <net name="mlx5_ib0" dev="0" speed="400000" port="1" gdr="1"/>
+        </nic>
+      </pci>
+      <pci busid="ffff:ff:02.0" class="0x060400" link_speed="32.0 GT/s PCIe" link_width="16">
+        <pci busid="0002:00:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16"/>
+      </pci>
+    </pci>
+    <pci busid="0003:00:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16"/>
+    <nic>
+      <net name="eth0" dev="1" speed="10000" port="0" gdr="0"/>
+    </nic>
+  </cpu>
+  <cpu numaid="1" affinity="ffff0000" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">
+    <pci busid="0004:00:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16"/>
+  </cpu>
+</system>
+"#;
+
+    fn file() -> TopoFile {
+        TopoFile {
+            shown: String::new(),
+            elements: parse(AZURE_LIKE).unwrap(),
+        }
+    }
+
+    #[test]
+    fn the_files_places_give_ncclss_distances() {
+        let f = file();
+        let d = |gpu: &str| f.distance(gpu, "mlx5_ib0", "0101:00:00.0");
+        assert_eq!(d("0001:00:00.0"), Some(Distance::Pix));
+        assert_eq!(d("0002:00:00.0"), Some(Distance::Pxb));
+        assert_eq!(d("0003:00:00.0"), Some(Distance::Phb));
+        assert_eq!(d("0004:00:00.0"), Some(Distance::Sys));
+        // not placed: NCCL climbs sysfs for it
+        assert_eq!(d("0005:00:00.0"), None);
+        // a NIC found by its bus id; one on the CPU itself
+        assert_eq!(
+            f.distance("0001:00:00.0", "other", "0101:00:00.0"),
+            Some(Distance::Pix)
+        );
+        assert_eq!(
+            f.distance("0001:00:00.0", "eth0", "none"),
+            Some(Distance::Phb)
+        );
+    }
+
+    #[test]
+    fn a_broken_file_is_said_not_guessed() {
+        assert!(parse("<system><cpu></system>").is_err());
+        assert!(parse("<system version=1/>").is_err());
+        assert!(parse("<system").is_err());
+    }
+}
