@@ -113,6 +113,8 @@ struct Gpu {
   const char* busId;
   int sm = 90;
   int gdr = 1;
+  // NVLinks to NVSwitches (NVML's answer on an HGX board; 18 on H100).
+  int nvswitch = 0;
 };
 struct Net {
   const char* name;
@@ -275,6 +277,17 @@ static ncclResult_t from_sysfs(const char* dump) {
     if (index == -1) NCCLCHECK(xmlSetAttrInt(gpu, "dev", (int)r));
     NCCLCHECK(xmlGetAttrIndex(gpu, "sm", &index));
     if (index == -1) NCCLCHECK(xmlSetAttrInt(gpu, "sm", gpus[r].sm));
+    // NVLink as NVML would give it, in the form NCCL's own dump of an
+    // NVSwitch node has (the lent 4 x H100 host's nccl-topo.xml): a GPU with
+    // an nvlink child is not asked of NVML again (ncclTopoGetXmlFromGpu).
+    struct ncclXmlNode* nvlink;
+    NCCLCHECK(xmlGetSub(gpu, "nvlink", &nvlink));
+    if (nvlink == nullptr && gpus[r].nvswitch > 0) {
+      NCCLCHECK(xmlAddNode(xml, gpu, "nvlink", &nvlink));
+      NCCLCHECK(xmlSetAttr(nvlink, "target", "fffffff:ff:ff.0"));
+      NCCLCHECK(xmlSetAttrInt(nvlink, "count", gpus[r].nvswitch));
+      NCCLCHECK(xmlSetAttr(nvlink, "tclass", "0x068000"));
+    }
     NCCLCHECK(ncclTopoGetXmlFromGpu(pci, NULL, xml, &gpu));
     NCCLCHECK(xmlSetAttrInt(gpu, "keep", 1));
     NCCLCHECK(xmlSetAttrInt(gpu, "rank", (int)r));
@@ -340,9 +353,10 @@ static int usage() {
   fprintf(stderr,
           "usage: nccl-harness TOPOLOGY.xml                 (NCCL's topology XML)\n"
           "       nccl-harness --sysfs ROOT [--cpu VENDOR,family=F,model=M]\n"
-          "                    --gpu BUSID[,sm=90][,gdr=1]... [--net NAME[,gdr=1]...] [--dump FILE]\n"
+          "                    --gpu BUSID[,sm=90][,gdr=1][,nvswitch=18]... [--net NAME[,gdr=1]...] [--dump FILE]\n"
           "  ROOT holds the node's sys/ tree; BUSID as 0000:03:00.0; NAME an RDMA device\n"
-          "  (sys/class/infiniband/NAME); gdr=0: the GPU or NIC cannot register GPU memory.\n"
+          "  (sys/class/infiniband/NAME); gdr=0: the GPU or NIC cannot register GPU memory;\n"
+          "  nvswitch=N: N NVLinks to NVSwitches, as NVML reports on an HGX board.\n"
           "  Without --net: the devices NCCL's IB plugin takes (ACTIVE ports, NCCL_IB_HCA)\n");
   return 2;
 }
@@ -370,7 +384,7 @@ int main(int argc, char** argv) {
         dump = value;
       } else if (strcmp(argv[i - 1], "--gpu") == 0) {
         Gpu g;
-        if (!parse(value, &g.busId, {{"sm", &g.sm}, {"gdr", &g.gdr}})) return usage();
+        if (!parse(value, &g.busId, {{"sm", &g.sm}, {"gdr", &g.gdr}, {"nvswitch", &g.nvswitch}})) return usage();
         gpus.push_back(g);
       } else if (strcmp(argv[i - 1], "--net") == 0) {
         Net n;

@@ -10,7 +10,9 @@ use crate::rdma::{self, Nic};
 use crate::registration::{self, Path};
 use crate::report::{Fact, Gpu, Problem, Report, Status};
 use crate::topology::{self, Distance};
-use crate::{consumers, iommu, memory, nccl_ib, nccl_topo_file, peer_clients, service};
+use crate::{
+    consumers, iommu, memory, nccl_ib, nccl_topo_file, nvlink, peer_clients, pxn, service,
+};
 
 /// The checks over @host. @programs: whether the forms people read may
 /// ask programs (the service helper's status, nvidia-smi's memory sizes,
@@ -164,14 +166,31 @@ pub fn check(host: &Host, programs: bool) -> Report {
     if let Some(f) = &topo_file {
         facts.push(Fact::info("nccl", "node", format!("NCCL takes its topology from {}: a GPU's distance to a NIC is the file's where it places both, sysfs's otherwise", f.shown)));
     }
+    let in_file = |gpu: &PciDevice, nic: &Nic| {
+        topo_file
+            .as_ref()
+            .and_then(|f| f.distance(&gpu.address, &nic.name, &nic.address))
+    };
+    // Every GPU's distances to the NICs NCCL takes, as NCCL sees them, for
+    // PXN (pxn.rs); NVLink from nvidia-smi where programs may be asked.
+    let views: Vec<(String, Vec<(String, Distance)>)> = gpus
+        .iter()
+        .map(|gpu| {
+            let seen = nic_distances(host, gpu, &nics, &devices)
+                .into_iter()
+                .filter(|(n, _, _)| taken.contains(n))
+                .map(|(n, _, d)| (n.name.clone(), in_file(gpu, n).unwrap_or(d)))
+                .collect();
+            (gpu.address.clone(), seen)
+        })
+        .collect();
+    let joined = if programs { nvlink::joined(host) } else { None };
+    let pxn_disabled =
+        consumers::nccl_setting(host, "NCCL_PXN_DISABLE").is_some_and(|(v, _)| v == "1");
     let mut summaries = Vec::new();
     for gpu in &gpus {
         let all = nic_distances(host, gpu, &nics, &devices);
-        let in_file = |nic: &Nic| {
-            topo_file
-                .as_ref()
-                .and_then(|f| f.distance(&gpu.address, &nic.name, &nic.address))
-        };
+        let in_file = |nic: &Nic| in_file(gpu, nic);
         // The first of the nearest NCCL takes, by name, as NCCL sees them.
         let closest = all
             .iter()
@@ -198,8 +217,21 @@ pub fn check(host: &Host, programs: bool) -> Report {
         ));
         if let Some((nic, nic_dev, distance, nccl_distance)) = closest {
             let seen = (nccl_distance, topo_file.as_ref().map(|f| f.shown.as_str()));
-            distance_fact(gpu, nic, distance, seen, &level, &mut facts);
-            nccl_pair_fact(gpu, nic, nccl_distance, &level, nccl_sees, &mut facts);
+            match pxn::relay(&gpu.address, &views, joined.as_ref(), pxn_disabled) {
+                Some(relay) => relay_facts(
+                    gpu,
+                    nic,
+                    nccl_distance,
+                    &relay,
+                    &level,
+                    nccl_sees,
+                    &mut facts,
+                ),
+                None => {
+                    distance_fact(gpu, nic, distance, seen, &level, &mut facts);
+                    nccl_pair_fact(gpu, nic, nccl_distance, &level, nccl_sees, &mut facts);
+                }
+            }
             acs_facts(
                 host,
                 gpu,
@@ -472,6 +504,53 @@ fn gate_fact(
 fn port_type(host: &Host, d: &PciDevice) -> Option<PortType> {
     let reader = host.config(&d.dir.join("config")).ok()?;
     ConfigSpace::from_reader(&reader).port_type()
+}
+
+/// The distance and NCCL facts of @gpu where PXN may relay it (pxn.rs):
+/// its own closest NIC @nic is @direct from it, beyond PXB; NCCL reaches
+/// @relay's NIC through its peer GPU over NVLink and judges GPUDirect RDMA
+/// by the peer's distance. Where NVLink could not be seen, neither verdict
+/// is given: a warning there could drain a node NCCL serves well.
+fn relay_facts(
+    gpu: &PciDevice,
+    nic: &Nic,
+    direct: Distance,
+    relay: &pxn::Relay,
+    level: &(usize, String),
+    sees: bool,
+    facts: &mut Vec<Fact>,
+) {
+    let own = format!(
+        "closest RDMA device {} ({}) is {direct} from it",
+        nic.name, nic.address
+    );
+    let through = format!(
+        "{} through GPU {} over NVLink (PXN; {} is {} from {})",
+        relay.nic, relay.peer, relay.nic, relay.distance, relay.peer
+    );
+    if !relay.seen {
+        let unseen = "whether NVLink joins them only nvidia-smi can tell (`nvidia-smi topo -m`; the check asks it in its default and --json forms)";
+        facts.push(Fact::info(
+            "distance",
+            &gpu.address,
+            format!("{own}: NCCL may reach {through}: {unseen}"),
+        ));
+        facts.push(Fact::info("nccl", &gpu.address, format!("NCCL uses GPUDirect RDMA with {through} if NVLink joins them, else not with {}: {unseen}", nic.name)));
+        return;
+    }
+    facts.push(Fact::ok(
+        "distance",
+        &gpu.address,
+        format!("{own}; NCCL reaches {through}"),
+    ));
+    let name = consumers::level_name(level.0);
+    facts.push(if sees && consumers::nccl_within(relay.distance, level.0) {
+        Fact::ok("nccl", &gpu.address, format!("NCCL uses GPUDirect RDMA with {through}, within {name} ({})", level.1))
+    } else if sees {
+        Fact::info("nccl", &gpu.address, format!("NCCL does not use GPUDirect RDMA with {through}: {} is beyond {name} ({})", relay.distance, level.1))
+    } else {
+        Fact::info("nccl", &gpu.address, format!("NCCL does not use GPUDirect RDMA with {through}: it finds no GPUDirect RDMA support on this node (see the nccl line)"))
+    });
 }
 
 /// The distance between @gpu and its closest NIC as NCCL judges it: the

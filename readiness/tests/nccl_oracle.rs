@@ -343,6 +343,9 @@ struct Case {
     env: Vec<(&'static str, &'static str)>,
     /// The node's /etc/nccl.conf, if any.
     etc_nccl_conf: Option<&'static str>,
+    /// NVSwitches join every GPU (the harness's `nvswitch=18`, the tree's
+    /// nvidia-smi: Tree::nvswitch).
+    nvswitch: bool,
     /// A topology file on the node: its path there and its text. NCCL is
     /// told it through `NCCL_TOPO_FILE` unless it is nvidia-topologyd's,
     /// which NCCL reads unasked (in /etc/nccl.conf where that is given).
@@ -510,6 +513,7 @@ fn catalogue() -> Vec<Case> {
             env: Vec::new(),
             etc_nccl_conf: None,
             topo_file: None,
+            nvswitch: false,
         })
         .collect();
     for (what, hca) in [
@@ -532,6 +536,7 @@ fn catalogue() -> Vec<Case> {
             env: vec![("NCCL_IB_HCA", hca)],
             etc_nccl_conf: None,
             topo_file: None,
+            nvswitch: false,
         });
     }
     cases.push(Case {
@@ -540,6 +545,7 @@ fn catalogue() -> Vec<Case> {
         env: Vec::new(),
         etc_nccl_conf: Some("NCCL_IB_HCA=mlx5_1\n"),
         topo_file: None,
+        nvswitch: false,
     });
     // NCCL's topology file: what it places, NCCL does not look up in sysfs.
     let root_ports = |name: &str| {
@@ -585,6 +591,48 @@ fn catalogue() -> Vec<Case> {
             env: Vec::new(),
             etc_nccl_conf: conf,
             topo_file: Some((file, TOPO_FILE)),
+            nvswitch: false,
+        });
+    }
+    // PXN: a GPU whose every NIC is across a CPU reaches one through its
+    // NVLink peer beside it.
+    let pxn = |name: &str| {
+        let t = Tree::new(name);
+        t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
+        t.gpu("pci0000:00/0000:00:01.0/0000:10:00.0", 0x2330, 0, 128 << 30);
+        let rp = "pci0000:80/0000:80:01.0";
+        t.bridge(rp, 4, None, 1);
+        t.bridge(&format!("{rp}/0000:90:00.0"), 5, None, 1);
+        t.bridge(&format!("{rp}/0000:90:00.0/0000:91:00.0"), 6, None, 1);
+        t.bridge(&format!("{rp}/0000:90:00.0/0000:91:01.0"), 6, None, 1);
+        t.gpu(
+            &format!("{rp}/0000:90:00.0/0000:91:00.0/0000:92:00.0"),
+            0x2330,
+            1,
+            128 << 30,
+        );
+        t.nic(
+            &format!("{rp}/0000:90:00.0/0000:91:01.0/0000:93:00.0"),
+            "mlx5_0",
+            1,
+        );
+        t.nvswitch(&["0000:10:00.0", "0000:92:00.0"]);
+        t
+    };
+    for (what, env) in [
+        ("PXN: the far GPU relayed by its NVLink peer", vec![]),
+        (
+            "PXN off (NCCL_PXN_DISABLE=1)",
+            vec![("NCCL_PXN_DISABLE", "1")],
+        ),
+    ] {
+        cases.push(Case {
+            what,
+            tree: pxn("oracle-pxn"),
+            env,
+            etc_nccl_conf: None,
+            topo_file: None,
+            nvswitch: true,
         });
     }
     for c in &cases {
@@ -675,7 +723,18 @@ fn every_modelled_node_is_judged_as_nccl_judges_it() {
                 case.what
             );
             for (release, harness) in &harnesses {
-                let pairs = nccl_over_tree(harness, t, &gpus, &[], &env);
+                let gpu_args: Vec<String> = gpus
+                    .iter()
+                    .map(|g| {
+                        if case.nvswitch {
+                            format!("{g},nvswitch=18")
+                        } else {
+                            g.clone()
+                        }
+                    })
+                    .collect();
+                let gpus_ = &gpu_args;
+                let pairs = nccl_over_tree(harness, t, gpus_, &[], &env);
                 // The distance NCCL computed: its path where nothing turns
                 // GPUDirect RDMA off. Where it is off, NCCL routes the
                 // pair's traffic through the GPU's CPU (paths.cc,
@@ -683,7 +742,7 @@ fn every_modelled_node_is_judged_as_nccl_judges_it() {
                 // the path it then reports is that route, PHB or SYS.
                 let mut open = common.clone();
                 open.push(("NCCL_NET_GDR_LEVEL", PathBuf::from("SYS")));
-                let raw = nccl_over_tree(harness, t, &gpus, &[], &open);
+                let raw = nccl_over_tree(harness, t, gpus_, &[], &open);
                 for (rank, gpu) in gpus.iter().enumerate() {
                     compared += 1;
                     let at = format!(
@@ -708,13 +767,19 @@ fn every_modelled_node_is_judged_as_nccl_judges_it() {
                         }
                         continue;
                     }
-                    // The check: its closest NIC, the distance and the verdict.
+                    // The check: the NIC its verdict names (reached through
+                    // a peer GPU where PXN relays), the distance and the verdict.
                     let nccl = line_of(&out, "nccl", gpu);
                     let distance = line_of(&out, "distance", gpu);
+                    let relayed = nccl.contains(" through GPU ");
                     let nic = nics
                         .iter()
-                        .find(|n| distance.contains(&format!("device {n} (")))
-                        .unwrap_or_else(|| panic!("no NIC in {distance}"));
+                        .find(|n| {
+                            [' ', ':']
+                                .iter()
+                                .any(|end| nccl.contains(&format!("GPUDirect RDMA with {n}{end}")))
+                        })
+                        .unwrap_or_else(|| panic!("no NIC in {nccl}"));
                     let class = ["PIX", "PXB", "PHB", "NODE", "SYS"]
                         .into_iter()
                         .find(|c| distance.contains(&format!(" is {c} from it")))
@@ -723,10 +788,10 @@ fn every_modelled_node_is_judged_as_nccl_judges_it() {
                     let class = if class == "NODE" { "PHB" } else { class };
                     let uses = nccl.contains("NCCL uses GPUDirect RDMA");
                     // NCCL: the pair with the check's NIC, and the nearest
-                    // of this GPU's pairs.
+                    // of this GPU's pairs (paths.cc's order of path types).
                     let the_pair =
                         |lines: &[String]| lines.iter().find(|p| field(p, "name") == nic).cloned();
-                    let order = ["PIX", "PXB", "PHB", "SYS"];
+                    let order = ["PIX", "PXB", "PXN", "PHB", "SYS"];
                     let rank_of = |p: &str| order.iter().position(|o| *o == p).unwrap_or(9);
                     let nearest = mine
                         .iter()
@@ -737,13 +802,21 @@ fn every_modelled_node_is_judged_as_nccl_judges_it() {
                     else {
                         differ.push(format!(
                             "{at}:\n  check: {}\n  NCCL does not take {nic}: {}",
-                            distance.trim(),
+                            nccl.trim(),
                             mine.join("\n    ")
                         ));
                         continue;
                     };
                     let on = field(&pair, "gdr_read") == "on" && field(&pair, "gdr_write") == "on";
-                    if field(&distance_pair, "path") != class || nearest != class || on != uses {
+                    let path = field(&distance_pair, "path");
+                    // PXN: the check says the relay; the distance it prints
+                    // is the GPU's own, NCCL's path is PXN.
+                    let same_path = if path == "PXN" {
+                        relayed
+                    } else {
+                        !relayed && path == class && distance.contains(&format!("device {nic} ("))
+                    };
+                    if !same_path || nearest != path || on != uses {
                         differ.push(format!(
                             "{at}:\n  check: {}\n         {}\n  NCCL:  {pair}\n  NCCL's distance: {distance_pair} (nearest {nearest})",
                             distance.trim(),

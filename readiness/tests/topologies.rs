@@ -1137,3 +1137,65 @@ fn nccl_topo_file_places_the_devices_nccl_sees() {
         ],
     );
 }
+
+#[test]
+fn pxn_relays_a_far_gpu_through_its_nvlink_peer() {
+    // GPU 10:00.0 on socket 0 with no NIC; GPU 92:00.0 and mlx5_0 below one
+    // switch on socket 1.
+    let t = Tree::new("pxn");
+    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
+    t.gpu("pci0000:00/0000:00:01.0/0000:10:00.0", 0x2330, 0, 128 << 30);
+    let rp = "pci0000:80/0000:80:01.0";
+    t.bridge(rp, 4, None, 1);
+    t.bridge(&format!("{rp}/0000:90:00.0"), 5, None, 1);
+    t.bridge(&format!("{rp}/0000:90:00.0/0000:91:00.0"), 6, None, 1);
+    t.bridge(&format!("{rp}/0000:90:00.0/0000:91:01.0"), 6, None, 1);
+    t.gpu(
+        &format!("{rp}/0000:90:00.0/0000:91:00.0/0000:92:00.0"),
+        0x2330,
+        1,
+        128 << 30,
+    );
+    t.nic(
+        &format!("{rp}/0000:90:00.0/0000:91:01.0/0000:93:00.0"),
+        "mlx5_0",
+        1,
+    );
+    t.nvidia_open_580();
+    t.mofed_with("nv_peer_mem");
+    // Without nvidia-smi NVLink cannot be seen: said, not warned.
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 0, "{out}");
+    assert_line(
+        &out,
+        &[
+            "distance",
+            "0000:10:00.0",
+            "is SYS from it: NCCL may reach mlx5_0 through GPU 0000:92:00.0 over NVLink (PXN",
+            "only nvidia-smi can tell",
+        ],
+    );
+    let (status, health) = t.run(&["--health", "--nccl"]);
+    assert_eq!(status, 0, "{health}");
+    // With it: NVSwitches join them, and NCCL relays.
+    t.nvswitch(&["0000:10:00.0", "0000:92:00.0"]);
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 0, "{out}");
+    assert_line(
+        &out,
+        &[
+            "ok",
+            "nccl",
+            "0000:10:00.0",
+            "NCCL uses GPUDirect RDMA with mlx5_0 through GPU 0000:92:00.0 over NVLink (PXN; mlx5_0 is PIX from 0000:92:00.0), within PXB",
+        ],
+    );
+    // PXN off: NCCL's own path, SYS, and the warning.
+    let off = vec![("NCCL_PXN_DISABLE", std::path::PathBuf::from("1"))];
+    let (status, out) = t.run_with(&[], &off);
+    assert_eq!(status, 6, "{out}");
+    assert_line(
+        &out,
+        &["WARN", "distance", "0000:10:00.0", "is SYS from it"],
+    );
+}

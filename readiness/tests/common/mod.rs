@@ -498,6 +498,47 @@ impl Tree {
         path
     }
 
+    /// A fake nvidia-smi for GPUs @gpus (PCI addresses, in NVML's index
+    /// order) that NVSwitches join: each query the check asks answered in
+    /// the shape the lent 4 x H100 host printed (tests/real/h100x4-vm:
+    /// `nvidia-smi topo -m`, tab-separated, the header underlined, NV18
+    /// between every pair; `index, 00000000:BB:DD.F`; 80 GB each).
+    pub fn nvswitch(&self, gpus: &[&str]) -> PathBuf {
+        let bus = |g: &str| format!("0000{}", g.to_ascii_uppercase());
+        let index: String = gpus
+            .iter()
+            .enumerate()
+            .map(|(i, g)| format!("{i}, {}\n", bus(g)))
+            .collect();
+        let memory: String = gpus
+            .iter()
+            .map(|g| format!("{}, 81559\n", bus(g)))
+            .collect();
+        let names: Vec<String> = (0..gpus.len()).map(|i| format!("GPU{i}")).collect();
+        let mut topo = format!(
+            "\t\u{1b}[4m{}\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\u{1b}[0m\n",
+            names.join("\t")
+        );
+        for (i, name) in names.iter().enumerate() {
+            let cells: Vec<&str> = (0..gpus.len())
+                .map(|j| if i == j { " X " } else { "NV18" })
+                .collect();
+            topo.push_str(&format!("{name}\t{}\t0-63\t0\t\tN/A\n", cells.join("\t")));
+        }
+        topo.push_str("\nLegend:\n\n  X    = Self\n  NV#  = Connection traversing a bonded set of # NVLinks\n");
+        let path = self.root.join("nvidia-smi");
+        fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\ncase \"$1\" in\n--query-gpu=index,pci.bus_id) cat <<'EOF'\n{index}EOF\n;;\n--query-gpu=pci.bus_id,memory.total) cat <<'EOF'\n{memory}EOF\n;;\ntopo) cat <<'EOF'\n{topo}EOF\n;;\n*) exit 1 ;;\nesac\n"
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
     /// This tree has a file no kernel prints, on purpose.
     pub fn malformed(&self) {
         self.malformed.set(true);
@@ -526,6 +567,9 @@ impl Tree {
             .env("NV_PEER_MEM_USER_NCCL_CONF", "/nonexistent/user-nccl.conf")
             .env_remove("NCCL_CONF_FILE")
             .env_remove("NCCL_NET_GDR_LEVEL")
+            .env_remove("NCCL_IB_HCA")
+            .env_remove("NCCL_TOPO_FILE")
+            .env_remove("NCCL_PXN_DISABLE")
             .env(
                 "NV_PEER_MEM_NVIDIA_SMI",
                 if smi.exists() {

@@ -1,0 +1,123 @@
+//! PXN: NCCL reaching a NIC through another GPU that NVLink joins to this
+//! one, where this GPU's own path to every NIC crosses a CPU (graph/
+//! paths.cc, ncclTopoComputePaths, 2.28.9 and 2.30.7: for NIC n, its local
+//! GPU p relays for GPU g when p is within PXB of n, NVLink joins p and g,
+//! and g's own path to n goes through a CPU (or p's has more bandwidth);
+//! ncclTopoCheckGdr then judges GPUDirect RDMA by p's distance to n).
+//! Left out, and said in docs/diagnostics.md: the bandwidth clause (the
+//! check never relays a GPU that has a NIC within PXB itself), NCCL's
+//! choice of a NIC's local GPU among equals by its channels (here the
+//! first by address), `NCCL_PXN_C2C` (C2C is not modelled), and from 2.30
+//! that the relay must also be able to read GPU memory for the NIC
+//! (`NCCL_NET_GDR_READ=0` stops PXN there). NCCL's own code judges the
+//! same trees in ci/test-nccl.sh (readiness/tests/nccl_oracle.rs).
+
+use crate::topology::Distance;
+use std::collections::BTreeSet;
+
+/// A GPU's distances, as NCCL sees them, to each NIC NCCL takes, by GPU
+/// address and NIC name (both sorted).
+pub type Views = [(String, Vec<(String, Distance)>)];
+
+/// Where NCCL relays a GPU's traffic through PXN.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Relay {
+    /// The peer GPU's address.
+    pub peer: String,
+    /// The NIC it reaches.
+    pub nic: String,
+    /// The peer's distance to that NIC, which NCCL judges GDR by.
+    pub distance: Distance,
+    /// Whether NVLink is known to join them (nvidia-smi answered); false:
+    /// NCCL relays only if it does, which the check could not see.
+    pub seen: bool,
+}
+
+/// The relay NCCL takes for @gpu, if any: none where PXN is off
+/// (@disabled), where the GPU has a NIC within PXB itself, or where no
+/// NIC's local GPU within PXB of it is (or, with @joined unknown, may be)
+/// joined to @gpu by NVLink.
+pub fn relay(
+    gpu: &str,
+    views: &Views,
+    joined: Option<&BTreeSet<(String, String)>>,
+    disabled: bool,
+) -> Option<Relay> {
+    if disabled {
+        return None;
+    }
+    let (_, own) = views.iter().find(|(g, _)| g == gpu)?;
+    if own.iter().any(|(_, d)| *d <= Distance::Pxb) || own.is_empty() {
+        return None;
+    }
+    let linked = |peer: &str| {
+        let pair = if gpu < peer {
+            (gpu.to_owned(), peer.to_owned())
+        } else {
+            (peer.to_owned(), gpu.to_owned())
+        };
+        joined.map(|j| j.contains(&pair))
+    };
+    own.iter()
+        .filter_map(|(nic, _)| {
+            // the NIC's local GPU: the first of the GPUs nearest it
+            let (peer, distance) = views
+                .iter()
+                .filter_map(|(g, ds)| ds.iter().find(|(n, _)| n == nic).map(|(_, d)| (g, *d)))
+                .min_by_key(|(_, d)| *d)?;
+            if peer == gpu || distance > Distance::Pxb {
+                return None;
+            }
+            let seen = match linked(peer) {
+                Some(true) => true,
+                Some(false) => return None,
+                None => false,
+            };
+            Some(Relay {
+                peer: peer.clone(),
+                nic: nic.clone(),
+                distance,
+                seen,
+            })
+        })
+        .min_by_key(|r| r.distance)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Distance::*;
+
+    fn views() -> Vec<(String, Vec<(String, Distance)>)> {
+        // GPU a has mlx5_0 beside it; GPU b is across the CPUs from it.
+        vec![
+            ("a".into(), vec![("mlx5_0".into(), Pix)]),
+            ("b".into(), vec![("mlx5_0".into(), Sys)]),
+        ]
+    }
+
+    #[test]
+    fn a_far_gpu_is_relayed_by_its_nvlink_peer() {
+        let joined: BTreeSet<_> = [("a".to_owned(), "b".to_owned())].into();
+        let r = relay("b", &views(), Some(&joined), false).unwrap();
+        assert_eq!(
+            (r.peer.as_str(), r.nic.as_str(), r.distance, r.seen),
+            ("a", "mlx5_0", Pix, true)
+        );
+        // not for the near GPU, not without NVLink, not with PXN off
+        assert_eq!(relay("a", &views(), Some(&joined), false), None);
+        assert_eq!(relay("b", &views(), Some(&BTreeSet::new()), false), None);
+        assert_eq!(relay("b", &views(), Some(&joined), true), None);
+        // NVLink unknown: a relay NCCL may take
+        assert!(!relay("b", &views(), None, false).unwrap().seen);
+    }
+
+    #[test]
+    fn a_peer_beyond_pxb_relays_nothing() {
+        let v = vec![
+            ("a".to_owned(), vec![("mlx5_0".to_owned(), Phb)]),
+            ("b".to_owned(), vec![("mlx5_0".to_owned(), Sys)]),
+        ];
+        assert_eq!(relay("b", &v, None, false), None);
+    }
+}
