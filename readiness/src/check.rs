@@ -822,9 +822,24 @@ fn consumer_facts(
             .collect::<Vec<_>>()
             .join(", ")
     };
+    // NCCL registers through DMA-BUF wherever it serves, a peer client
+    // beside it or not (consumers::nccl_dmabuf), unless turned off.
+    let off_by = consumers::nccl_dmabuf_off(host);
+    let nccl_dmabuf = dmabuf && off_by.is_none();
     if taken {
-        facts.push(match (nccl.is_empty(), dmabuf) {
-            (false, _) => Fact::ok("nccl", "node", format!("NCCL finds GPUDirect RDMA support: {}", seen(&nccl))),
+        facts.push(match (nccl.is_empty(), nccl_dmabuf) {
+            (false, true) if peer_client => Fact::ok("nccl", "node", format!(
+                "NCCL finds GPUDirect RDMA support: {}; it registers GPU memory through DMA-BUF, which it takes before {} where both serve (NCCL_DMABUF_ENABLE=0 keeps it on {})",
+                seen(&nccl), path.name(), path.name()
+            )),
+            (false, _) => Fact::ok("nccl", "node", format!(
+                "NCCL finds GPUDirect RDMA support: {}{}",
+                seen(&nccl),
+                match (&off_by, dmabuf) {
+                    (Some(by), true) => format!(" (DMA-BUF, which would also serve, is off: {by})"),
+                    _ => String::new(),
+                }
+            )),
             (true, true) => Fact::ok(
                 "nccl",
                 "node",
@@ -842,7 +857,10 @@ fn consumer_facts(
                 ),
                 Some(missing_peer_files_fix(host, path)),
             ),
-            (true, false) => Fact::info("nccl", "node", "NCCL finds no GPUDirect RDMA support (no peer-memory file, no DMA-BUF)"),
+            (true, false) => Fact::info("nccl", "node", match (&off_by, dmabuf) {
+                (Some(by), true) => format!("NCCL finds no GPUDirect RDMA support: no peer-memory file, and DMA-BUF, which would serve, is off ({by})"),
+                _ => "NCCL finds no GPUDirect RDMA support (no peer-memory file, no DMA-BUF)".to_owned(),
+            }),
         });
     }
     facts.push(match (ucx.is_empty(), dmabuf) {
@@ -865,7 +883,7 @@ fn consumer_facts(
             ),
         ),
     });
-    taken && (!nccl.is_empty() || dmabuf)
+    taken && (!nccl.is_empty() || nccl_dmabuf)
 }
 
 /// NCCL's decision for one GPU and its closest NIC: support on the node

@@ -206,6 +206,24 @@ pub fn nccl_level(host: &Host) -> (usize, String) {
     }
 }
 
+/// Where DMA-BUF can serve, NCCL registers GPU memory through it, before
+/// a peer client (NCCL 2.28.9 and 2.30.7 transport/net.cc: `useDmaBuf =
+/// useGdr && dmaBufSupport && ptrSupport & NCCL_PTR_DMABUF`; init.cc's
+/// dmaBufSupported: `NCCL_DMABUF_ENABLE`, default 1, the CUDA driver's
+/// CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED; net_ib.cc: the kernel's
+/// ibv_reg_dmabuf_mr). What turns it off: `NCCL_DMABUF_ENABLE` set to
+/// anything strtoll(str, NULL, 0) reads as 0 (misc/param.cc,
+/// ncclLoadParam, both releases: no check of the rest, so `0`, `0x0` and
+/// `off`, which has no digits, alike; an empty value keeps the default),
+/// said with where it was set; None where it is on.
+pub fn nccl_dmabuf_off(host: &Host) -> Option<String> {
+    let (value, from) = nccl_setting(host, "NCCL_DMABUF_ENABLE")?;
+    let text = value.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
+    (!value.is_empty() && strtol_base0(digits) == 0)
+        .then(|| format!("NCCL_DMABUF_ENABLE={value} in {from}"))
+}
+
 /// Whether NCCL uses GPUDirect RDMA over a path of @distance at @level.
 pub fn nccl_within(distance: Distance, level: usize) -> bool {
     nccl_index(distance) <= level
@@ -268,6 +286,17 @@ mod tests {
             .as_deref(),
             Some("far")
         );
+    }
+
+    #[test]
+    fn dmabuf_is_off_where_strtoll_reads_zero() {
+        let off = |v: &str| {
+            let text = v.trim_start_matches([' ', '\t']);
+            let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
+            !v.is_empty() && strtol_base0(digits) == 0
+        };
+        assert!(off("0") && off("0x0") && off("off") && off(" 0"));
+        assert!(!off("1") && !off("") && !off("2") && !off("-1"));
     }
 
     #[test]

@@ -1199,3 +1199,57 @@ fn pxn_relays_a_far_gpu_through_its_nvlink_peer() {
         &["WARN", "distance", "0000:10:00.0", "is SYS from it"],
     );
 }
+
+#[test]
+fn nccl_registers_through_dmabuf_before_a_peer_client() {
+    let t = one_switch("dmabuf-first", None);
+    t.mofed_with("nv_peer_mem");
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 0, "{out}");
+    assert_line(
+        &out,
+        &[
+            "nccl",
+            NCCL_FILES,
+            "it registers GPU memory through DMA-BUF, which it takes before nv_peer_mem",
+        ],
+    );
+    // NCCL_DMABUF_ENABLE=0 (anything strtoll reads as 0) keeps the peer client.
+    let off = |v: &str| vec![("NCCL_DMABUF_ENABLE", std::path::PathBuf::from(v))];
+    let (_, out) = t.run_with(&[], &off("off"));
+    assert_line(
+        &out,
+        &[
+            "nccl",
+            NCCL_FILES,
+            "(DMA-BUF, which would also serve, is off: NCCL_DMABUF_ENABLE=off in the environment)",
+        ],
+    );
+    // Without a peer client, off means no GPUDirect RDMA for NCCL.
+    let t = inbox_dmabuf_tree();
+    let (_, out) = t.run_with(&[], &off("0"));
+    assert_line(
+        &out,
+        &[
+            "nccl",
+            "NCCL finds no GPUDirect RDMA support: no peer-memory file, and DMA-BUF, which would serve, is off (NCCL_DMABUF_ENABLE=0 in the environment)",
+        ],
+    );
+    assert_line(
+        &out,
+        &[
+            "nccl",
+            "0000:03:00.0",
+            "NCCL does not use GPUDirect RDMA with mlx5_0",
+        ],
+    );
+    let (_, out) = t.run(&[]);
+    assert_line(
+        &out,
+        &[
+            "nccl",
+            "0000:03:00.0",
+            "NCCL uses GPUDirect RDMA with mlx5_0",
+        ],
+    );
+}

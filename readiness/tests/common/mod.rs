@@ -570,6 +570,7 @@ impl Tree {
             .env_remove("NCCL_IB_HCA")
             .env_remove("NCCL_TOPO_FILE")
             .env_remove("NCCL_PXN_DISABLE")
+            .env_remove("NCCL_DMABUF_ENABLE")
             .env(
                 "NV_PEER_MEM_NVIDIA_SMI",
                 if smi.exists() {
