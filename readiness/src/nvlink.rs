@@ -1,8 +1,8 @@
 //! Which GPUs NVLink joins, as NCCL's PXN needs to know (graph/paths.cc,
 //! ncclTopoComputePaths: a NIC is reached through a peer GPU that NVLink
 //! joins to this one). NCCL asks NVML; sysfs does not show it (an
-//! NVSwitch is no PCI function inside the lent VMs: docs/research-nccl-
-//! harness.md §7), so the check asks `nvidia-smi topo -m` (its matrix:
+//! NVSwitch is no PCI function inside the lent VMs:
+//! docs/research-nccl-harness.md §7), so the check asks `nvidia-smi topo -m` (its matrix:
 //! `NV<n>` where n NVLinks join two GPUs) and `nvidia-smi
 //! --query-gpu=index,pci.bus_id` (which GPU each matrix row is), only in
 //! the forms people read, as for the memory size (memory.rs). The shapes
