@@ -11,7 +11,8 @@ use crate::registration::{self, Path};
 use crate::report::{Fact, Gpu, Problem, Report, Status};
 use crate::topology::{self, Distance};
 use crate::{
-    consumers, iommu, memory, nccl_ib, nccl_topo_file, nvlink, peer_clients, pxn, service,
+    consumers, iommu, memory, nccl_ib, nccl_topo_file, nccl_version, nvlink, peer_clients, pxn,
+    service,
 };
 
 /// The checks over @host. @programs: whether the forms people read may
@@ -163,6 +164,9 @@ pub fn check(host: &Host, programs: bool) -> Report {
             None
         }
     };
+    if let Some(found) = nccl_version::installed(host) {
+        facts.push(Fact::info("nccl", "node", nccl_version::said(&found)));
+    }
     if let Some(f) = &topo_file {
         facts.push(Fact::info("nccl", "node", format!("NCCL takes its topology from {}: a GPU's distance to a NIC is the file's where it places both, sysfs's otherwise", f.shown)));
     }

@@ -15,6 +15,7 @@ pub mod kernel_modules;
 pub mod memory;
 pub mod nccl_ib;
 pub mod nccl_topo_file;
+pub mod nccl_version;
 pub mod next_boot;
 pub mod next_boot_dkms;
 pub mod next_boot_render;

@@ -1253,3 +1253,31 @@ fn nccl_registers_through_dmabuf_before_a_peer_client() {
         ],
     );
 }
+
+#[test]
+fn the_installed_nccl_is_named_with_the_releases_the_rules_hold_for() {
+    let t = one_switch("libnccl", None);
+    t.mofed_with("nv_peer_mem");
+    t.nccl_library("2.28.9");
+    let (_, out) = t.run(&[]);
+    assert_line(
+        &out,
+        &[
+            "nccl",
+            "NCCL 2.28.9 is installed (/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.9)",
+            "those of 2.28.9 and 2.30.7, which agree on them",
+        ],
+    );
+    let t = one_switch("libnccl-new", None);
+    t.mofed_with("nv_peer_mem");
+    t.nccl_library("2.31.2");
+    let (_, out) = t.run(&[]);
+    assert_line(
+        &out,
+        &[
+            "nccl",
+            "NCCL 2.31.2 is installed",
+            "proven against 2.28.9 and 2.30.7 only",
+        ],
+    );
+}

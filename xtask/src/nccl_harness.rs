@@ -306,3 +306,40 @@ fn compile(units: &[PathBuf], obj: &Path, flags: &[String], release: &str) -> Re
     }
     Ok(objects)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The NCCL releases are named in three places that must agree: here,
+    /// ci/test-nccl.sh's loop, and the releases gpudirect-rdma-check says
+    /// its rules were proven against (readiness/src/nccl_version.rs).
+    #[test]
+    fn the_nccl_releases_are_the_same_everywhere() {
+        let read = |p: &str| fs::read_to_string(workspace::path(p)).unwrap();
+        let script = read("ci/test-nccl.sh");
+        let looped = script
+            .lines()
+            .find_map(|l| {
+                l.trim()
+                    .strip_prefix("for r in ")?
+                    .strip_suffix("; do")
+                    .map(str::to_owned)
+            })
+            .expect("ci/test-nccl.sh: a `for r in ...; do` line");
+        assert_eq!(looped.split_whitespace().collect::<Vec<_>>(), RELEASES);
+        let proven = read("readiness/src/nccl_version.rs");
+        for release in RELEASES {
+            let (version, _) = release.split_once('-').unwrap();
+            let tuple = format!("({})", version.replace('.', ", "));
+            assert!(
+                proven.contains(&tuple),
+                "readiness/src/nccl_version.rs PROVEN lacks {tuple}"
+            );
+        }
+        assert!(
+            proven.contains(&format!("PROVEN: [(u32, u32, u32); {}]", RELEASES.len())),
+            "readiness/src/nccl_version.rs PROVEN holds other releases than {RELEASES:?}"
+        );
+    }
+}

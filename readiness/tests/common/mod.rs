@@ -322,6 +322,15 @@ impl Tree {
         self.write(&format!("{dir}/link_layer"), format!("{link_layer}\n"));
     }
 
+    /// NVIDIA's libnccl2 (its CUDA repository's package): the soname link
+    /// and the library of @version, `2.28.9`.
+    pub fn nccl_library(&self, version: &str) {
+        let dir = self.root.join("usr/lib/x86_64-linux-gnu");
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join(format!("libnccl.so.{version}")), b"\x7fELF").unwrap();
+        symlink(format!("libnccl.so.{version}"), dir.join("libnccl.so.2")).unwrap();
+    }
+
     /// rdma-core's libibverbs, as Debian 12's libibverbs1 installs it:
     /// its soname link and the file (version 1.14: ibv_reg_dmabuf_mr).
     pub fn verbs_library(&self, file: &str) {

@@ -51,7 +51,7 @@ pub const SHARED_PACKAGING_FILES: [&str; 12] = [
 /// gpudirect-rdma-check as the packages build it: the crate's sources
 /// (not its tests) and its manual page. `readiness_files_are_listed` keeps
 /// the list in step with readiness/src/.
-pub const READINESS_FILES: [&str; 35] = [
+pub const READINESS_FILES: [&str; 36] = [
     "readiness/Cargo.toml",
     "readiness/gpudirect-rdma-check.8",
     "readiness/src/boot_loader.rs",
@@ -68,6 +68,7 @@ pub const READINESS_FILES: [&str; 35] = [
     "readiness/src/memory.rs",
     "readiness/src/nccl_ib.rs",
     "readiness/src/nccl_topo_file.rs",
+    "readiness/src/nccl_version.rs",
     "readiness/src/next_boot.rs",
     "readiness/src/next_boot_dkms.rs",
     "readiness/src/next_boot_render.rs",
