@@ -170,10 +170,20 @@ pub fn check(host: &Host, programs: bool) -> Report {
     if let Some(f) = &topo_file {
         facts.push(Fact::info("nccl", "node", format!("NCCL takes its topology from {}: a GPU's distance to a NIC is the file's where it places both, sysfs's otherwise", f.shown)));
     }
-    let in_file = |gpu: &PciDevice, nic: &Nic| {
-        topo_file
-            .as_ref()
-            .and_then(|f| f.distance(&gpu.address, &nic.name, &nic.address))
+    // NCCL's view of a pair: its topology file's distance where that
+    // places both, else sysfs's, shortened to PXB by a Broadcom virtual
+    // switch link; with what made it differ from sysfs's.
+    let nccl_view = |gpu: &PciDevice, nic: &Nic, nic_dev: &PciDevice, d: Distance| {
+        if let Some(f) = &topo_file {
+            if let Some(x) = f.distance(&gpu.address, &nic.name, &nic.address) {
+                return (x, Some(format!("in {}", f.shown)));
+            }
+        }
+        if d >= Distance::Phb && bcm_virtual_link(host, &devices, gpu, nic_dev) {
+            let by = "over a Broadcom virtual switch link (/sys/kernel/pci_switch_link)";
+            return (Distance::Pxb, Some(by.to_owned()));
+        }
+        (d, None)
     };
     // Every GPU's distances to the NICs NCCL takes, as NCCL sees them, for
     // PXN (pxn.rs); NVLink from nvidia-smi where programs may be asked.
@@ -183,7 +193,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
             let seen = nic_distances(host, gpu, &nics, &devices)
                 .into_iter()
                 .filter(|(n, _, _)| taken.contains(n))
-                .map(|(n, _, d)| (n.name.clone(), in_file(gpu, n).unwrap_or(d)))
+                .map(|(n, dev, d)| (n.name.clone(), nccl_view(gpu, n, dev, d).0))
                 .collect();
             (gpu.address.clone(), seen)
         })
@@ -194,20 +204,24 @@ pub fn check(host: &Host, programs: bool) -> Report {
     let mut summaries = Vec::new();
     for gpu in &gpus {
         let all = nic_distances(host, gpu, &nics, &devices);
-        let in_file = |nic: &Nic| in_file(gpu, nic);
         // The first of the nearest NCCL takes, by name, as NCCL sees them.
         let closest = all
             .iter()
             .copied()
             .filter(|(n, _, _)| taken.contains(n))
-            .map(|(n, dev, d)| (n, dev, d, in_file(n).unwrap_or(d)))
-            .min_by_key(|(_, _, _, nccl)| *nccl);
+            .map(|(n, dev, d)| {
+                let (nccl, by) = nccl_view(gpu, n, dev, d);
+                (n, dev, d, nccl, by)
+            })
+            .min_by_key(|(_, _, _, nccl, _)| *nccl);
         summaries.push(Gpu {
             address: gpu.address.clone(),
             device_id: gpu.device,
             bar1_bytes: nvidia::bar1(gpu).ok().flatten(),
             nic_distances: all.iter().map(|(n, _, d)| (n.name.clone(), *d)).collect(),
-            closest: closest.map(|(n, _, _, nccl)| (n.name.clone(), nccl)),
+            closest: closest
+                .as_ref()
+                .map(|(n, _, _, nccl, _)| (n.name.clone(), *nccl)),
         });
         facts.push(Fact::info(
             "gpu",
@@ -219,8 +233,8 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 numa(gpu)
             ),
         ));
-        if let Some((nic, nic_dev, distance, nccl_distance)) = closest {
-            let seen = (nccl_distance, topo_file.as_ref().map(|f| f.shown.as_str()));
+        if let Some((nic, nic_dev, distance, nccl_distance, by)) = closest {
+            let seen = (nccl_distance, by.as_deref());
             match pxn::relay(&gpu.address, &views, joined.as_ref(), pxn_disabled) {
                 Some(relay) => relay_facts(
                     gpu,
@@ -435,6 +449,36 @@ fn nic_distances<'a>(
         .collect()
 }
 
+/// Whether a Broadcom virtual switch link joins a Broadcom switch above
+/// @gpu to one above @nic: NCCL reads, for each of its PCI nodes of vendor
+/// 0x1000, `/sys/kernel/pci_switch_link/virtual_switch_links/<bus id>/`,
+/// whose entries name linked switches (graph/xml.cc getBcmLinks; 2.30
+/// os/linux.cc ncclOsGetBcmLinks), and joins them by a link through which
+/// the path is PXB, not through the CPU (graph/topo.cc
+/// ncclTopoAddPciLinks, paths.cc). The directory is a Broadcom driver's,
+/// not the kernel's: its shape here is what NCCL reads of it.
+fn bcm_virtual_link(host: &Host, devices: &[PciDevice], gpu: &PciDevice, nic: &PciDevice) -> bool {
+    let broadcom = |d: &PciDevice| -> Vec<String> {
+        d.chain[..d.chain.len() - 1]
+            .iter()
+            .filter(|a| {
+                devices
+                    .iter()
+                    .any(|x| &x.address == *a && x.vendor == 0x1000)
+            })
+            .cloned()
+            .collect()
+    };
+    let theirs = broadcom(nic);
+    broadcom(gpu).iter().any(|s| {
+        let dir = host.sys_path(&format!("kernel/pci_switch_link/virtual_switch_links/{s}"));
+        host.exists(&dir)
+            && host
+                .names(&dir)
+                .is_ok_and(|names| names.iter().any(|n| theirs.contains(n)))
+    })
+}
+
 /// The upstream port of the upper level of the Broadcom PEX switch whose
 /// lower level's upstream port is @usp: NCCL flattens the two levels such
 /// a switch shows into one switch (graph/topo.cc,
@@ -558,20 +602,20 @@ fn relay_facts(
 }
 
 /// The distance between @gpu and its closest NIC as NCCL judges it: the
-/// one NCCL sees (@nccl: from its topology file, @file, where that places
-/// both; else @sysfs's).
+/// one NCCL sees (@nccl, and @by what, where it is not @sysfs's: its
+/// topology file, a Broadcom virtual switch link).
 fn distance_fact(
     gpu: &PciDevice,
     nic: &Nic,
     sysfs: Distance,
-    (nccl, file): (Distance, Option<&str>),
+    (nccl, by): (Distance, Option<&str>),
     level: &(usize, String),
     facts: &mut Vec<Fact>,
 ) {
     let distance = nccl;
-    let message = match file {
-        Some(file) if nccl != sysfs => format!(
-            "closest RDMA device {} ({}) is {nccl} from it in {file} ({sysfs} in sysfs)",
+    let message = match by {
+        Some(by) if nccl != sysfs => format!(
+            "closest RDMA device {} ({}) is {nccl} from it {by} ({sysfs} in sysfs)",
             nic.name, nic.address
         ),
         _ => format!(

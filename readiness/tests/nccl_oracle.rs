@@ -594,6 +594,67 @@ fn catalogue() -> Vec<Case> {
             nvswitch: false,
         });
     }
+    // Broadcom's virtual switch links: a switch on each root port, the GPU
+    // below one, the NIC below the other (PHB in sysfs); a link between the
+    // two switches makes NCCL's path PXB.
+    let linked = |name: &str, link: bool| {
+        let t = Tree::new(name);
+        for (rp, usp, dsp, end) in [
+            (
+                "0000:00:01.0",
+                "0000:01:00.0",
+                "0000:02:00.0",
+                "0000:03:00.0",
+            ),
+            (
+                "0000:00:02.0",
+                "0000:05:00.0",
+                "0000:06:00.0",
+                "0000:07:00.0",
+            ),
+        ] {
+            let rp = format!("pci0000:00/{rp}");
+            t.bridge(&rp, 4, None, 0);
+            t.bridge(&format!("{rp}/{usp}"), 5, None, 0);
+            t.switch_ids(&format!("{rp}/{usp}"), (0x1000, 0xc030), (0x1000, 0x0001));
+            t.bridge(&format!("{rp}/{usp}/{dsp}"), 6, None, 0);
+            t.switch_ids(
+                &format!("{rp}/{usp}/{dsp}"),
+                (0x1000, 0xc030),
+                (0x1000, 0x0001),
+            );
+            if end == "0000:03:00.0" {
+                t.gpu(&format!("{rp}/{usp}/{dsp}/{end}"), 0x2330, 0, 128 << 30);
+            } else {
+                t.nic(&format!("{rp}/{usp}/{dsp}/{end}"), "mlx5_0", 0);
+            }
+        }
+        if link {
+            let dir = "sys/kernel/pci_switch_link/virtual_switch_links";
+            t.write(&format!("{dir}/0000:01:00.0/0000:05:00.0"), "");
+            t.write(&format!("{dir}/0000:05:00.0/0000:01:00.0"), "");
+        }
+        t
+    };
+    for (what, link) in [
+        (
+            "Broadcom switches on two root ports, a virtual switch link between them",
+            true,
+        ),
+        (
+            "Broadcom switches on two root ports, no virtual switch link",
+            false,
+        ),
+    ] {
+        cases.push(Case {
+            what,
+            tree: linked("oracle-bcm-link", link),
+            env: Vec::new(),
+            etc_nccl_conf: None,
+            topo_file: None,
+            nvswitch: false,
+        });
+    }
     // PXN: a GPU whose every NIC is across a CPU reaches one through its
     // NVLink peer beside it.
     let pxn = |name: &str| {
