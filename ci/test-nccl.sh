@@ -11,7 +11,8 @@
 #     NCCL's own over the same sysfs tree (nccl-harness --sysfs), for every
 #     modelled node shape of its catalogue under four levels, and for
 #     NCCL_NET_GDR_LEVEL in the environment and in NCCL's configuration
-#     files, arrangement by arrangement;
+#     files, arrangement by arrangement; then every tree the other readiness
+#     tests build, judged by NCCL's code beside their own assertions;
 #   - for every real node of the readiness corpus (readiness/tests/real:
 #     lent H100/H200 hosts, each with NCCL 2.28.9's own topology dump),
 #     compares gpudirect-rdma-check's NCCL verdict over the node's dump with
@@ -136,5 +137,22 @@ check "nccl_oracle: every modelled node shape judged as NCCL judges it, each rel
     oracle every_modelled_node_is_judged_as_nccl_judges_it
 check "nccl_oracle: the check's NCCL verdict = NCCL's on 13 arrangements x 2 shapes x each release" \
     oracle the_level_rule
+
+# Every tree the readiness tests run the check over in its default form,
+# judged by NCCL's own code as well (tests/common/oracle.rs through
+# Tree::run_with): the tests' own assertions, and NCCL's on top.
+every_tree() {
+    local judged=$work/judged
+    : >"$judged"
+    env NVPM_NCCL_HARNESS_DIR="$root/target/nccl-harness" NVPM_NCCL_ORACLE="$judged" \
+        cargo test --locked -q -p readiness --test topologies --test verdicts --test forms \
+        --test monitoring --test corpus || return 1
+    local trees verdicts
+    trees=$(wc -l <"$judged")
+    verdicts=$(awk '{n += $2} END {print n + 0}' "$judged")
+    echo "NCCL's own code judged $trees trees: $verdicts GPU verdicts, all releases together"
+    [ "$trees" -gt 20 ]
+}
+check "every tree of the readiness tests judged by NCCL's own code as the check judged it" every_tree
 
 finish

@@ -22,12 +22,14 @@
 #include "graph/topo.h"
 #include "graph/xml.h"
 #include "nvmlwrap.h"
+#include "param.h"
 #include "utils.h"
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
 #include <dirent.h>
+#include <unistd.h>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -118,7 +120,7 @@ struct Gpu {
 };
 struct Net {
   const char* name;
-  int gdr = 1;
+  int gdr = 1;  // -1: as NCCL's IB plugin finds it (peer_client_files)
 };
 static std::vector<Gpu> gpus;
 static std::vector<Net> nets;
@@ -142,12 +144,35 @@ static ncclResult_t netDevices(int* n) {
   *n = (int)nets.size();
   return ncclSuccess;
 }
+// The node's DMA-BUF support (--dmabuf): the CUDA driver's
+// CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED and the kernel's
+// ibv_reg_dmabuf_mr, which NCCL probes on a GPU and a NIC (init.cc
+// dmaBufSupported; net_ib.cc ncclIbDmaBufSupport): given, as the check
+// found them. NCCL_DMABUF_ENABLE is NCCL's own parameter (init.cc).
+static bool dmabuf = false;
+// --distances: every NIC the IB plugin's rule finds registers GPU memory,
+// so that no pair's route is diverted through the CPU (paths.cc does that
+// where GPUDirect RDMA is off) and each path is the distance NCCL computed.
+static bool everyNicGdr = false;
+NCCL_PARAM(DmaBufEnable, "DMABUF_ENABLE", 1);
+
+// net_ib.cc's ncclIbGdrSupport (2.30.7: net_ib/gdr.cc, ibGdrSupportInitOnce),
+// a peer client's files, as written there (KNL_MODULE_LOADED is access F_OK).
+static bool peer_client_files() {
+  return access("/sys/kernel/mm/memory_peers/nv_mem/version", F_OK) == 0 ||
+         access("/sys/kernel/mm/memory_peers/nv_mem_nc/version", F_OK) == 0 ||
+         access("/sys/module/nvidia_peermem/version", F_OK) == 0;
+}
+
 static ncclResult_t netProperties(int dev, ncclNetProperties_t* props) {
   memset(props, 0, sizeof(*props));
   props->name = (char*)nets[dev].name;
   props->pciPath = netPaths[dev].empty() ? nullptr : (char*)netPaths[dev].c_str();
   props->guid = 0x1000 + dev;
-  props->ptrSupport = NCCL_PTR_HOST | (nets[dev].gdr ? NCCL_PTR_CUDA : 0);
+  // A device --net names says itself (gdr=); one the IB plugin's rule
+  // found has NCCL_PTR_CUDA as ncclIbGdrSupport gives it.
+  bool cuda = nets[dev].gdr == -1 ? (everyNicGdr || peer_client_files()) : nets[dev].gdr != 0;
+  props->ptrSupport = NCCL_PTR_HOST | (cuda ? NCCL_PTR_CUDA : 0) | (dmabuf ? NCCL_PTR_DMABUF : 0);
   props->speed = 400000;
   props->port = 1;
   props->latency = 0;
@@ -208,6 +233,7 @@ static ncclResult_t nets_from_sysfs() {
       kept.push_back(name);
       Net n;
       n.name = kept.back().c_str();
+      n.gdr = -1;
       nets.push_back(n);
       break;
     }
@@ -312,7 +338,7 @@ static ncclResult_t from_sysfs(const char* dump) {
   netInfo.mergePolicy = NCCL_NET_MERGE_POLICY_ALL;
 #endif
   netInfo.netPluginIndex = 0;
-  netInfo.dmaBufSupport = false;
+  netInfo.dmaBufSupport = dmabuf && ncclParamDmaBufEnable() != 0;
   netInfo.getDevCount = netDevCount;
   netInfo.setVirtDevCount = netSetVirtDevCount;
   netInfo.name = "IB";
@@ -353,11 +379,15 @@ static int usage() {
   fprintf(stderr,
           "usage: nccl-harness TOPOLOGY.xml                 (NCCL's topology XML)\n"
           "       nccl-harness --sysfs ROOT [--cpu VENDOR,family=F,model=M]\n"
-          "                    --gpu BUSID[,sm=90][,gdr=1][,nvswitch=18]... [--net NAME[,gdr=1]...] [--dump FILE]\n"
+          "                    --gpu BUSID[,sm=90][,gdr=1][,nvswitch=18]... [--net NAME[,gdr=1]...]\n"
+          "                    [--dmabuf yes|no] [--distances yes|no] [--dump FILE]\n"
           "  ROOT holds the node's sys/ tree; BUSID as 0000:03:00.0; NAME an RDMA device\n"
           "  (sys/class/infiniband/NAME); gdr=0: the GPU or NIC cannot register GPU memory;\n"
           "  nvswitch=N: N NVLinks to NVSwitches, as NVML reports on an HGX board.\n"
-          "  Without --net: the devices NCCL's IB plugin takes (ACTIVE ports, NCCL_IB_HCA)\n");
+          "  Without --net: the devices NCCL's IB plugin takes (ACTIVE ports, NCCL_IB_HCA),\n"
+          "  GPU memory registered where a peer client's files are; --dmabuf yes: the node\n"
+          "  can register through DMA-BUF (CUDA's attribute, the kernel's ibv_reg_dmabuf_mr);\n"
+          "  --distances yes: every NIC registers GPU memory, so each path is NCCL's distance\n");
   return 2;
 }
 
@@ -390,6 +420,11 @@ int main(int argc, char** argv) {
         Net n;
         if (!parse(value, &n.name, {{"gdr", &n.gdr}})) return usage();
         nets.push_back(n);
+      } else if (strcmp(argv[i - 1], "--distances") == 0) {
+        everyNicGdr = strcmp(value, "yes") == 0;
+      } else if (strcmp(argv[i - 1], "--dmabuf") == 0) {
+        // "--dmabuf yes": the node's DMA-BUF support (above)
+        dmabuf = strcmp(value, "yes") == 0;
       } else if (strcmp(argv[i - 1], "--cpu") == 0) {
         if (!parse(value, &cpuVendor, {{"family", &cpuFamily}, {"model", &cpuModel}})) return usage();
       } else {

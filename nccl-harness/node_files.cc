@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The node's files as NCCL opens them (docs/nccl-harness.md, "The node"):
-// nccl-harness is linked with -Wl,--wrap= for fopen, realpath, opendir and
-// dlopen, so every call of NCCL's code to them comes here first. Nothing
+// nccl-harness is linked with -Wl,--wrap= for fopen, realpath, opendir,
+// access and dlopen, so every call of NCCL's code to them comes here first. Nothing
 // of the build host may reach NCCL's decision:
 //  - /sys (and /var/run/nvidia-topologyd, whose virtualTopology.xml NCCL
 //    reads without NCCL_TOPO_FILE): NCCL climbs the PCI tree from /sys/class/pci_bus/<bus>/../../<bdf>
@@ -33,6 +33,7 @@ extern "C" FILE* __real_fopen(const char* path, const char* mode);
 extern "C" char* __real_realpath(const char* path, char* resolved);
 extern "C" DIR* __real_opendir(const char* path);
 extern "C" void* __real_dlopen(const char* file, int mode);
+extern "C" int __real_access(const char* path, int mode);
 
 static FILE* stand_in(const char* variable, const char* mode) {
   const char* file = getenv(variable);
@@ -136,6 +137,16 @@ extern "C" DIR* __wrap_opendir(const char* path) {
     return nullptr;
   }
   return __real_opendir(inside.c_str());
+}
+
+extern "C" int __wrap_access(const char* path, int mode) {
+  if (!in_sys(path)) return __real_access(path, mode);
+  std::string inside;
+  if (!rooted(path, &inside)) {
+    errno = ENOENT;
+    return -1;
+  }
+  return __real_access(inside.c_str(), mode);
 }
 
 extern "C" void* __wrap_dlopen(const char* file, int mode) {

@@ -17,37 +17,9 @@
 //! one `<release>/nccl-harness` per NCCL release.
 
 mod common;
+use common::oracle::{self, devices, field, harnesses, nccl_over_tree};
 use common::*;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// The built harnesses: (release, binary).
-fn harnesses() -> Vec<(String, PathBuf)> {
-    let dir = std::env::var_os("NVPM_NCCL_HARNESS_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/nccl-harness"),
-        PathBuf::from,
-    );
-    let mut found: Vec<(String, PathBuf)> = std::fs::read_dir(&dir)
-        .map(|d| {
-            d.flatten()
-                .map(|e| {
-                    (
-                        e.file_name().to_string_lossy().into_owned(),
-                        e.path().join("nccl-harness"),
-                    )
-                })
-                .filter(|(_, b)| b.is_file())
-                .collect()
-        })
-        .unwrap_or_default();
-    found.sort();
-    assert!(
-        !found.is_empty(),
-        "no harness under {}: run cargo xtask nccl-harness first (ci/test-nccl.sh does)",
-        dir.display()
-    );
-    found
-}
 
 /// One arrangement: the environment's value and the three files' texts
 /// (None: unset, or no such file).
@@ -177,55 +149,6 @@ fn shape(name: &str) -> Tree {
     t
 }
 
-/// NCCL's decisions over @t's sysfs tree, by @harness: one line per GPU x
-/// NIC pair, `gpu BUS rank R net N name NAME path P bw B hops H gdr_read X
-/// gdr_write Y proxy_rank Z`, ranks in the order of @gpus; the NICs of
-/// @nets, or none given, those NCCL's IB plugin takes.
-fn nccl_over_tree(
-    harness: &Path,
-    t: &Tree,
-    gpus: &[String],
-    nets: &[String],
-    env: &[(&str, PathBuf)],
-) -> Vec<String> {
-    let mut cmd = Command::new(harness);
-    cmd.arg("--sysfs").arg(&t.root);
-    for g in gpus {
-        cmd.args(["--gpu", g]);
-    }
-    // None given: the devices NCCL's IB plugin takes from the tree.
-    for n in nets {
-        cmd.args(["--net", n]);
-    }
-    cmd.env("NCCL_HOSTID", "nccl-harness")
-        .env_remove("NCCL_NET_GDR_LEVEL")
-        .env_remove("NCCL_CONF_FILE")
-        .env_remove("NCCL_HARNESS_ETC_NCCL_CONF")
-        .env_remove("NCCL_HARNESS_HOME_NCCL_CONF");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{}: {:?}", harness.display(), out);
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .filter(|l| l.starts_with("gpu "))
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The value after @key in a harness line.
-fn field<'a>(line: &'a str, key: &str) -> &'a str {
-    let mut words = line.split_whitespace();
-    while let Some(w) = words.next() {
-        if w == key {
-            return words.next().unwrap_or("");
-        }
-    }
-    panic!("no {key} in {line}")
-}
-
 /// The check's answer: does NCCL use GPUDirect RDMA between the GPU and
 /// mlx5_0, and the level it says it took.
 fn check_says(t: &Tree, a: &Arrangement) -> (bool, String) {
@@ -285,7 +208,9 @@ fn nccl_says(harness: &Path, t: &Tree, a: &Arrangement) -> (bool, String) {
         &["0000:01:00.0".to_owned()],
         &["mlx5_0".to_owned()],
         &env,
-    );
+        false,
+    )
+    .unwrap();
     let line = lines
         .first()
         .unwrap_or_else(|| panic!("no pair from the harness"))
@@ -703,40 +628,9 @@ fn catalogue() -> Vec<Case> {
     cases
 }
 
-/// From the check's human output: the GPUs (`gpu` lines) and the RDMA
-/// devices (`nic` lines), in the order printed.
-fn devices(out: &str) -> (Vec<String>, Vec<String>) {
-    let mut gpus = Vec::new();
-    let mut nics = Vec::new();
-    for l in out.lines() {
-        let words: Vec<&str> = l.split_whitespace().collect();
-        if let Some(i) = words.iter().position(|w| *w == "gpu" || *w == "nic") {
-            if words.get(i + 2) == Some(&"NVIDIA") && words[i] == "gpu" {
-                gpus.push(words[i + 1].trim_end_matches(':').to_owned());
-            }
-            if words.get(i + 2) == Some(&"RDMA") && words[i] == "nic" {
-                nics.push(words[i + 1].trim_end_matches(':').to_owned());
-            }
-        }
-    }
-    (gpus, nics)
-}
-
-/// The check's line of @check for @gpu.
-fn line_of<'a>(out: &'a str, check: &str, gpu: &str) -> &'a str {
-    out.lines()
-        .find(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            let i = if w.first() == Some(&check) { 0 } else { 1 };
-            w.get(i) == Some(&check) && w.get(i + 1) == Some(&&*format!("{gpu}:"))
-        })
-        .unwrap_or_else(|| panic!("no {check} line for {gpu}:\n{out}"))
-}
-
 #[test]
 #[ignore = "needs cargo xtask nccl-harness; run by ci/test-nccl.sh"]
 fn every_modelled_node_is_judged_as_nccl_judges_it() {
-    let harnesses = harnesses();
     let mut differ = Vec::new();
     let mut compared = 0;
     for case in catalogue() {
@@ -783,109 +677,14 @@ fn every_modelled_node_is_judged_as_nccl_judges_it() {
                 "{}:\n{out}",
                 case.what
             );
-            for (release, harness) in &harnesses {
-                let gpu_args: Vec<String> = gpus
-                    .iter()
-                    .map(|g| {
-                        if case.nvswitch {
-                            format!("{g},nvswitch=18")
-                        } else {
-                            g.clone()
-                        }
-                    })
-                    .collect();
-                let gpus_ = &gpu_args;
-                let pairs = nccl_over_tree(harness, t, gpus_, &[], &env);
-                // The distance NCCL computed: its path where nothing turns
-                // GPUDirect RDMA off. Where it is off, NCCL routes the
-                // pair's traffic through the GPU's CPU (paths.cc,
-                // ncclTopoComputePaths: addInterStep via the local CPU), and
-                // the path it then reports is that route, PHB or SYS.
-                let mut open = common.clone();
-                open.push(("NCCL_NET_GDR_LEVEL", PathBuf::from("SYS")));
-                let raw = nccl_over_tree(harness, t, gpus_, &[], &open);
-                for (rank, gpu) in gpus.iter().enumerate() {
-                    compared += 1;
-                    let at = format!(
-                        "{}, NCCL_NET_GDR_LEVEL={}, GPU {gpu}, NCCL {release}",
-                        case.what,
-                        level.unwrap_or("(default)")
-                    );
-                    let of_rank = |lines: &[String]| -> Vec<String> {
-                        lines
-                            .iter()
-                            .filter(|p| field(p, "rank") == rank.to_string())
-                            .cloned()
-                            .collect()
-                    };
-                    let (mine, decided) = (of_rank(&raw), of_rank(&pairs));
-                    if mine.is_empty() {
-                        // NCCL takes no NIC: sockets, no GPUDirect RDMA, and
-                        // no GPU judged with a NIC.
-                        if has_line(&out, &["distance", gpu]) || has_line(&out, &["nccl", gpu]) {
-                            differ
-                                .push(format!("{at}:\n  NCCL takes no NIC; the check says\n{out}"));
-                        }
-                        continue;
-                    }
-                    // The check: the NIC its verdict names (reached through
-                    // a peer GPU where PXN relays), the distance and the verdict.
-                    let nccl = line_of(&out, "nccl", gpu);
-                    let distance = line_of(&out, "distance", gpu);
-                    let relayed = nccl.contains(" through GPU ");
-                    let nic = nics
-                        .iter()
-                        .find(|n| {
-                            [' ', ':']
-                                .iter()
-                                .any(|end| nccl.contains(&format!("GPUDirect RDMA with {n}{end}")))
-                        })
-                        .unwrap_or_else(|| panic!("no NIC in {nccl}"));
-                    let class = ["PIX", "PXB", "PHB", "NODE", "SYS"]
-                        .into_iter()
-                        .find(|c| distance.contains(&format!(" is {c} from it")))
-                        .unwrap_or_else(|| panic!("no distance in {distance}"));
-                    // NCCL has no NODE: its CPUs are NUMA nodes (paths.cc).
-                    let class = if class == "NODE" { "PHB" } else { class };
-                    let uses = nccl.contains("NCCL uses GPUDirect RDMA");
-                    // NCCL: the pair with the check's NIC, and the nearest
-                    // of this GPU's pairs (paths.cc's order of path types).
-                    let the_pair =
-                        |lines: &[String]| lines.iter().find(|p| field(p, "name") == nic).cloned();
-                    let order = ["PIX", "PXB", "PXN", "PHB", "SYS"];
-                    let rank_of = |p: &str| order.iter().position(|o| *o == p).unwrap_or(9);
-                    let nearest = mine
-                        .iter()
-                        .map(|p| field(p, "path"))
-                        .min_by_key(|p| rank_of(p))
-                        .unwrap();
-                    let (Some(pair), Some(distance_pair)) = (the_pair(&decided), the_pair(&mine))
-                    else {
-                        differ.push(format!(
-                            "{at}:\n  check: {}\n  NCCL does not take {nic}: {}",
-                            nccl.trim(),
-                            mine.join("\n    ")
-                        ));
-                        continue;
-                    };
-                    let on = field(&pair, "gdr_read") == "on" && field(&pair, "gdr_write") == "on";
-                    let path = field(&distance_pair, "path");
-                    // PXN: the check says the relay; the distance it prints
-                    // is the GPU's own, NCCL's path is PXN.
-                    let same_path = if path == "PXN" {
-                        relayed
-                    } else {
-                        !relayed && path == class && distance.contains(&format!("device {nic} ("))
-                    };
-                    if !same_path || nearest != path || on != uses {
-                        differ.push(format!(
-                            "{at}:\n  check: {}\n         {}\n  NCCL:  {pair}\n  NCCL's distance: {distance_pair} (nearest {nearest})",
-                            distance.trim(),
-                            nccl.trim()
-                        ));
-                    }
-                }
-            }
+            let what = format!(
+                "{}, NCCL_NET_GDR_LEVEL={}",
+                case.what,
+                level.unwrap_or("(default)")
+            );
+            let (n, d) = oracle::judge(t, &out, &env, case.nvswitch, &what);
+            compared += n;
+            differ.extend(d);
         }
     }
     println!("{compared} GPU verdicts compared");

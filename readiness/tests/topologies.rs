@@ -1085,9 +1085,9 @@ fn nccl_topo_file_places_the_devices_nccl_sees() {
         "etc/nccl-topo.xml",
         r#"<system version="1">
   <cpu numaid="-1">
-    <pci busid="ffff:ff:01.0" class="0x060400">
-      <pci busid="0000:00:06.0" class="0x030200"/>
-      <pci busid="0000:00:07.0" class="0x020700"><nic><net name="mlx5_0"/></nic></pci>
+    <pci busid="ffff:ff:01.0" class="0x060400" link_speed="32.0 GT/s PCIe" link_width="16">
+      <pci busid="0000:00:06.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16"/>
+      <pci busid="0000:00:07.0" class="0x020700" link_speed="32.0 GT/s PCIe" link_width="16"><nic><net name="mlx5_0"/></nic></pci>
     </pci>
   </cpu>
 </system>

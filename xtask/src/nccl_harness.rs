@@ -141,7 +141,7 @@ pub fn build(release: &str) -> Result<PathBuf> {
             .args(&objects)
             // node_files.cc: the files NCCL opens are the described node's
             // (its /sys tree, its /etc/nccl.conf), never the build host's.
-            .arg("-Wl,--wrap=fopen,--wrap=realpath,--wrap=opendir,--wrap=dlopen")
+            .arg("-Wl,--wrap=fopen,--wrap=realpath,--wrap=opendir,--wrap=access,--wrap=dlopen")
             .args(["-ldl", "-lpthread", "-lrt"])
             .status()
             .context("running g++ (apt install g++)")?;

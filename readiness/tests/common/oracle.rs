@@ -1,0 +1,313 @@
+//! NCCL's own code as the oracle over the trees of these tests (issue 42;
+//! docs/nccl-harness.md): nccl-harness --sysfs judges a tree as NCCL
+//! would on that node, and `judge` holds the check's NCCL verdicts, GPU by
+//! GPU, to NCCL's. tests/nccl_oracle.rs runs it over its catalogue; with
+//! `NVPM_NCCL_ORACLE` set (ci/test-nccl.sh), every tree any test runs the
+//! check over in its default form is judged too (Tree::run_with).
+
+use super::*;
+
+/// The built harnesses: (release, binary).
+pub fn harnesses() -> Vec<(String, PathBuf)> {
+    let dir = std::env::var_os("NVPM_NCCL_HARNESS_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/nccl-harness"),
+        PathBuf::from,
+    );
+    let mut found: Vec<(String, PathBuf)> = std::fs::read_dir(&dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| {
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        e.path().join("nccl-harness"),
+                    )
+                })
+                .filter(|(_, b)| b.is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    assert!(
+        !found.is_empty(),
+        "no harness under {}: run cargo xtask nccl-harness first (ci/test-nccl.sh does)",
+        dir.display()
+    );
+    found
+}
+
+/// NCCL's decisions over @t's sysfs tree, by @harness: one line per GPU x
+/// NIC pair, `gpu BUS rank R net N name NAME path P bw B hops H gdr_read X
+/// gdr_write Y proxy_rank Z`, ranks in the order of @gpus; the NICs of
+/// @nets, or none given, those NCCL's IB plugin takes; @dmabuf: the node
+/// can register GPU memory through DMA-BUF. Err: NCCL's code failed.
+pub fn nccl_over_tree(
+    harness: &Path,
+    t: &Tree,
+    gpus: &[String],
+    nets: &[String],
+    env: &[(&str, PathBuf)],
+    dmabuf: bool,
+) -> Result<Vec<String>, String> {
+    nccl_run(
+        harness,
+        t,
+        gpus,
+        nets,
+        env,
+        &["--dmabuf", if dmabuf { "yes" } else { "no" }],
+    )
+}
+
+/// The distance NCCL computes for each pair (`--distances yes`: every NIC
+/// registers GPU memory, so no route is diverted through the CPU, as
+/// paths.cc does where GPUDirect RDMA is off).
+pub fn nccl_distances(
+    harness: &Path,
+    t: &Tree,
+    gpus: &[String],
+    env: &[(&str, PathBuf)],
+) -> Result<Vec<String>, String> {
+    let mut open: Vec<(&str, PathBuf)> = env
+        .iter()
+        .filter(|(k, _)| *k != "NCCL_NET_GDR_LEVEL")
+        .cloned()
+        .collect();
+    open.push(("NCCL_NET_GDR_LEVEL", PathBuf::from("SYS")));
+    nccl_run(harness, t, gpus, &[], &open, &["--distances", "yes"])
+}
+
+fn nccl_run(
+    harness: &Path,
+    t: &Tree,
+    gpus: &[String],
+    nets: &[String],
+    env: &[(&str, PathBuf)],
+    more: &[&str],
+) -> Result<Vec<String>, String> {
+    let mut cmd = Command::new(harness);
+    cmd.arg("--sysfs").arg(&t.root);
+    cmd.args(more);
+    for g in gpus {
+        cmd.args(["--gpu", g]);
+    }
+    // None given: the devices NCCL's IB plugin takes from the tree.
+    for n in nets {
+        cmd.args(["--net", n]);
+    }
+    cmd.env("NCCL_HOSTID", "nccl-harness")
+        .env_remove("NCCL_NET_GDR_LEVEL")
+        .env_remove("NCCL_CONF_FILE")
+        .env_remove("NCCL_HARNESS_ETC_NCCL_CONF")
+        .env_remove("NCCL_HARNESS_HOME_NCCL_CONF");
+    for k in [
+        "NCCL_IB_HCA",
+        "NCCL_TOPO_FILE",
+        "NCCL_PXN_DISABLE",
+        "NCCL_DMABUF_ENABLE",
+    ] {
+        cmd.env_remove(k);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    if !out.status.success() {
+        return Err(format!(
+            "{}: {}",
+            harness.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("gpu "))
+        .map(str::to_owned)
+        .collect())
+}
+
+/// The value after @key in a harness line.
+pub fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    let mut words = line.split_whitespace();
+    while let Some(w) = words.next() {
+        if w == key {
+            return words.next().unwrap_or("");
+        }
+    }
+    panic!("no {key} in {line}")
+}
+
+/// From the check's human output: the GPUs (`gpu` lines) and the RDMA
+/// devices (`nic` lines), in the order printed.
+pub fn devices(out: &str) -> (Vec<String>, Vec<String>) {
+    let mut gpus = Vec::new();
+    let mut nics = Vec::new();
+    for l in out.lines() {
+        let words: Vec<&str> = l.split_whitespace().collect();
+        if let Some(i) = words.iter().position(|w| *w == "gpu" || *w == "nic") {
+            let address = words.get(i + 1).map(|w| w.trim_end_matches(':'));
+            if words.get(i + 2) == Some(&"NVIDIA") && words[i] == "gpu" {
+                // a PCI address, not a node-wide line ("no NVIDIA GPU ...")
+                if let Some(a) = address.filter(|a| a.len() == 12 && a.contains(':')) {
+                    gpus.push(a.to_owned());
+                }
+            }
+            // `nic mlx5_0: RDMA device mlx5_0 at ...`, not a node-wide line
+            let name = words.get(i + 1).map(|w| w.trim_end_matches(':'));
+            if words[i] == "nic"
+                && words.get(i + 2) == Some(&"RDMA")
+                && words.get(i + 4).copied() == name
+            {
+                nics.extend(name.map(str::to_owned));
+            }
+        }
+    }
+    (gpus, nics)
+}
+
+/// The check's line of @check for @gpu.
+pub fn line_of<'a>(out: &'a str, check: &str, gpu: &str) -> &'a str {
+    out.lines()
+        .find(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let i = if w.first() == Some(&check) { 0 } else { 1 };
+            w.get(i) == Some(&check) && w.get(i + 1) == Some(&&*format!("{gpu}:"))
+        })
+        .unwrap_or_else(|| panic!("no {check} line for {gpu}:\n{out}"))
+}
+
+/// The check's NCCL verdicts in @out (its default form over @t) against
+/// NCCL's own, for every built release, with NCCL's environment @nccl_env
+/// (NVLink to NVSwitches where @nvswitch): how many GPU verdicts were
+/// compared, and each difference, labelled with @what.
+pub fn judge(
+    t: &Tree,
+    out: &str,
+    nccl_env: &[(&str, PathBuf)],
+    nvswitch: bool,
+    what: &str,
+) -> (usize, Vec<String>) {
+    let harnesses = harnesses();
+    let mut differ = Vec::new();
+    let mut compared = 0;
+    let (gpus, nics) = devices(out);
+    // DMA-BUF as the check found it (the node's, not NCCL's rule).
+    let dmabuf = out.contains("DMA-BUF can serve");
+    // NCCL cannot start with a topology file it cannot read: the check
+    // must say so, and then there is nothing to compare.
+    let fails = out.contains("NCCL fails to start a communicator");
+    for (release, harness) in &harnesses {
+        let gpu_args: Vec<String> = gpus
+            .iter()
+            .map(|g| {
+                if nvswitch {
+                    format!("{g},nvswitch=18")
+                } else {
+                    g.clone()
+                }
+            })
+            .collect();
+        let gpus_ = &gpu_args;
+        let pairs = match nccl_over_tree(harness, t, gpus_, &[], nccl_env, dmabuf) {
+            Ok(p) if !fails => p,
+            Err(_) if fails => continue,
+            Ok(_) => {
+                differ.push(format!(
+                    "{what}, NCCL {release}: NCCL starts; the check says it fails"
+                ));
+                continue;
+            }
+            Err(e) => {
+                differ.push(format!(
+                    "{what}, NCCL {release}: NCCL's code fails ({e}); the check says nothing of it"
+                ));
+                continue;
+            }
+        };
+        // The distance NCCL computed: its path where nothing turns
+        // GPUDirect RDMA off. Where it is off, NCCL routes the pair's
+        // traffic through the GPU's CPU (paths.cc, ncclTopoComputePaths:
+        // addInterStep via the local CPU), and the path it then reports is
+        // that route, PHB or SYS.
+        let raw = nccl_distances(harness, t, gpus_, nccl_env).unwrap_or_default();
+        for (rank, gpu) in gpus.iter().enumerate() {
+            compared += 1;
+            let at = format!("{what}, GPU {gpu}, NCCL {release}");
+            let of_rank = |lines: &[String]| -> Vec<String> {
+                lines
+                    .iter()
+                    .filter(|p| field(p, "rank") == rank.to_string())
+                    .cloned()
+                    .collect()
+            };
+            let (mine, decided) = (of_rank(&raw), of_rank(&pairs));
+            if mine.is_empty() {
+                // NCCL takes no NIC: sockets, no GPUDirect RDMA, and
+                // no GPU judged with a NIC.
+                if has_line(out, &["distance", gpu]) || has_line(out, &["nccl", gpu]) {
+                    differ.push(format!("{at}:\n  NCCL takes no NIC; the check says\n{out}"));
+                }
+                continue;
+            }
+            // The check: the NIC its verdict names (reached through
+            // a peer GPU where PXN relays), the distance and the verdict.
+            let nccl = line_of(out, "nccl", gpu);
+            let distance = line_of(out, "distance", gpu);
+            // Where the check could not see NVLink it gives PXN as a
+            // condition: its verdict without NVLink is the "else" one.
+            let conditional = nccl.contains("if NVLink joins them");
+            let relayed = nccl.contains(" through GPU ") && !conditional;
+            let nic = nics
+                .iter()
+                .find(|n| {
+                    [' ', ':']
+                        .iter()
+                        .any(|end| nccl.contains(&format!("GPUDirect RDMA with {n}{end}")))
+                })
+                .unwrap_or_else(|| panic!("no NIC in {nccl}"));
+            let class = ["PIX", "PXB", "PHB", "NODE", "SYS"]
+                .into_iter()
+                .find(|c| distance.contains(&format!(" is {c} from it")))
+                .unwrap_or_else(|| panic!("no distance in {distance}"));
+            // NCCL has no NODE: its CPUs are NUMA nodes (paths.cc).
+            let class = if class == "NODE" { "PHB" } else { class };
+            let uses = nccl.contains("NCCL uses GPUDirect RDMA") && !conditional;
+            // NCCL: the pair with the check's NIC, and the nearest
+            // of this GPU's pairs (paths.cc's order of path types).
+            let the_pair =
+                |lines: &[String]| lines.iter().find(|p| field(p, "name") == nic).cloned();
+            let order = ["PIX", "PXB", "PXN", "PHB", "SYS"];
+            let rank_of = |p: &str| order.iter().position(|o| *o == p).unwrap_or(9);
+            let nearest = mine
+                .iter()
+                .map(|p| field(p, "path"))
+                .min_by_key(|p| rank_of(p))
+                .unwrap();
+            let (Some(pair), Some(distance_pair)) = (the_pair(&decided), the_pair(&mine)) else {
+                differ.push(format!(
+                    "{at}:\n  check: {}\n  NCCL does not take {nic}: {}",
+                    nccl.trim(),
+                    mine.join("\n    ")
+                ));
+                continue;
+            };
+            let on = field(&pair, "gdr_read") == "on" && field(&pair, "gdr_write") == "on";
+            let path = field(&distance_pair, "path");
+            // PXN: the check says the relay; the distance it prints
+            // is the GPU's own, NCCL's path is PXN.
+            let same_path = if path == "PXN" {
+                relayed
+            } else {
+                !relayed && path == class && distance.contains(&format!("device {nic} ("))
+            };
+            if !same_path || nearest != path || on != uses {
+                differ.push(format!(
+                    "{at}:\n  check: {}\n         {}\n  NCCL:  {pair}\n  NCCL's distance: {distance_pair} (nearest {nearest})",
+                    distance.trim(),
+                    nccl.trim()
+                ));
+            }
+        }
+    }
+    (compared, differ)
+}
