@@ -10,7 +10,8 @@
 #   the route comparison: both packages against the -dkms packages that
 #   dpkg-buildpackage (build-deb's source) and rpmbuild --rebuild
 #   (build-srpm's source rpm) make: same files, modes, owners, digests,
-#   control fields / header tags, dependencies and scripts;
+#   control fields / header tags, dependencies and scripts; the same for
+#   Ubuntu 26.04's -dkms deb, with lintian on its source and debs;
 #   dpkg -i of the deb makes DKMS build the module for every kernel with
 #   headers; an update of a provider package (the MLNX_OFED stand-in, a
 #   file under /usr/src) fires its file trigger, which rebuilds them;
@@ -191,6 +192,36 @@ if [ -f "$route_deb" ]; then
     check "the deb comparison fails on a different package (--release 2)" differs compare_debs "$route_deb" "$release2_deb"
 else
     fail "dpkg-buildpackage made no $deb_name"
+fi
+
+# Ubuntu 26.04 (issue 43): the source and -dkms deb dpkg-buildpackage makes
+# from build-deb --distro ubuntu2604 (--build=source,all: the -dkms deb and
+# the source, not the host's compile of gpudirect-rdma-check; -d: its
+# Build-Depends name resolute's rustc, which this bookworm host has as
+# rustc-web, which find-rustc.sh finds) against build-dkms's, and lintian on
+# both. Accepted for this source only: newer-standards-version 4.7.3, which
+# resolute's lintian 2.129 knows and this host's bookworm lintian does not
+# (packaging/distros.yaml, ubuntu2604's standards_version, with the source).
+u_deb_name=${package}_${upstream}-${release}~ubuntu26.04.1_all.deb
+"$xtask" build-deb --out "$work/deb-route-2604" --distro ubuntu2604 >>"$work/log" 2>&1
+"$xtask" build-dkms --out "$work/dkms-2604" --distro ubuntu2604 --format deb >>"$work/log" 2>&1
+check "ubuntu2604: dpkg-buildpackage --build=source,all -us -uc -d of build-deb's source" sh -c \
+    "cd '$work/deb-route-2604' && tar xzf nvidia-peer-memory_$upstream.orig.tar.gz && cd nvidia-peer-memory-$upstream && dpkg-buildpackage --build=source,all -us -uc -d"
+u_changes=$(ls "$work"/deb-route-2604/nvidia-peer-memory_*_source+all.changes "$work"/deb-route-2604/nvidia-peer-memory_*_all.changes 2>/dev/null | head -n 1)
+if [ -f "$work/deb-route-2604/$u_deb_name" ] && [ -f "$work/dkms-2604/$u_deb_name" ] && [ -n "$u_changes" ]; then
+    check "ubuntu2604: build-dkms's deb = dpkg-buildpackage's $u_deb_name (files, modes, owners, md5sums, control, scripts)" \
+        compare_debs "$work/deb-route-2604/$u_deb_name" "$work/dkms-2604/$u_deb_name"
+    lintian --fail-on none --no-tag-display-limit "$u_changes" "$work/dkms-2604/$u_deb_name" >"$work/lintian-2604.txt" 2>>"$work/log"
+    sed 's/^/  /' "$work/lintian-2604.txt"
+    check "ubuntu2604: lintian, 0 errors on the source and both -dkms debs ($(grep -c '^E: ' "$work/lintian-2604.txt"))" \
+        test "$(grep -c '^E: ' "$work/lintian-2604.txt")" = 0
+    u_unexpected=$(grep '^W: ' "$work/lintian-2604.txt" | grep -vx 'W: nvidia-peer-memory source: newer-standards-version 4.7.3 (current is [0-9.]*)' |
+        sed -n 's/^W: [^:]*: \([^ ]*\).*/\1/p' | sort -u | grep -vxF -f <(printf '%s\n' "${accepted_warnings[@]}") || true)
+    check "ubuntu2604: lintian, only accepted warnings${u_unexpected:+ (not accepted: $u_unexpected)}" test -z "$u_unexpected"
+    check "ubuntu2604: the -dkms deb depends on Ubuntu's DOCA-OFED names beside MLNX_OFED's" sh -c \
+        "dpkg-deb -f '$work/dkms-2604/$u_deb_name' Depends | grep -qF 'mlnx-ofed-kernel-dkms | mlnx-ofed-kernel-modules | doca-ofed-26.01-dkms | doca-ofed-3.4-dkms | linux-modules-doca-ofed-26.01-generic | linux-modules-doca-ofed-3.4-generic'"
+else
+    fail "ubuntu2604: dpkg-buildpackage or build-dkms made no $u_deb_name (or no .changes)"
 fi
 
 echo "== route comparison: rpmbuild --rebuild of build-srpm's source rpm"

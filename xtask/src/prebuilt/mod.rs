@@ -79,8 +79,9 @@ pub struct BuildModulesArgs {
     pub ofed_root: PathBuf,
     /// The MLNX_OFED package (NAME=VERSION) the modules depend on with `=`,
     /// when no package owns the MLNX_OFED build (a hand-built tree);
-    /// `{release}` in VERSION stands for each kernel's release
-    /// (mlnx-ofed-kernel-modules=25.10.OFED.25.10.1.7.1.1-1.kver.{release}).
+    /// `{release}` in NAME and VERSION stands for each kernel's release
+    /// (mlnx-ofed-kernel-modules=25.10.OFED.25.10.1.7.1.1-1.kver.{release};
+    /// Ubuntu 26.04: linux-main-modules-doca-ofed-26.01-{release}=7.0.0-29.29).
     #[arg(long, value_name = "NAME=VERSION")]
     pub ofed_package: Option<String>,
     /// NVIDIA driver source with nv-p2p.h. Default: the first
