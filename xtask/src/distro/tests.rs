@@ -40,6 +40,8 @@ fn os_release_maps_to_distro_ids() {
         ("ID=\"sles\"\nVERSION_ID=\"15.6\"\n", "sles15"),
         ("ID=debian\nVERSION_ID=\"12\"\n", "debian12"),
         ("NAME=x\nID=ubuntu\nVERSION_ID=\"22.04\"\n", "ubuntu2204"),
+        ("ID=ubuntu\nVERSION_ID=\"26.04\"\n", "ubuntu2604"),
+        ("ID=\"sles\"\nVERSION_ID=\"16.0\"\n", "sles16"),
     ];
     for (text, want) in cases {
         assert_eq!(host_distro_id(text).as_deref(), Some(want), "{text}");

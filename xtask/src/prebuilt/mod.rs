@@ -48,7 +48,7 @@ a repository with `cargo xtask build-repo`.\n\n\
 RHEL family (--distro rhel9, or a RHEL-family host): build-srpm's source rpm is \
 rebuilt with this host's rpmbuild once per --kernel (kernel-devel in /usr/src/kernels), \
 each kmod-nvidia_peer_memory with the kernel in its release; -common and -dkms once. \
-SLES (--distro sles15): the one kernel /usr/src/linux-obj names (kernel-syms).\n\n\
+SLES (--distro sles15, sles16): the one kernel /usr/src/linux-obj names (kernel-syms; SLES 16: kernel-macros).\n\n\
 Exit status: 0 on success; 2 on bad input (a kernel without headers, MLNX_OFED's \
 symbols or a known flavour metapackage; a bad --kernel, --ofed-package or signing \
 option; unusable --out), with a message naming the fix, before anything is built; 1 on \
