@@ -109,16 +109,16 @@ suite_version() {  # suite_version ID: the top changelog version build-deb write
         dpkg-parsechangelog -l "$dir/nvidia-peer-memory-$upstream/debian/changelog" -S Version
 }
 declare -A suite_versions
-for id in debian12 debian13 ubuntu2204 ubuntu2404; do
+for id in debian12 debian13 ubuntu2204 ubuntu2404 ubuntu2604; do
     suite_versions[$id]=$(suite_version "$id")
     echo "  $id: ${suite_versions[$id]:-?}"
 done
 distinct=$(printf '%s\n' "${suite_versions[@]}" | sort -u | grep -c .)
-check "four deb suites, four versions" test "$distinct" = 4
+check "five deb suites, five versions" test "$distinct" = 5
 check "debian12 (${suite_versions[debian12]}) < debian13 (${suite_versions[debian13]})" \
     dpkg --compare-versions "${suite_versions[debian12]}" lt "${suite_versions[debian13]}"
-check "ubuntu2204 (${suite_versions[ubuntu2204]}) < ubuntu2404 (${suite_versions[ubuntu2404]}) < debian13" sh -c \
-    "dpkg --compare-versions '${suite_versions[ubuntu2204]}' lt '${suite_versions[ubuntu2404]}' && dpkg --compare-versions '${suite_versions[ubuntu2404]}' lt '${suite_versions[debian13]}'"
+check "ubuntu2204 (${suite_versions[ubuntu2204]}) < ubuntu2404 (${suite_versions[ubuntu2404]}) < ubuntu2604 (${suite_versions[ubuntu2604]}) < debian13" sh -c \
+    "dpkg --compare-versions '${suite_versions[ubuntu2204]}' lt '${suite_versions[ubuntu2404]}' && dpkg --compare-versions '${suite_versions[ubuntu2404]}' lt '${suite_versions[ubuntu2604]}' && dpkg --compare-versions '${suite_versions[ubuntu2604]}' lt '${suite_versions[debian13]}'"
 check "debian13, the newest Debian release, has the bare ${upstream}-${release}" \
     test "${suite_versions[debian13]}" = "${upstream}-${release}"
 

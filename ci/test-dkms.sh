@@ -10,7 +10,8 @@
 #   the route comparison: both packages against the -dkms packages that
 #   dpkg-buildpackage (build-deb's source) and rpmbuild --rebuild
 #   (build-srpm's source rpm) make: same files, modes, owners, digests,
-#   control fields / header tags, dependencies and scripts;
+#   control fields / header tags, dependencies and scripts; the same for
+#   Ubuntu 26.04's -dkms deb, with lintian on its source and debs;
 #   dpkg -i of the deb makes DKMS build the module for every kernel with
 #   headers; an update of a provider package (the MLNX_OFED stand-in, a
 #   file under /usr/src) fires its file trigger, which rebuilds them;
@@ -191,6 +192,50 @@ if [ -f "$route_deb" ]; then
     check "the deb comparison fails on a different package (--release 2)" differs compare_debs "$route_deb" "$release2_deb"
 else
     fail "dpkg-buildpackage made no $deb_name"
+fi
+
+# Ubuntu 26.04 (issue 43): the source and -dkms deb dpkg-buildpackage makes
+# from build-deb --distro ubuntu2604 (--build=source,all: the -dkms deb and
+# the source, not the host's compile of gpudirect-rdma-check; -d: its
+# Build-Depends name resolute's rustc, which this bookworm host has as
+# rustc-web, which find-rustc.sh finds) against build-dkms's, and lintian
+# (Ubuntu's profile) on both. This host's lintian is bookworm's 2.116, older
+# than resolute; accepted for this source only, each exactly as printed:
+u_accepted_lines=(
+    # Its Ubuntu known-dists end at lunar (23.04): /usr/share/lintian/
+    # vendors/ubuntu/main/data/changes-file/known-dists.
+    'E: nvidia-peer-memory changes: bad-distribution-in-changes-file resolute'
+    # It knows Policy up to 4.6.2; resolute's lintian 2.129 knows 4.7.3
+    # (packaging/distros.yaml, ubuntu2604's standards_version).
+    'W: nvidia-peer-memory source: newer-standards-version 4.7.3 (current is 4.6.2)'
+    # Its Fields/Version.pm takes a revision with two dots for a binNMU
+    # unless more follows "ubuntuN.N": the ~ubuntuYY.MM.N suffix every Ubuntu
+    # entry has (packaging/distros.yaml, version_suffix) trips it.
+    "W: nvidia-peer-memory source: binary-nmu-debian-revision-in-source ${upstream}-${release}~ubuntu26.04.1"
+)
+# and, as in ci/test-deb.sh, these tags with their reasons there:
+u_accepted_tags=(initial-upload-closes-no-bugs no-debian-changes)
+u_deb_name=${package}_${upstream}-${release}~ubuntu26.04.1_all.deb
+mkdir -p "$work/deb-route-2604" "$work/dkms-2604"
+"$xtask" build-deb --out "$work/deb-route-2604" --distro ubuntu2604 >>"$work/log" 2>&1
+"$xtask" build-dkms --out "$work/dkms-2604" --distro ubuntu2604 --format deb >>"$work/log" 2>&1
+check "ubuntu2604: dpkg-buildpackage --build=source,all -us -uc -d of build-deb's source" sh -c \
+    "cd '$work/deb-route-2604' && tar xzf nvidia-peer-memory_$upstream.orig.tar.gz && cd nvidia-peer-memory-$upstream && dpkg-buildpackage --build=source,all -us -uc -d"
+u_changes=$(ls "$work"/deb-route-2604/nvidia-peer-memory_*_source+all.changes "$work"/deb-route-2604/nvidia-peer-memory_*_all.changes 2>/dev/null | head -n 1)
+if [ -f "$work/deb-route-2604/$u_deb_name" ] && [ -f "$work/dkms-2604/$u_deb_name" ] && [ -n "$u_changes" ]; then
+    check "ubuntu2604: build-dkms's deb = dpkg-buildpackage's $u_deb_name (files, modes, owners, md5sums, control, scripts)" \
+        compare_debs "$work/deb-route-2604/$u_deb_name" "$work/dkms-2604/$u_deb_name"
+    lintian --profile ubuntu --fail-on none --tag-display-limit 0 "$u_changes" "$work/dkms-2604/$u_deb_name" 2>>"$work/log" |
+        grep -v 'running with root' >"$work/lintian-2604.txt"
+    sed 's/^/  /' "$work/lintian-2604.txt"
+    grep -vxF -f <(printf '%s\n' "${u_accepted_lines[@]}") "$work/lintian-2604.txt" |
+        grep -v -E "^[EW]: [^:]*: ($(IFS='|'; echo "${u_accepted_tags[*]}"))( |\$)" >"$work/lintian-2604-left.txt"
+    check "ubuntu2604: lintian --profile ubuntu on the source and both -dkms debs: nothing but the accepted lines (left: $(tr '\n' ';' <"$work/lintian-2604-left.txt"))" \
+        test ! -s "$work/lintian-2604-left.txt" -a -s "$work/lintian-2604.txt"
+    check "ubuntu2604: the -dkms deb depends on Ubuntu's DOCA-OFED names beside MLNX_OFED's" sh -c \
+        "dpkg-deb -f '$work/dkms-2604/$u_deb_name' Depends | grep -qF 'mlnx-ofed-kernel-dkms | mlnx-ofed-kernel-modules | doca-ofed-26.01-dkms | doca-ofed-3.4-dkms | linux-modules-doca-ofed-26.01-generic | linux-modules-doca-ofed-3.4-generic'"
+else
+    fail "ubuntu2604: dpkg-buildpackage or build-dkms made no $u_deb_name (or no .changes)"
 fi
 
 echo "== route comparison: rpmbuild --rebuild of build-srpm's source rpm"

@@ -18,6 +18,12 @@
 #   running kernel's module; a kernel update is held back until the
 #   repository has its module, then `apt upgrade` brings kernel and module
 #   together; -dkms and the modules replace each other both ways;
+#   Ubuntu 26.04 (issue 43): apt resolves build-dkms --distro ubuntu2604's
+#   -dkms against stand-ins with Ubuntu's DOCA-OFED names and versions
+#   (doca-ofed-<series>-dkms, linux-modules-doca-ofed-<series>-generic) and
+#   MLNX_OFED's, and refuses it without; a build-modules --distro ubuntu2604
+#   package resolves with its kernel's linux-main-modules-doca-ofed-26.01-
+#   <release> only (not another kernel's, not another version);
 #   gpudirect-rdma-check --kernel/--next-boot over fake roots made of these
 #   real modules and Debian's kernel package (ci/next-boot-trees.sh).
 # What stands in, and how faithfully: the kernels, MLNX_OFED's DKMS package
@@ -467,6 +473,104 @@ one_name_fails() {
     [ $rc = 0 ] && grep -q "Depends: linux-image-amd64 (= $m2)" "$d/out"
 }
 check "with one metapackage name for both series, that install fails (Depends: linux-image-amd64 (= $m2)): what the series names prevent" one_name_fails
+
+# --- Ubuntu 26.04's own DOCA-OFED packages (issue 43) ----------------------
+# Stand-ins with the names and versions packages.ubuntu.com shows for
+# resolute (docs/research-ubuntu2604-sles16.md 1a): the DKMS packages
+# doca-ofed-26.01-dkms 26.01.1.0.0.0.609.1-0ubuntu2 and doca-ofed-3.4-dkms
+# 3.4.0+0.8.5.0-0ubuntu1~26.04.1; the generic flavour's module package
+# linux-modules-doca-ofed-26.01-generic 7.0.0-29.29, depending on kmod and
+# linux-main-modules-doca-ofed-26.01-7.0.0-29-generic (its version, the
+# kernel ABI's, was not read: 7.0.0-29.29 assumed); rustc and rust-src
+# 1.93.1ubuntu1 (rust-defaults). Each in a repository of its own, so that
+# apt can only take the one a check offers it.
+u_dv=$version-1~ubuntu26.04.1
+mkdir -p "$work/ubuntu2604/dkms" "$work/ubuntu2604/stubs" "$work/ubuntu2604/modules"
+ustub() {  # ustub DIR NAME VERSION ARCH [DEPENDS]: as stub, into $work/ubuntu2604/DIR
+    local d=$work/ubuntu2604/tree-$2-$3
+    mkdir -p "$d/DEBIAN" "$work/ubuntu2604/$1"
+    {
+        printf 'Package: %s\nVersion: %s\nArchitecture: %s\nMaintainer: nv_peer_mem tests <tests@invalid>\n' "$2" "$3" "$4"
+        [ -z "${5:-}" ] || printf 'Depends: %s\n' "$5"
+        printf 'Section: kernel\nPriority: optional\nDescription: test stand-in for %s\n Index entry only (ci/test-fleet.sh).\n' "$2"
+    } >"$d/DEBIAN/control"
+    dpkg-deb --root-owner-group --build "$d" "$work/ubuntu2604/$1/${2}_${3#*:}_$4.deb" >/dev/null
+}
+for d in dkms make gcc kmod; do ustub base "$d" 99 all; done
+ustub base rustc 1.93.1ubuntu1 amd64
+ustub base rust-src 1.93.1ubuntu1 all
+ustub dkms26 doca-ofed-26.01-dkms 26.01.1.0.0.0.609.1-0ubuntu2 all dkms
+ustub dkms34 doca-ofed-3.4-dkms 3.4.0+0.8.5.0-0ubuntu1~26.04.1 all dkms
+ustub modules26 linux-main-modules-doca-ofed-26.01-7.0.0-29-generic 7.0.0-29.29 amd64
+ustub modules26 linux-modules-doca-ofed-26.01-generic 7.0.0-29.29 amd64 "kmod, linux-main-modules-doca-ofed-26.01-7.0.0-29-generic"
+ustub mlnx mlnx-ofed-kernel-dkms 25.10.OFED.25.10.1.7.1.1-1 all
+check "build-dkms --distro ubuntu2604 --format deb" "$xtask" build-dkms --distro ubuntu2604 --format deb --out "$work/ubuntu2604/dkms"
+u_dkms=$work/ubuntu2604/dkms/nvidia-peer-memory-dkms_${u_dv}_all.deb
+# u_node NAME DIRS...: a node whose one repository holds -dkms, the base
+# stand-ins and those of DIRS; prints its apt config, updated.
+u_node() {
+    local name=$1 conf; shift
+    local debs=("$u_dkms" "$work"/ubuntu2604/base/*.deb) dir
+    for dir in "$@"; do debs+=("$work"/ubuntu2604/"$dir"/*.deb); done
+    rm -rf "$work/ubuntu2604/repo-$name"
+    "$xtask" build-repo --repo "$work/ubuntu2604/repo-$name" --suite resolute --sign-key "$key" "${debs[@]}" >/dev/null || return 1
+    : >"$work/ubuntu2604/empty-status"
+    conf=$(node_apt "u-$name" "$work/ubuntu2604/empty-status" "deb [signed-by=$work/repo-key.gpg] file://$work/ubuntu2604/repo-$name resolute main") &&
+        APT_CONFIG=$conf apt-get update >/dev/null && echo "$conf"
+}
+u_installs() {  # u_installs NAME PACKAGE WANTED-INST DIRS...: apt-get -s install PACKAGE resolves, bringing WANTED-INST
+    local name=$1 package=$2 wanted=$3 conf; shift 3
+    conf=$(u_node "$name" "$@") || return 1
+    APT_CONFIG=$conf apt-get -s install "$package" | tee "$work/ubuntu2604/$name.sim" &&
+        grep -q "^Inst $package " "$work/ubuntu2604/$name.sim" && grep -q "^Inst $wanted " "$work/ubuntu2604/$name.sim"
+}
+u_refused() {  # u_refused NAME PACKAGE DIRS...: apt cannot install PACKAGE
+    local name=$1 package=$2 conf rc; shift 2
+    conf=$(u_node "$name" "$@") || return 1
+    APT_CONFIG=$conf apt-get -s install "$package" >"$work/ubuntu2604/$name.out" 2>&1
+    rc=$?
+    cat "$work/ubuntu2604/$name.out"
+    [ $rc != 0 ] && grep -q "Depends: mlnx-ofed-kernel-dkms\|Depends: linux-main-modules-doca-ofed" "$work/ubuntu2604/$name.out"
+}
+check "ubuntu2604 -dkms: Depends names MLNX_OFED's and Ubuntu's DOCA-OFED packages" sh -c \
+    "dpkg-deb -f '$u_dkms' Depends | grep -qF 'rustc (>= 1.85), rust-src (>= 1.85), mlnx-ofed-kernel-dkms | mlnx-ofed-kernel-modules | doca-ofed-26.01-dkms | doca-ofed-3.4-dkms | linux-modules-doca-ofed-26.01-generic | linux-modules-doca-ofed-3.4-generic'"
+check "lintian: no errors or warnings on ubuntu2604's -dkms deb" lintian_quiet --suppress-tags initial-upload-closes-no-bugs "$u_dkms"
+check "ubuntu2604 -dkms: apt resolves it with Ubuntu's doca-ofed-26.01-dkms" u_installs dkms26 nvidia-peer-memory-dkms doca-ofed-26.01-dkms dkms26
+check "ubuntu2604 -dkms: apt resolves it with Ubuntu's doca-ofed-3.4-dkms" u_installs dkms34 nvidia-peer-memory-dkms doca-ofed-3.4-dkms dkms34
+check "ubuntu2604 -dkms: apt resolves it with Ubuntu's linux-modules-doca-ofed-26.01-generic (and its ABI package)" u_installs modules26 nvidia-peer-memory-dkms linux-main-modules-doca-ofed-26.01-7.0.0-29-generic modules26
+check "ubuntu2604 -dkms: apt resolves it with MLNX_OFED's own mlnx-ofed-kernel-dkms" u_installs mlnx nvidia-peer-memory-dkms mlnx-ofed-kernel-dkms mlnx
+check "ubuntu2604 -dkms: apt refuses it without any OFED package" u_refused none nvidia-peer-memory-dkms
+
+# The prebuilt module package for ubuntu2604 depends on Ubuntu's per-ABI
+# DOCA-OFED package of its kernel, as an admin pins it (README):
+# --ofed-package linux-main-modules-doca-ofed-26.01-{release}=VERSION.
+# Ubuntu's 7.0.0-NN-generic headers are not reachable from here, so the
+# module is built for this host's $k1 (build-modules checks the vermagic),
+# the name is Ubuntu's pattern for that release and the version its
+# kernel's ($m1), as Ubuntu versions these packages with the ABI's.
+u_ofed=linux-main-modules-doca-ofed-26.01-$k1
+u_mod=$work/ubuntu2604/modules/nvidia-peer-memory-modules-${k1}_${u_dv}_amd64.deb
+check "build-modules --distro ubuntu2604 --kernel $k1 --ofed-package linux-main-modules-doca-ofed-26.01-{release}=$m1" \
+    "$xtask" build-modules --distro ubuntu2604 --kernel "$k1" --no-metapackage --out "$work/ubuntu2604/modules" \
+    --ofed-root "$work/ofa" --nvidia-src "$nvsrc" --ofed-package "linux-main-modules-doca-ofed-26.01-{release}=$m1"
+check "it depends on Ubuntu's kernel image names, that kernel's DOCA-OFED module package (=) and the service package" sh -c "
+    dpkg-deb -f '$u_mod' Depends | grep -qxF 'linux-image-$k1 | linux-image-unsigned-$k1, $u_ofed (= $m1), nvidia-peer-memory (>= $version~), nvidia-peer-memory (<< $((${version%%.*} + 1))~)'"
+# package-has-long-file-name (lintian: over 80 characters, which some
+# tools mishandle): the per-kernel name (docs/fleet.md, "Naming and
+# dependencies") and Ubuntu 26.04's version suffix (~ubuntu26.04.1) make
+# 86 here, more on a 7.0.0-NN-generic kernel. Nothing else is accepted.
+check "lintian: no errors or warnings on ubuntu2604's module package (long file name apart)" lintian_quiet --suppress-tags package-has-long-file-name "$u_mod"
+for dir in abi-k1 abi-k2 abi-other; do
+    ustub "$dir" "linux-image-$k1" "$m1" amd64
+    ustub "$dir" nvidia-peer-memory "$u_dv" amd64
+done
+ustub abi-k1 "$u_ofed" "$m1" amd64
+ustub abi-k2 "linux-main-modules-doca-ofed-26.01-$k2" "$m1" amd64
+ustub abi-other "$u_ofed" 7.0.0-29.29 amd64
+mkdir -p "$work/ubuntu2604/prebuilt" && cp "$u_mod" "$work/ubuntu2604/prebuilt/"
+check "ubuntu2604 module package: apt resolves it with $u_ofed $m1" u_installs abi-k1 "nvidia-peer-memory-modules-$k1" "$u_ofed" prebuilt abi-k1
+check "ubuntu2604 module package: apt refuses it with another kernel's DOCA-OFED package only" u_refused abi-k2 "nvidia-peer-memory-modules-$k1" prebuilt abi-k2
+check "ubuntu2604 module package: apt refuses it with $u_ofed of another version" u_refused abi-other "nvidia-peer-memory-modules-$k1" prebuilt abi-other
 
 # --- the dnf/zypper repository ------------------------------------------
 check "build-repo: a signed dnf repository" sh -c "'$xtask' build-repo --repo '$work/rpmrepo' --sign-key '$key' '$work'/rpms/*.rpm"

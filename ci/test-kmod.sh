@@ -200,6 +200,21 @@ ubuntu_versioned() {
     [ "$found" = "$dir/root/usr/bin/rustc-1.85" ]
 }
 check "default rustc too old, versioned rustc-1.85 installed (Ubuntu): picks rustc-1.85" ubuntu_versioned
+resolute_versioned() {
+    # Ubuntu 26.04: rustc is rust-defaults' metapackage depending on
+    # rustc-1.93 (packages.ubuntu.com/resolute/rustc); whether it puts a
+    # /usr/bin/rustc in place was not read. Without one on PATH or in the
+    # system, /usr/bin/rustc-1.93 must be found.
+    local dir bin found tool; dir=$(mktemp -d); bin=$dir/tools
+    mkdir -p "$bin"
+    for tool in sh cat sed sort head cut dirname; do ln -s "$(command -v $tool)" "$bin/$tool"; done
+    fake_rustc "$dir/root/usr/bin/rustc-1.93" 1.93.1
+    found=$(env PATH="$bin" NVPM_SYSTEM_RUSTC=/nonexistent/rustc NVPM_TOOLCHAIN_ROOT="$dir/root" sh kmod/scripts/find-rustc.sh)
+    echo "found: $found"
+    rm -rf "$dir"
+    [ "$found" = "$dir/root/usr/bin/rustc-1.93" ]
+}
+check "no rustc on PATH or in the system, rustc-1.93 installed (Ubuntu 26.04): picks rustc-1.93" resolute_versioned
 check "kernel without headers: names the headers package" \
     fails_with 'linux-headers-0.0.0-none' make -C kmod KVER=0.0.0-none
 check "NV_SRC without nv-p2p.h: clear error" \

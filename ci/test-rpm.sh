@@ -321,7 +321,7 @@ for id in $rpm_ids; do
         "rpm -qp --provides '$dkms' | grep -qx 'nvidia_peer_memory-kmod = $version-$release$dist' && rpm -qp --requires '$dkms' | grep -qx 'nvidia_peer_memory-common = $version'"
     check "$id: -dkms conflicts with the prebuilt module packages by name only" sh -c \
         "test \"\$(rpm -qp --conflicts '$dkms' | sort | tr '\\n' ' ')\" = 'kmod-nvidia_peer_memory nvidia_peer_memory-kmp-default '"
-    if [ "$id" = sles15 ]; then
+    if [ "$id" = sles15 ] || [ "$id" = sles16 ]; then
         # SUSE's library sources are rust1.NN-src; no package is rust-src
         # (packaging/distros.yaml, sles15's rust_toolchains).
         check "$id: -dkms requires rust at the module's minimum, and no rust-src (SUSE has none)" sh -c \
@@ -361,8 +361,12 @@ for id in $rpm_ids; do
                     "! kabi_compatible '$work/$id-requires.txt' '$(readlink -f "/lib/modules/$other/build")/Module.symvers'"
             fi
         else
-            ko=/lib/modules/$suse_krel/updates/nv_peer_mem.ko.xz
-            check "$id: KMP has $ko (xz, as SLES compresses)" grep -qxF "$ko" "$work/$id-module.txt"
+            # SLES 15 compresses its modules with xz, SLES 16 with zstd
+            # (packaging/distros.yaml, rpm.compression, with the source).
+            compression=$(sed -n "/^  - id: $id\$/,/^  - id:/s/^      compression: //p" "$root/packaging/distros.yaml")
+            case $compression in xz) suffix=.xz ;; zstd) suffix=.zst ;; *) suffix=none ;; esac
+            ko=/lib/modules/$suse_krel/updates/nv_peer_mem.ko$suffix
+            check "$id: KMP has $ko ($compression, as packaging/distros.yaml says the distro compresses)" grep -qxF "$ko" "$work/$id-module.txt"
             check "$id: KMP provides multiversion(kernel) and its name with the kernel" sh -c \
                 "grep -qx 'multiversion(kernel)' '$work/$id-provides.txt' && grep -qx -- 'nvidia_peer_memory-kmp-default-k$suse_kver_tag' '$work/$id-provides.txt'"
             check "$id: KMP scriptlets are SUSE's kmp-post/kmp-preun/kmp-postun" sh -c \
@@ -371,8 +375,14 @@ for id in $rpm_ids; do
         mkdir -p "$work/$id-module-root"
         (cd "$work/$id-module-root" && rpm2cpio "$module" | cpio -idm --quiet) 2>>"$work/log"
         module_krel=$(echo "$ko" | cut -d/ -f4)
-        check "$id: the module is xz with CRC32, modinfo names nv_peer_mem, vermagic $module_krel" sh -c \
-            "xz -lvv '$work/$id-module-root$ko' | grep -q CRC32 && modinfo -F name '$work/$id-module-root$ko' | grep -qx nv_peer_mem && modinfo -F vermagic '$work/$id-module-root$ko' | grep -q '^$module_krel '"
+        case $ko in
+        *.zst)
+            check "$id: the module is a zstd frame, modinfo names nv_peer_mem, vermagic $module_krel" sh -c \
+                "zstd -t -q '$work/$id-module-root$ko' && zstd -dc '$work/$id-module-root$ko' >'$work/$id-module.ko' && modinfo -F name '$work/$id-module.ko' | grep -qx nv_peer_mem && modinfo -F vermagic '$work/$id-module.ko' | grep -q '^$module_krel '" ;;
+        *)
+            check "$id: the module is xz with CRC32, modinfo names nv_peer_mem, vermagic $module_krel" sh -c \
+                "xz -lvv '$work/$id-module-root$ko' | grep -q CRC32 && modinfo -F name '$work/$id-module-root$ko' | grep -qx nv_peer_mem && modinfo -F vermagic '$work/$id-module-root$ko' | grep -q '^$module_krel '" ;;
+        esac
         if [ ${#sign[@]} -gt 0 ]; then
             # The kernel checks a PKCS#7 signature appended before the magic
             # string; modinfo reads the signer from it.
@@ -381,7 +391,10 @@ for id in $rpm_ids; do
             check "$id --with modsign: the decompressed module ends with the kernel's signature magic" sh -c \
                 "xz -dc '$work/$id-module-root$ko' | tail -c 28 | grep -aq '~Module signature appended~'"
         else
-            check "$id: without --with modsign the module is unsigned" sh -c "test -z \"\$(modinfo -F signer '$work/$id-module-root$ko')\""
+            # modinfo reads xz itself; a zstd module is read decompressed.
+            modfile=$work/$id-module-root$ko
+            case $ko in *.zst) modfile=$work/$id-module.ko ;; esac
+            check "$id: without --with modsign the module is unsigned" sh -c "test -f '$modfile' && modinfo -F name '$modfile' >/dev/null && test -z \"\$(modinfo -F signer '$modfile')\""
         fi
     fi
 
@@ -446,6 +459,7 @@ no_macros_names() {
 }
 check "rhel9 without kernel-rpm-macros: rpmbuild stops naming kernel-rpm-macros and build-dkms" no_macros_names rhel9 kernel-rpm-macros
 check "sles15 without SUSE's kernel macros: rpmbuild stops naming kernel-syms and build-dkms" no_macros_names sles15 kernel-syms
+check "sles16 without SUSE's kernel macros: rpmbuild stops naming kernel-macros and build-dkms" no_macros_names sles16 kernel-macros
 
 echo "== relations a real resolver accepts (rhel9's packages, dnf: ci/rpm-resolver.sh)"
 # refuses_without <label> <providers to leave out (ERE on file names)> <text dnf must print>:

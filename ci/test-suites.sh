@@ -24,6 +24,9 @@
 #
 #   sudo bash ci/test-suites.sh [SUITE...]     (default: trixie sid)
 #
+# Kernel series of other targets (issue 43, docs/fleet.md): trixie's 6.12 is
+# SLES 16's series; Ubuntu 26.04's 7.0 is in no Debian suite any more, so
+# sid's 7.2 is the nearest series built here.
 # Trixie's rustc (1.85) is the oldest default toolchain of a supported suite
 # and the module's declared minimum (kmod/Cargo.toml rust-version), so its
 # build here is the minimum-rustc check (docs/toolchains.md).

@@ -8,7 +8,8 @@
 #     /usr/bin/rustc): rustup's toolchains usually lack rust-src, the
 #     distro's rustc has it;
 #   - versioned toolchains, newest first: Ubuntu installs rustc-1.NN beside
-#     its default rustc (1.75 on 22.04 and 24.04, too old) as
+#     its default rustc (1.75 on 22.04 and 24.04, too old; on 26.04 the
+#     default rustc is rust-defaults' package depending on rustc-1.93) as
 #     /usr/bin/rustc-1.NN with its sysroot in /usr/lib/rust-1.NN
 #     (packages.ubuntu.com, file lists of rustc-1.80 and libstd-rust-1.89-dev).
 #     ($NVPM_TOOLCHAIN_ROOT prefixes those two paths, for ci/test-kmod.sh.)
@@ -56,8 +57,9 @@ kernel). Install them with your distribution's packages:
   Debian 12:               apt-get install -t bookworm-security rustc-web rust-web-src
   Debian 13 and newer:     apt-get install rustc rust-src
   Ubuntu 22.04, 24.04:     apt-get install rustc-1.85 rust-1.85-src
+  Ubuntu 26.04:            apt-get install rustc rust-src   (rust-defaults: rustc-1.93)
   RHEL, Rocky, Alma, Fedora: dnf install rust rust-src
-  SLES 15:                 zypper install rust rust1.NN-src (NN: the minor version rustc --version prints)
+  SLES 15, 16:             zypper install rust rust1.NN-src (NN: the minor version rustc --version prints)
 or point RUSTC= at a rustc whose \`rustc --print sysroot\`/lib/rustlib/src/rust/library holds the sources.
 MSG
 exit 1

@@ -38,7 +38,8 @@ pub struct BuildDebArgs {
     #[arg(long, value_name = "DIR", default_value = "/tmp")]
     pub out: PathBuf,
     /// Target distribution: the `id` of a deb entry in
-    /// packaging/distros.yaml (debian12, debian13, ubuntu2204, ubuntu2404).
+    /// packaging/distros.yaml (debian12, debian13, ubuntu2204, ubuntu2404,
+    /// ubuntu2604).
     /// It decides the changelog suite, Standards-Version and the Rust
     /// toolchain packages the -dkms package depends on. Default: this host's
     /// distribution (from /etc/os-release) when listed, else debian12.

@@ -126,6 +126,16 @@ fn golden_render_has_the_debian_essentials() {
         ubuntu["debian/changelog"]
             .starts_with("nvidia-peer-memory (1.4.0-1~ubuntu24.04.1) noble; urgency=medium\n")
     );
+    // Ubuntu 26.04's -dkms accepts MLNX_OFED's names and Ubuntu's own
+    // DOCA-OFED packages (packaging/distros.yaml, ofed_packages).
+    let resolute = golden_render(&packaging, packaging.find("ubuntu2604").unwrap());
+    assert!(resolute["debian/control"].contains(
+        "rustc (>= 1.85), rust-src (>= 1.85), mlnx-ofed-kernel-dkms | mlnx-ofed-kernel-modules | doca-ofed-26.01-dkms | doca-ofed-3.4-dkms | linux-modules-doca-ofed-26.01-generic | linux-modules-doca-ofed-3.4-generic, ${misc:Depends}"
+    ));
+    assert!(
+        resolute["debian/changelog"]
+            .starts_with("nvidia-peer-memory (1.4.0-1~ubuntu26.04.1) resolute; urgency=medium\n")
+    );
     let trixie = golden_render(&packaging, packaging.find("debian13").unwrap());
     assert!(
         trixie["debian/changelog"]

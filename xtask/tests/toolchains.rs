@@ -72,8 +72,8 @@ fn every_deb_entry_depends_on_a_shipped_toolchain_at_the_module_minimum_or_newer
     let data: Data = serde_saphyr::from_str(&text).unwrap();
     let debs: Vec<&Distro> = data.distros.iter().filter(|d| d.family == "deb").collect();
     assert!(
-        debs.len() >= 4,
-        "debian12, debian13, ubuntu2204, ubuntu2404"
+        debs.len() >= 5,
+        "debian12, debian13, ubuntu2204, ubuntu2404, ubuntu2604"
     );
     for distro in debs {
         assert!(
@@ -118,8 +118,8 @@ fn every_rpm_entry_with_facts_requires_packages_of_a_shipped_toolchain() {
         .filter(|d| d.family == "rpm" && !d.rust_toolchains.is_empty())
         .collect();
     assert!(
-        rpms.len() >= 6,
-        "rhel8-10, rocky9, alma9, sles15 have facts"
+        rpms.len() >= 7,
+        "rhel8-10, rocky9, alma9, sles15, sles16 have facts"
     );
     for distro in rpms {
         let wanted = &distro

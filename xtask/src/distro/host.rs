@@ -3,7 +3,7 @@
 /// The distros.yaml id an os-release file describes, whether or not the
 /// data file has it: `debian` 12 -> debian12, `ubuntu` 22.04 -> ubuntu2204,
 /// RHEL/CentOS 9.4 -> rhel9, Rocky -> rocky9, AlmaLinux -> alma9, Fedora ->
-/// fedora, SLES/SLED/Leap 15.6 -> sles15. Ubuntu's ids carry the whole
+/// fedora, SLES/SLED/Leap 15.6 -> sles15 (16.0 -> sles16). Ubuntu's ids carry the whole
 /// version (its releases are YY.MM), the others the major version. None
 /// without an ID, or without a VERSION_ID (Debian testing/sid) except for
 /// Fedora, whose id has no version.

@@ -114,6 +114,10 @@ pub struct Distro {
     /// any of which a build-modules package depends on.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kernel_image_packages: Vec<String>,
+    /// The packages of which the -dkms package needs one: MLNX_OFED's
+    /// kernel modules by every name the distro's OFED packages have.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ofed_packages: Vec<String>,
     // --- rpm family ---
     /// The distribution's `%dist` macro (`.el9`, `.el10`; empty where the
     /// build hosts define none, as on SLES): the suffix rpmbuild there puts
@@ -196,10 +200,19 @@ impl Distro {
                 self.version_suffix
             );
         }
-        for package in &self.rust_packages {
-            if !is_debian_package_name(package) {
+        if self.ofed_packages.is_empty() {
+            bail!(
+                "{DATA_FILE}: distro `{}` has no `ofed_packages`; list the packages of MLNX_OFED's kernel modules, e.g. [mlnx-ofed-kernel-dkms, mlnx-ofed-kernel-modules]",
+                self.id
+            );
+        }
+        for (field, packages) in [
+            ("rust_packages", &self.rust_packages),
+            ("ofed_packages", &self.ofed_packages),
+        ] {
+            if let Some(package) = packages.iter().find(|p| !is_debian_package_name(p)) {
                 bail!(
-                    "{DATA_FILE}: distro `{}` lists `{package}` in rust_packages, which is not a Debian package name (lowercase letters, digits, + - .)",
+                    "{DATA_FILE}: distro `{}` lists `{package}` in {field}, which is not a Debian package name (lowercase letters, digits, + - .)",
                     self.id
                 );
             }

@@ -7,8 +7,8 @@ fn the_workspace_data_file_loads_and_every_deb_entry_is_complete() {
     let packaging = Packaging::load().unwrap();
     let debs: Vec<_> = packaging.family(Family::Deb).collect();
     assert!(
-        debs.len() >= 4,
-        "debian12, debian13, ubuntu2204, ubuntu2404 expected"
+        debs.len() >= 5,
+        "debian12, debian13, ubuntu2204, ubuntu2404, ubuntu2604 expected"
     );
     for distro in debs {
         distro.validate_deb().unwrap();
@@ -40,6 +40,8 @@ fn os_release_maps_to_distro_ids() {
         ("ID=\"sles\"\nVERSION_ID=\"15.6\"\n", "sles15"),
         ("ID=debian\nVERSION_ID=\"12\"\n", "debian12"),
         ("NAME=x\nID=ubuntu\nVERSION_ID=\"22.04\"\n", "ubuntu2204"),
+        ("ID=ubuntu\nVERSION_ID=\"26.04\"\n", "ubuntu2604"),
+        ("ID=\"sles\"\nVERSION_ID=\"16.0\"\n", "sles16"),
     ];
     for (text, want) in cases {
         assert_eq!(host_distro_id(text).as_deref(), Some(want), "{text}");
@@ -242,7 +244,7 @@ fn a_version_suffix_that_would_not_sort_below_the_bare_revision_is_refused() {
         ("~a_b", false),
     ] {
         let text = format!(
-            "maintainer: A B <a@b.example>\ndistros:\n  - {{id: deb1, name: A, family: deb, codename: x, standards_version: 4.6.2, rust_packages: [rustc], dkms_addon_build_depends: dh-sequence-dkms, version_suffix: \"{suffix}\"}}\n"
+            "maintainer: A B <a@b.example>\ndistros:\n  - {{id: deb1, name: A, family: deb, codename: x, standards_version: 4.6.2, rust_packages: [rustc], dkms_addon_build_depends: dh-sequence-dkms, ofed_packages: [mlnx-ofed-kernel-dkms], version_suffix: \"{suffix}\"}}\n"
         );
         let packaging = Packaging::parse(&text).unwrap();
         let result = packaging.find("deb1").unwrap().validate_deb();
@@ -250,5 +252,23 @@ fn a_version_suffix_that_would_not_sort_below_the_bare_revision_is_refused() {
         if let Err(error) = result {
             assert!(error.to_string().contains("version_suffix"), "{error}");
         }
+    }
+}
+
+#[test]
+fn a_deb_entry_without_ofed_packages_or_with_a_bad_name_is_refused() {
+    for (ofed, expected) in [
+        ("", "has no `ofed_packages`"),
+        (
+            ", ofed_packages: [Doca_OFED]",
+            "`Doca_OFED` in ofed_packages",
+        ),
+    ] {
+        let text = format!(
+            "maintainer: A B <a@b.example>\ndistros:\n  - {{id: deb1, name: A, family: deb, codename: x, standards_version: 4.6.2, rust_packages: [rustc], dkms_addon_build_depends: dh-sequence-dkms{ofed}}}\n"
+        );
+        let packaging = Packaging::parse(&text).unwrap();
+        let error = packaging.find("deb1").unwrap().validate_deb().unwrap_err();
+        assert!(error.to_string().contains(expected), "{ofed}: {error}");
     }
 }

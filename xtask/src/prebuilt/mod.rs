@@ -48,7 +48,7 @@ a repository with `cargo xtask build-repo`.\n\n\
 RHEL family (--distro rhel9, or a RHEL-family host): build-srpm's source rpm is \
 rebuilt with this host's rpmbuild once per --kernel (kernel-devel in /usr/src/kernels), \
 each kmod-nvidia_peer_memory with the kernel in its release; -common and -dkms once. \
-SLES (--distro sles15): the one kernel /usr/src/linux-obj names (kernel-syms).\n\n\
+SLES (--distro sles15, sles16): the one kernel /usr/src/linux-obj names (kernel-syms; SLES 16: kernel-macros).\n\n\
 Exit status: 0 on success; 2 on bad input (a kernel without headers, MLNX_OFED's \
 symbols or a known flavour metapackage; a bad --kernel, --ofed-package or signing \
 option; unusable --out), with a message naming the fix, before anything is built; 1 on \
@@ -79,8 +79,9 @@ pub struct BuildModulesArgs {
     pub ofed_root: PathBuf,
     /// The MLNX_OFED package (NAME=VERSION) the modules depend on with `=`,
     /// when no package owns the MLNX_OFED build (a hand-built tree);
-    /// `{release}` in VERSION stands for each kernel's release
-    /// (mlnx-ofed-kernel-modules=25.10.OFED.25.10.1.7.1.1-1.kver.{release}).
+    /// `{release}` in NAME and VERSION stands for each kernel's release
+    /// (mlnx-ofed-kernel-modules=25.10.OFED.25.10.1.7.1.1-1.kver.{release};
+    /// Ubuntu 26.04: linux-main-modules-doca-ofed-26.01-{release}=7.0.0-29.29).
     #[arg(long, value_name = "NAME=VERSION")]
     pub ofed_package: Option<String>,
     /// NVIDIA driver source with nv-p2p.h. Default: the first

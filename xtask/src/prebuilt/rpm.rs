@@ -179,16 +179,23 @@ fn check(args: &BuildModulesArgs, distro: &Distro) -> Result<Checked> {
                 .as_ref()
                 .and_then(|r| r.flavor.as_deref())
                 .unwrap_or("default");
+            // The package with SUSE's KMP macros: kernel-syms on SLES 15,
+            // kernel-macros on SLES 16 (packaging/distros.yaml).
+            let macros = distro
+                .rpm
+                .as_ref()
+                .and_then(|r| r.macros.as_deref())
+                .unwrap_or("kernel-syms");
             ensure!(
                 args.kernels.len() == 1,
-                "--distro {}: SUSE's KMP macros build for the one kernel of /usr/src/linux-obj (kernel-syms, the service pack's kernel) in one rpmbuild, and the KMP then serves that service pack's kernels; pass that kernel alone, and build for other service packs on their own build hosts",
+                "--distro {}: SUSE's KMP macros build for the one kernel of /usr/src/linux-obj (the kernel-{flavor}-devel installed, the service pack's kernel) in one rpmbuild, and the KMP then serves that service pack's kernels; pass that kernel alone, and build for other service packs on their own build hosts",
                 distro.id
             );
             let obj = args.suse_obj_root.join(std::env::consts::ARCH).join(flavor);
             let release = make_kernelrelease(&obj);
             ensure!(
                 release.as_deref() == Some(args.kernels[0].as_str()),
-                "--kernel {}: this build host's KMP macros build for {} ({}); install that kernel's devel package and kernel-syms (zypper install kernel-{flavor}-devel kernel-syms), or run on a build host of its service pack",
+                "--kernel {}: this build host's KMP macros build for {} ({}); install that kernel's devel package and {macros} (zypper install kernel-{flavor}-devel {macros}), or run on a build host of its service pack",
                 args.kernels[0],
                 release.as_deref().unwrap_or("no kernel"),
                 obj.display()

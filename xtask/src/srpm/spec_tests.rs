@@ -45,8 +45,8 @@ fn rendered_specs_match_their_golden_files() {
         checked += 1;
     }
     assert!(
-        checked >= 7,
-        "rhel8/9/10, rocky9, alma9, fedora, sles15 expected"
+        checked >= 8,
+        "rhel8/9/10, rocky9, alma9, fedora, sles15, sles16 expected"
     );
     assert!(
         stale.is_empty(),
@@ -79,6 +79,20 @@ fn each_route_renders_its_own_module_package() {
     assert!(!spec.contains("\n%kernel_module_package "));
     assert!(spec.contains("%config(noreplace) %{_sysconfdir}/infiniband/nv_peer_mem.conf"));
     assert!(spec.contains("xz --check=crc32"));
+    // SLES 16: the same KMP route, zstd modules, kernel-macros for the
+    // KMP macros (packaging/distros.yaml, sles16).
+    let sles16 = render(
+        &packaging,
+        packaging.find("sles16").unwrap(),
+        "2.0.1",
+        3,
+        GOLDEN_EPOCH,
+    )
+    .unwrap();
+    assert!(sles16.contains("\n%suse_kernel_module_package -n %{name} "));
+    assert!(sles16.contains("zstd -q -T0 --rm \"$ko\"") && !sles16.contains("xz --check"));
+    assert!(sles16.contains("\nBuildRequires:  kernel-macros\n"));
+    assert!(sles16.contains("install kernel-macros and the kernel's devel package"));
     assert!(
         !spec.contains("%dir /lib/modules"),
         "the kernel's directories are not ours"
