@@ -19,19 +19,22 @@ pub const TIMEOUT: Duration = Duration::from_secs(3);
 /// GPU memory in bytes by PCI address (`0000:00:06.0`).
 pub fn gpu_memory(host: &Host) -> BTreeMap<String, u64> {
     let out = host.command("nvidia-smi-memory", || {
-        let program =
-            std::env::var("NV_PEER_MEM_NVIDIA_SMI").unwrap_or_else(|_| "nvidia-smi".to_owned());
-        run_bounded(
-            Command::new(program).args([
-                "--query-gpu=pci.bus_id,memory.total",
-                "--format=csv,noheader,nounits",
-            ]),
-            TIMEOUT,
-        )
-        .filter(|(ok, _)| *ok)
-        .map(|(_, out)| out)
+        nvidia_smi(&[
+            "--query-gpu=pci.bus_id,memory.total",
+            "--format=csv,noheader,nounits",
+        ])
     });
     out.map(|o| parse(&o)).unwrap_or_default()
+}
+
+/// What `nvidia-smi @args` prints where it succeeds within `TIMEOUT`
+/// (`NV_PEER_MEM_NVIDIA_SMI` names another program, for tests).
+pub fn nvidia_smi(args: &[&str]) -> Option<String> {
+    let program =
+        std::env::var("NV_PEER_MEM_NVIDIA_SMI").unwrap_or_else(|_| "nvidia-smi".to_owned());
+    run_bounded(Command::new(program).args(args), TIMEOUT)
+        .filter(|(ok, _)| *ok)
+        .map(|(_, out)| out)
 }
 
 /// A program's exit (success or not) and stdout if it ends within @limit;
@@ -67,14 +70,19 @@ pub fn parse(text: &str) -> BTreeMap<String, u64> {
     text.lines()
         .filter_map(|line| {
             let (bus_id, mib) = line.split_once(',')?;
-            let bus_id = bus_id.trim().to_ascii_lowercase();
-            // nvidia-smi's domain has 8 digits, sysfs's 4
-            let (domain, rest) = bus_id.split_once(':')?;
-            let domain = &domain[domain.len().saturating_sub(4)..];
             let mib: u64 = mib.trim().parse().ok()?;
-            Some((format!("{domain}:{rest}"), mib << 20))
+            Some((sysfs_bus_id(bus_id)?, mib << 20))
         })
         .collect()
+}
+
+/// nvidia-smi's `00000000:1B:00.0` as sysfs names the function,
+/// `0000:1b:00.0`: nvidia-smi's domain has 8 digits, sysfs's 4.
+pub fn sysfs_bus_id(text: &str) -> Option<String> {
+    let bus_id = text.trim().to_ascii_lowercase();
+    let (domain, rest) = bus_id.split_once(':')?;
+    let domain = &domain[domain.len().saturating_sub(4)..];
+    Some(format!("{domain}:{rest}"))
 }
 
 #[cfg(test)]

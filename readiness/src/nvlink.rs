@@ -9,22 +9,13 @@
 //! parsed are those the lent 4 x H100 host printed (tests/real/h100x4-vm).
 
 use crate::host::Host;
-use crate::memory::{TIMEOUT, run_bounded};
+use crate::memory::{nvidia_smi, sysfs_bus_id};
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 
 /// The pairs of GPUs (PCI addresses, `0000:00:06.0`, smaller first) that
 /// NVLink joins; None where nvidia-smi could not tell.
 pub fn joined(host: &Host) -> Option<BTreeSet<(String, String)>> {
-    let ask = |key: &str, args: &[&str]| {
-        host.command(key, || {
-            let program =
-                std::env::var("NV_PEER_MEM_NVIDIA_SMI").unwrap_or_else(|_| "nvidia-smi".to_owned());
-            run_bounded(Command::new(program).args(args), TIMEOUT)
-                .filter(|(ok, _)| *ok)
-                .map(|(_, out)| out)
-        })
-    };
+    let ask = |key: &str, args: &[&str]| host.command(key, || nvidia_smi(args));
     let index = ask(
         "nvidia-smi-index-busid",
         &["--query-gpu=index,pci.bus_id", "--format=csv,noheader"],
@@ -39,10 +30,7 @@ fn parse_index(text: &str) -> BTreeMap<usize, String> {
     text.lines()
         .filter_map(|line| {
             let (index, bus_id) = line.split_once(',')?;
-            let bus_id = bus_id.trim().to_ascii_lowercase();
-            let (domain, rest) = bus_id.split_once(':')?;
-            let domain = &domain[domain.len().saturating_sub(4)..];
-            Some((index.trim().parse().ok()?, format!("{domain}:{rest}")))
+            Some((index.trim().parse().ok()?, sysfs_bus_id(bus_id)?))
         })
         .collect()
 }

@@ -340,23 +340,7 @@ fn catalogue() -> Vec<Case> {
     );
     out.push(("two levels of switches between GPU and NIC", t));
 
-    let t = Tree::new("oracle-root-ports");
-    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
-    t.bridge("pci0000:00/0000:00:01.0/0000:01:00.0", 5, None, 0);
-    t.bridge(
-        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0",
-        6,
-        None,
-        0,
-    );
-    t.gpu(
-        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0",
-        0x2330,
-        0,
-        128 * GIB,
-    );
-    t.bridge("pci0000:00/0000:00:02.0", 4, None, 0);
-    t.nic("pci0000:00/0000:00:02.0/0000:04:00.0", "mlx5_0", 0);
+    let t = switch_and_root_port("oracle-root-ports");
     out.push(("GPU behind a switch, NIC on another root port", t));
 
     for (name, gpu_numa, nic_numa) in [
@@ -473,26 +457,6 @@ fn catalogue() -> Vec<Case> {
         nvswitch: false,
     });
     // NCCL's topology file: what it places, NCCL does not look up in sysfs.
-    let root_ports = |name: &str| {
-        let t = Tree::new(name);
-        t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
-        t.bridge("pci0000:00/0000:00:01.0/0000:01:00.0", 5, None, 0);
-        t.bridge(
-            "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0",
-            6,
-            None,
-            0,
-        );
-        t.gpu(
-            "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0",
-            0x2330,
-            0,
-            128 << 30,
-        );
-        t.bridge("pci0000:00/0000:00:02.0", 4, None, 0);
-        t.nic("pci0000:00/0000:00:02.0/0000:04:00.0", "mlx5_0", 0);
-        t
-    };
     for (what, conf, file) in [
         (
             "NCCL_TOPO_FILE places GPU and NIC under one switch",
@@ -512,7 +476,7 @@ fn catalogue() -> Vec<Case> {
     ] {
         cases.push(Case {
             what,
-            tree: root_ports("oracle-topo-file"),
+            tree: switch_and_root_port("oracle-topo-file"),
             env: Vec::new(),
             etc_nccl_conf: conf,
             topo_file: Some((file, TOPO_FILE)),
@@ -583,25 +547,7 @@ fn catalogue() -> Vec<Case> {
     // PXN: a GPU whose every NIC is across a CPU reaches one through its
     // NVLink peer beside it.
     let pxn = |name: &str| {
-        let t = Tree::new(name);
-        t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
-        t.gpu("pci0000:00/0000:00:01.0/0000:10:00.0", 0x2330, 0, 128 << 30);
-        let rp = "pci0000:80/0000:80:01.0";
-        t.bridge(rp, 4, None, 1);
-        t.bridge(&format!("{rp}/0000:90:00.0"), 5, None, 1);
-        t.bridge(&format!("{rp}/0000:90:00.0/0000:91:00.0"), 6, None, 1);
-        t.bridge(&format!("{rp}/0000:90:00.0/0000:91:01.0"), 6, None, 1);
-        t.gpu(
-            &format!("{rp}/0000:90:00.0/0000:91:00.0/0000:92:00.0"),
-            0x2330,
-            1,
-            128 << 30,
-        );
-        t.nic(
-            &format!("{rp}/0000:90:00.0/0000:91:01.0/0000:93:00.0"),
-            "mlx5_0",
-            1,
-        );
+        let t = far_gpu_and_near_pair(name);
         t.nvswitch(&["0000:10:00.0", "0000:92:00.0"]);
         t
     };

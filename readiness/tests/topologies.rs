@@ -1142,25 +1142,7 @@ fn nccl_topo_file_places_the_devices_nccl_sees() {
 fn pxn_relays_a_far_gpu_through_its_nvlink_peer() {
     // GPU 10:00.0 on socket 0 with no NIC; GPU 92:00.0 and mlx5_0 below one
     // switch on socket 1.
-    let t = Tree::new("pxn");
-    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
-    t.gpu("pci0000:00/0000:00:01.0/0000:10:00.0", 0x2330, 0, 128 << 30);
-    let rp = "pci0000:80/0000:80:01.0";
-    t.bridge(rp, 4, None, 1);
-    t.bridge(&format!("{rp}/0000:90:00.0"), 5, None, 1);
-    t.bridge(&format!("{rp}/0000:90:00.0/0000:91:00.0"), 6, None, 1);
-    t.bridge(&format!("{rp}/0000:90:00.0/0000:91:01.0"), 6, None, 1);
-    t.gpu(
-        &format!("{rp}/0000:90:00.0/0000:91:00.0/0000:92:00.0"),
-        0x2330,
-        1,
-        128 << 30,
-    );
-    t.nic(
-        &format!("{rp}/0000:90:00.0/0000:91:01.0/0000:93:00.0"),
-        "mlx5_0",
-        1,
-    );
+    let t = far_gpu_and_near_pair("pxn");
     t.nvidia_open_580();
     t.mofed_with("nv_peer_mem");
     // Without nvidia-smi NVLink cannot be seen: said, not warned.

@@ -742,3 +742,52 @@ pub fn one_switch(name: &str, gpu_port_acs: Option<(u16, u16)>) -> Tree {
     t.nvidia_open_580();
     t
 }
+
+/// A GPU behind a PCIe switch on root port 00:01.0 and mlx5_0 on root port
+/// 00:02.0 of the same host bridge: PHB in sysfs. No driver, no RDMA core.
+pub fn switch_and_root_port(name: &str) -> Tree {
+    let t = Tree::new(name);
+    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
+    t.bridge("pci0000:00/0000:00:01.0/0000:01:00.0", 5, None, 0);
+    t.bridge(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0",
+        6,
+        None,
+        0,
+    );
+    t.gpu(
+        "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0",
+        0x2330,
+        0,
+        128 * GIB,
+    );
+    t.bridge("pci0000:00/0000:00:02.0", 4, None, 0);
+    t.nic("pci0000:00/0000:00:02.0/0000:04:00.0", "mlx5_0", 0);
+    t
+}
+
+/// PXN's node: GPU 10:00.0 on socket 0 with no NIC; GPU 92:00.0 and
+/// mlx5_0 below one switch on socket 1 (SYS from the first GPU, PIX from
+/// the second). No driver, no RDMA core, no NVLink (Tree::nvswitch adds it).
+pub fn far_gpu_and_near_pair(name: &str) -> Tree {
+    let t = Tree::new(name);
+    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
+    t.gpu("pci0000:00/0000:00:01.0/0000:10:00.0", 0x2330, 0, 128 * GIB);
+    let rp = "pci0000:80/0000:80:01.0";
+    t.bridge(rp, 4, None, 1);
+    t.bridge(&format!("{rp}/0000:90:00.0"), 5, None, 1);
+    t.bridge(&format!("{rp}/0000:90:00.0/0000:91:00.0"), 6, None, 1);
+    t.bridge(&format!("{rp}/0000:90:00.0/0000:91:01.0"), 6, None, 1);
+    t.gpu(
+        &format!("{rp}/0000:90:00.0/0000:91:00.0/0000:92:00.0"),
+        0x2330,
+        1,
+        128 * GIB,
+    );
+    t.nic(
+        &format!("{rp}/0000:90:00.0/0000:91:01.0/0000:93:00.0"),
+        "mlx5_0",
+        1,
+    );
+    t
+}
