@@ -198,7 +198,9 @@ pub fn check(host: &Host, programs: bool) -> Report {
             (gpu.address.clone(), seen)
         })
         .collect();
-    let joined = if programs { nvlink::joined(host) } else { None };
+    // Asked only where PXN may relay a GPU, and only in the forms that
+    // may run programs.
+    let joined = std::cell::OnceCell::new();
     let pxn_disabled =
         consumers::nccl_setting(host, "NCCL_PXN_DISABLE").is_some_and(|(v, _)| v == "1");
     let mut summaries = Vec::new();
@@ -235,7 +237,14 @@ pub fn check(host: &Host, programs: bool) -> Report {
         ));
         if let Some((nic, nic_dev, distance, nccl_distance, by)) = closest {
             let seen = (nccl_distance, by.as_deref());
-            match pxn::relay(&gpu.address, &views, joined.as_ref(), pxn_disabled) {
+            let relay = pxn::relay(&gpu.address, &views, None, pxn_disabled).and_then(|may| {
+                if !programs {
+                    return Some(may);
+                }
+                let seen = joined.get_or_init(|| nvlink::joined(host));
+                pxn::relay(&gpu.address, &views, seen.as_ref(), pxn_disabled)
+            });
+            match relay {
                 Some(relay) => relay_facts(
                     gpu,
                     nic,
