@@ -117,6 +117,9 @@ struct Gpu {
   int gdr = 1;
   // NVLinks to NVSwitches (NVML's answer on an HGX board; 18 on H100).
   int nvswitch = 0;
+  // Active C2C links to the GPU's CPU (NVML's NVML_FI_DEV_C2C_LINK_COUNT
+  // and _GET_STATUS on Grace Hopper: 10 on a GH200).
+  int c2c = 0;
 };
 struct Net {
   const char* name;
@@ -279,6 +282,11 @@ static ncclResult_t from_sysfs(const char* dump) {
     NCCLCHECK(xmlAddNode(xml, top, "cpu", &cpu));
     NCCLCHECK(xmlSetAttrLong(cpu, "host_hash", getHostHash()));
     NCCLCHECK(xmlSetAttrInt(cpu, "numaid", numa));
+    // An arm64 build of NCCL sets the arch alone (no cpuid).
+    if (strcmp(cpuVendor, "arm64") == 0) {
+      NCCLCHECK(xmlSetAttr(cpu, "arch", "arm64"));
+      continue;
+    }
     NCCLCHECK(xmlSetAttr(cpu, "arch", "x86_64"));
     NCCLCHECK(xmlSetAttr(cpu, "vendor", cpuVendor));
     NCCLCHECK(xmlSetAttrInt(cpu, "familyid", cpuFamily));
@@ -313,6 +321,17 @@ static ncclResult_t from_sysfs(const char* dump) {
       NCCLCHECK(xmlSetAttr(nvlink, "target", "fffffff:ff:ff.0"));
       NCCLCHECK(xmlSetAttrInt(nvlink, "count", gpus[r].nvswitch));
       NCCLCHECK(xmlSetAttr(nvlink, "tclass", "0x068000"));
+    }
+    // C2C as ncclTopoGetXmlFromGpu fills it from NVML for sm >= 90: the
+    // active links' count and the last one's NVML_FI_DEV_C2C_LINK_GET_MAX_BW
+    // in MB/s; 44712 is what a GH200 reports (`nvidia-smi c2c -s`: 44.712
+    // GB/s a link; docs/nccl-harness.md).
+    struct ncclXmlNode* c2c;
+    NCCLCHECK(xmlGetSub(gpu, "c2c", &c2c));
+    if (c2c == nullptr && gpus[r].c2c > 0 && gpus[r].sm >= 90) {
+      NCCLCHECK(xmlAddNode(xml, gpu, "c2c", &c2c));
+      NCCLCHECK(xmlSetAttrInt(c2c, "bw", 44712));
+      NCCLCHECK(xmlSetAttrInt(c2c, "count", gpus[r].c2c));
     }
     NCCLCHECK(ncclTopoGetXmlFromGpu(pci, NULL, xml, &gpu));
     NCCLCHECK(xmlSetAttrInt(gpu, "keep", 1));
@@ -379,11 +398,13 @@ static int usage() {
   fprintf(stderr,
           "usage: nccl-harness TOPOLOGY.xml                 (NCCL's topology XML)\n"
           "       nccl-harness --sysfs ROOT [--cpu VENDOR,family=F,model=M]\n"
-          "                    --gpu BUSID[,sm=90][,gdr=1][,nvswitch=18]... [--net NAME[,gdr=1]...]\n"
+          "                    --gpu BUSID[,sm=90][,gdr=1][,nvswitch=18][,c2c=10]... [--net NAME[,gdr=1]...]\n"
           "                    [--dmabuf yes|no] [--distances yes|no] [--dump FILE]\n"
           "  ROOT holds the node's sys/ tree; BUSID as 0000:03:00.0; NAME an RDMA device\n"
           "  (sys/class/infiniband/NAME); gdr=0: the GPU or NIC cannot register GPU memory;\n"
-          "  nvswitch=N: N NVLinks to NVSwitches, as NVML reports on an HGX board.\n"
+          "  nvswitch=N: N NVLinks to NVSwitches, as NVML reports on an HGX board;\n"
+          "  c2c=N: N active C2C links to the GPU's CPU, as NVML reports on Grace Hopper;\n"
+          "  --cpu arm64: the CPUs an arm64 NCCL describes (no vendor, no cpuid).\n"
           "  Without --net: the devices NCCL's IB plugin takes (ACTIVE ports, NCCL_IB_HCA),\n"
           "  GPU memory registered where a peer client's files are; --dmabuf yes: the node\n"
           "  can register through DMA-BUF (CUDA's attribute, the kernel's ibv_reg_dmabuf_mr);\n"
@@ -414,7 +435,7 @@ int main(int argc, char** argv) {
         dump = value;
       } else if (strcmp(argv[i - 1], "--gpu") == 0) {
         Gpu g;
-        if (!parse(value, &g.busId, {{"sm", &g.sm}, {"gdr", &g.gdr}, {"nvswitch", &g.nvswitch}})) return usage();
+        if (!parse(value, &g.busId, {{"sm", &g.sm}, {"gdr", &g.gdr}, {"nvswitch", &g.nvswitch}, {"c2c", &g.c2c}})) return usage();
         gpus.push_back(g);
       } else if (strcmp(argv[i - 1], "--net") == 0) {
         Net n;

@@ -11,8 +11,8 @@ use crate::registration::{self, Path};
 use crate::report::{Fact, Gpu, Problem, Report, Status};
 use crate::topology::{self, Distance};
 use crate::{
-    consumers, iommu, memory, nccl_ib, nccl_topo_file, nccl_version, nvlink, peer_clients, pxn,
-    service,
+    c2c, consumers, iommu, memory, nccl_ib, nccl_topo_file, nccl_version, nvlink, peer_clients,
+    pxn, service,
 };
 
 /// The checks over @host. @programs: whether the forms people read may
@@ -185,17 +185,34 @@ pub fn check(host: &Host, programs: bool) -> Report {
         }
         (d, None)
     };
-    // Every GPU's distances to the NICs NCCL takes, as NCCL sees them, for
-    // PXN (pxn.rs); NVLink from nvidia-smi where programs may be asked.
-    let views: Vec<(String, Vec<(String, Distance)>)> = gpus
+    // Each GPU's distances to every NIC, and to those NCCL takes as NCCL
+    // sees them (the nearest is the one it is judged with); all GPUs'
+    // views serve PXN (pxn.rs), NVLink from nvidia-smi where programs
+    // may be asked.
+    type Viewed<'a> = (&'a Nic, &'a PciDevice, Distance, Distance, Option<String>);
+    type Sysfs<'a> = Vec<(&'a Nic, &'a PciDevice, Distance)>;
+    let seen: Vec<(Sysfs, Vec<Viewed>)> = gpus
         .iter()
         .map(|gpu| {
-            let seen = nic_distances(host, gpu, &nics, &devices)
-                .into_iter()
+            let all = nic_distances(host, gpu, &nics, &devices);
+            let viewed = all
+                .iter()
+                .copied()
                 .filter(|(n, _, _)| taken.contains(n))
-                .map(|(n, dev, d)| (n.name.clone(), nccl_view(gpu, n, dev, d).0))
+                .map(|(n, dev, d)| {
+                    let (nccl, by) = nccl_view(gpu, n, dev, d);
+                    (n, dev, d, nccl, by)
+                })
                 .collect();
-            (gpu.address.clone(), seen)
+            (all, viewed)
+        })
+        .collect();
+    let views: Vec<(String, Vec<(String, Distance)>)> = gpus
+        .iter()
+        .zip(&seen)
+        .map(|(gpu, (_, viewed))| {
+            let ds = viewed.iter().map(|v| (v.0.name.clone(), v.3)).collect();
+            (gpu.address.clone(), ds)
         })
         .collect();
     // Asked only where PXN may relay a GPU, and only in the forms that
@@ -203,27 +220,21 @@ pub fn check(host: &Host, programs: bool) -> Report {
     let joined = std::cell::OnceCell::new();
     let pxn_disabled =
         consumers::nccl_setting(host, "NCCL_PXN_DISABLE").is_some_and(|(v, _)| v == "1");
+    // C2C (c2c.rs): only on an arm64 node, asked only where a GPU's NIC is
+    // on its own CPU and only in the forms that may run programs.
+    let c2c_possible = c2c::possible(host);
+    let c2c_linked = std::cell::OnceCell::new();
+    let c2c_settings = std::cell::OnceCell::new();
     let mut summaries = Vec::new();
-    for gpu in &gpus {
-        let all = nic_distances(host, gpu, &nics, &devices);
+    for (gpu, (all, viewed)) in gpus.iter().zip(&seen) {
         // The first of the nearest NCCL takes, by name, as NCCL sees them.
-        let closest = all
-            .iter()
-            .copied()
-            .filter(|(n, _, _)| taken.contains(n))
-            .map(|(n, dev, d)| {
-                let (nccl, by) = nccl_view(gpu, n, dev, d);
-                (n, dev, d, nccl, by)
-            })
-            .min_by_key(|(_, _, _, nccl, _)| *nccl);
+        let closest = viewed.iter().min_by_key(|v| v.3);
         summaries.push(Gpu {
             address: gpu.address.clone(),
             device_id: gpu.device,
             bar1_bytes: nvidia::bar1(gpu).ok().flatten(),
             nic_distances: all.iter().map(|(n, _, d)| (n.name.clone(), *d)).collect(),
-            closest: closest
-                .as_ref()
-                .map(|(n, _, _, nccl, _)| (n.name.clone(), *nccl)),
+            closest: closest.map(|v| (v.0.name.clone(), v.3)),
         });
         facts.push(Fact::info(
             "gpu",
@@ -235,17 +246,41 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 numa(gpu)
             ),
         ));
-        if let Some((nic, nic_dev, distance, nccl_distance, by)) = closest {
-            let seen = (nccl_distance, by.as_deref());
-            let relay = pxn::relay(&gpu.address, &views, None, pxn_disabled).and_then(|may| {
-                if !programs {
-                    return Some(may);
-                }
-                let seen = joined.get_or_init(|| nvlink::joined(host));
-                pxn::relay(&gpu.address, &views, seen.as_ref(), pxn_disabled)
-            });
-            match relay {
-                Some(relay) => relay_facts(
+        if let Some(&(nic, nic_dev, distance, nccl_distance, ref by)) = closest {
+            let on_own_cpu = matches!(nccl_distance, Distance::Phb | Distance::Node);
+            let link = (c2c_possible && on_own_cpu)
+                .then(|| {
+                    if !programs {
+                        return Some(c2c::Link::Unknown);
+                    }
+                    match c2c_linked.get_or_init(|| c2c::linked(host)) {
+                        Some(up) if up.contains(&gpu.address) => Some(c2c::Link::Up),
+                        Some(_) => None,
+                        None => Some(c2c::Link::Unknown),
+                    }
+                })
+                .flatten();
+            let relay = || {
+                pxn::relay(&gpu.address, &views, None, pxn_disabled).and_then(|may| {
+                    if !programs {
+                        return Some(may);
+                    }
+                    let seen = joined.get_or_init(|| nvlink::joined(host));
+                    pxn::relay(&gpu.address, &views, seen.as_ref(), pxn_disabled)
+                })
+            };
+            if let Some(link) = link {
+                let settings = c2c_settings.get_or_init(|| c2c::Settings::read(host));
+                facts.extend(c2c::facts(
+                    &gpu.address,
+                    nic,
+                    nccl_distance,
+                    link,
+                    settings,
+                    nccl_sees,
+                ));
+            } else if let Some(relay) = relay() {
+                relay_facts(
                     gpu,
                     nic,
                     nccl_distance,
@@ -253,11 +288,11 @@ pub fn check(host: &Host, programs: bool) -> Report {
                     &level,
                     nccl_sees,
                     &mut facts,
-                ),
-                None => {
-                    distance_fact(gpu, nic, distance, seen, &level, &mut facts);
-                    nccl_pair_fact(gpu, nic, nccl_distance, &level, nccl_sees, &mut facts);
-                }
+                );
+            } else {
+                let seen = (nccl_distance, by.as_deref());
+                distance_fact(gpu, nic, distance, seen, &level, &mut facts);
+                nccl_pair_fact(gpu, nic, nccl_distance, &level, nccl_sees, &mut facts);
             }
             acs_facts(
                 host,

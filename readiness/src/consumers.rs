@@ -218,10 +218,38 @@ pub fn nccl_level(host: &Host) -> (usize, String) {
 /// said with where it was set; None where it is on.
 pub fn nccl_dmabuf_off(host: &Host) -> Option<String> {
     let (value, from) = nccl_setting(host, "NCCL_DMABUF_ENABLE")?;
+    param_zero(&value).then(|| format!("NCCL_DMABUF_ENABLE={value} in {from}"))
+}
+
+/// Whether NCCL reads @value of an integer parameter as 0: misc/param.cc's
+/// ncclLoadParam takes strtoll(str, NULL, 0) of a set, non-empty value
+/// with no check of the rest (so `0`, `0x0` and `off`, which has no
+/// digits, alike); an empty value keeps the default.
+fn param_zero(value: &str) -> bool {
     let text = value.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
     let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
-    (!value.is_empty() && strtol_base0(digits) == 0)
-        .then(|| format!("NCCL_DMABUF_ENABLE={value} in {from}"))
+    !value.is_empty() && strtol_base0(digits) == 0
+}
+
+/// `NCCL_NET_GDR_LEVEL` where it is set to a level NCCL knows (None: NCCL
+/// keeps its default, which the release decides: c2c.rs).
+pub fn nccl_level_given(host: &Host) -> Option<usize> {
+    nccl_setting(host, "NCCL_NET_GDR_LEVEL").and_then(|(v, _)| parse_level(&v))
+}
+
+/// Whether NCCL lets GPUDirect RDMA through a C2C link (paths.cc,
+/// `NCCL_NET_GDR_C2C`, default 1 in both fixture releases); with where
+/// it was turned off.
+pub fn nccl_gdr_c2c(host: &Host) -> (bool, String) {
+    match nccl_setting(host, "NCCL_NET_GDR_C2C") {
+        Some((value, from)) if param_zero(&value) => {
+            (false, format!("NCCL_NET_GDR_C2C={value} in {from}"))
+        }
+        Some((value, from)) if !value.is_empty() => {
+            (true, format!("NCCL_NET_GDR_C2C={value} in {from}"))
+        }
+        _ => (true, "NCCL_NET_GDR_C2C's default, 1".to_owned()),
+    }
 }
 
 /// Whether NCCL uses GPUDirect RDMA over a path of @distance at @level.
@@ -290,11 +318,7 @@ mod tests {
 
     #[test]
     fn dmabuf_is_off_where_strtoll_reads_zero() {
-        let off = |v: &str| {
-            let text = v.trim_start_matches([' ', '\t']);
-            let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
-            !v.is_empty() && strtol_base0(digits) == 0
-        };
+        let off = param_zero;
         assert!(off("0") && off("0x0") && off("off") && off(" 0"));
         assert!(!off("1") && !off("") && !off("2") && !off("-1"));
     }

@@ -4,6 +4,7 @@
 //! reports each fact with its fix (docs/readiness.md).
 
 pub mod boot_loader;
+pub mod c2c;
 pub mod check;
 pub mod config_space;
 pub mod consumers;

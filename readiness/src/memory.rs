@@ -30,16 +30,22 @@ pub fn gpu_memory(host: &Host) -> BTreeMap<String, u64> {
 /// What `nvidia-smi @args` prints where it succeeds within `TIMEOUT`
 /// (`NV_PEER_MEM_NVIDIA_SMI` names another program, for tests).
 pub fn nvidia_smi(args: &[&str]) -> Option<String> {
-    let program =
-        std::env::var("NV_PEER_MEM_NVIDIA_SMI").unwrap_or_else(|_| "nvidia-smi".to_owned());
-    run_bounded(Command::new(program).args(args), TIMEOUT)
-        .filter(|(ok, _)| *ok)
+    nvidia_smi_exit(args)
+        .filter(|(code, _)| *code == Some(0))
         .map(|(_, out)| out)
 }
 
-/// A program's exit (success or not) and stdout if it ends within @limit;
-/// killed after it.
-pub fn run_bounded(command: &mut Command, limit: Duration) -> Option<(bool, String)> {
+/// `nvidia-smi @args`'s exit code and stdout, where it ends within
+/// `TIMEOUT`, whatever its code.
+pub fn nvidia_smi_exit(args: &[&str]) -> Option<(Option<i32>, String)> {
+    let program =
+        std::env::var("NV_PEER_MEM_NVIDIA_SMI").unwrap_or_else(|_| "nvidia-smi".to_owned());
+    run_bounded(Command::new(program).args(args), TIMEOUT)
+}
+
+/// A program's exit code (None: ended by a signal) and stdout if it ends
+/// within @limit; killed after it.
+pub fn run_bounded(command: &mut Command, limit: Duration) -> Option<(Option<i32>, String)> {
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -60,7 +66,7 @@ pub fn run_bounded(command: &mut Command, limit: Duration) -> Option<(bool, Stri
     }
     let out = child.wait_with_output().ok()?;
     Some((
-        out.status.success(),
+        out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
     ))
 }
@@ -107,6 +113,6 @@ mod tests {
         assert_eq!(out, None);
         assert!(start.elapsed() < Duration::from_secs(4));
         let out = run_bounded(Command::new("sh").args(["-c", "echo x"]), TIMEOUT);
-        assert_eq!(out, Some((true, "x\n".to_owned())));
+        assert_eq!(out, Some((Some(0), "x\n".to_owned())));
     }
 }

@@ -54,7 +54,7 @@ pub fn said((file, (a, b, c)): &(String, (u32, u32, u32))) -> String {
     let v = (*a, *b, *c);
     let within = if v >= first && v <= last {
         format!(
-            "the NCCL rules judged here are those of {proven}, which agree on them (ci/test-nccl.sh runs NCCL's own code)"
+            "the NCCL rules judged here are those of {proven}, which agree on them but one, said where it counts (GPUDirect RDMA over C2C under a level set below P2C; ci/test-nccl.sh runs NCCL's own code)"
         )
     } else {
         format!(

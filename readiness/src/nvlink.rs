@@ -15,13 +15,17 @@ use std::collections::{BTreeMap, BTreeSet};
 /// The pairs of GPUs (PCI addresses, `0000:00:06.0`, smaller first) that
 /// NVLink joins; None where nvidia-smi could not tell.
 pub fn joined(host: &Host) -> Option<BTreeSet<(String, String)>> {
-    let ask = |key: &str, args: &[&str]| host.command(key, || nvidia_smi(args));
-    let index = ask(
-        "nvidia-smi-index-busid",
-        &["--query-gpu=index,pci.bus_id", "--format=csv,noheader"],
-    )?;
-    let matrix = ask("nvidia-smi-topo-m", &["topo", "-m"])?;
-    pairs(&parse_index(&index), &matrix)
+    let index = gpu_index(host)?;
+    let matrix = host.command("nvidia-smi-topo-m", || nvidia_smi(&["topo", "-m"]))?;
+    pairs(&index, &matrix)
+}
+
+/// Which GPU each of nvidia-smi's indexes is (asked once a run).
+pub fn gpu_index(host: &Host) -> Option<BTreeMap<usize, String>> {
+    let index = host.command("nvidia-smi-index-busid", || {
+        nvidia_smi(&["--query-gpu=index,pci.bus_id", "--format=csv,noheader"])
+    })?;
+    Some(parse_index(&index))
 }
 
 /// `0, 00000000:00:06.0` per line: GPU index to PCI address (sysfs's

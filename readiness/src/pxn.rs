@@ -7,7 +7,7 @@
 //! Left out, and said in docs/diagnostics.md: the bandwidth clause (the
 //! check never relays a GPU that has a NIC within PXB itself), NCCL's
 //! choice of a NIC's local GPU among equals by its channels (here the
-//! first by address), `NCCL_PXN_C2C` (C2C is not modelled), and from 2.30
+//! first by address), `NCCL_PXN_C2C` (a peer relaying over C2C; c2c.rs), and from 2.30
 //! that the relay must also be able to read GPU memory for the NIC
 //! (`NCCL_NET_GDR_READ=0` stops PXN there). NCCL's own code judges the
 //! same trees in ci/test-nccl.sh (readiness/tests/nccl_oracle.rs).

@@ -567,6 +567,62 @@ fn catalogue() -> Vec<Case> {
             nvswitch: true,
         });
     }
+    // Grace Hopper: a GPU joined to its CPU by C2C, the NIC on that CPU's
+    // PCIe (P2C); NCCL's two releases differ at a level set below P2C,
+    // decided by the libnccl installed where there is one.
+    let grace = |second: bool, second_nic: bool, nccl: Option<&str>| {
+        let t = grace_hopper("oracle-grace", second, second_nic);
+        if second {
+            t.grace(&["0009:01:00.0", "0019:01:00.0"]);
+        } else {
+            t.grace(&["0009:01:00.0"]);
+        }
+        if let Some(v) = nccl {
+            t.nccl_library(v);
+        }
+        t
+    };
+    for (what, tree, env) in [
+        (
+            "Grace Hopper: the NIC on the GPU's CPU, over C2C",
+            grace(false, false, None),
+            vec![],
+        ),
+        (
+            "Grace Hopper, NCCL_NET_GDR_C2C=0",
+            grace(false, false, None),
+            vec![("NCCL_NET_GDR_C2C", "0")],
+        ),
+        (
+            "Grace Hopper with NCCL 2.28.9 installed",
+            grace(false, false, Some("2.28.9")),
+            vec![],
+        ),
+        (
+            "Grace Hopper with NCCL 2.30.7 installed",
+            grace(false, false, Some("2.30.7")),
+            vec![],
+        ),
+        (
+            "two Grace Hoppers, a NIC on each CPU",
+            grace(true, true, None),
+            vec![],
+        ),
+        (
+            "two Grace Hoppers, a NIC on the first CPU only (SYS from the second GPU)",
+            grace(true, false, None),
+            vec![],
+        ),
+    ] {
+        cases.push(Case {
+            what,
+            tree,
+            env,
+            etc_nccl_conf: None,
+            topo_file: None,
+            nvswitch: false,
+        });
+    }
     for c in &cases {
         c.tree.nvidia_open_580();
         c.tree.mofed_with("nv_peer_mem");

@@ -1183,6 +1183,108 @@ fn pxn_relays_a_far_gpu_through_its_nvlink_peer() {
 }
 
 #[test]
+fn a_grace_gpu_reaches_the_nic_on_its_cpu_over_c2c() {
+    // GH200: the GPU and mlx5_0 on two host bridges of one arm64 CPU
+    // (NODE in sysfs); NCCL's path over C2C is P2C.
+    let t = grace_hopper("c2c", false, false);
+    t.nvidia_open_580();
+    t.mofed_with("nv_peer_mem");
+    // Without nvidia-smi C2C cannot be seen: said, not warned.
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 0, "{out}");
+    assert_line(
+        &out,
+        &[
+            "distance",
+            "0009:01:00.0",
+            "is NODE from it in sysfs",
+            "only nvidia-smi can tell (`nvidia-smi c2c -s`",
+        ],
+    );
+    // nor in the forms that run no program, whatever nvidia-smi would say
+    t.grace(&["0009:01:00.0"]);
+    let (status, health) = t.run(&["--health", "--nccl"]);
+    assert_eq!(status, 0, "{health}");
+    // With it: P2C, and GPUDirect RDMA in both releases' rule.
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 0, "{out}");
+    assert_line(
+        &out,
+        &[
+            "ok",
+            "distance",
+            "0009:01:00.0",
+            "mlx5_0 (0000:01:00.0) is P2C from it: over its C2C link to its CPU, then PCIe (NODE in sysfs)",
+        ],
+    );
+    assert_line(
+        &out,
+        &[
+            "ok",
+            "nccl",
+            "0009:01:00.0",
+            "NCCL uses GPUDirect RDMA with mlx5_0 (P2C, over C2C",
+        ],
+    );
+    // NCCL_NET_GDR_C2C=0: the warning, and the fix it names works in both
+    // releases (the oracle holds NCCL_NET_GDR_LEVEL=P2C to NCCL's code)
+    let off = vec![("NCCL_NET_GDR_C2C", std::path::PathBuf::from("0"))];
+    let (status, out) = t.run_with(&[], &off);
+    assert_eq!(status, 6, "{out}");
+    assert_line(
+        &out,
+        &[
+            "WARN",
+            "distance",
+            "0009:01:00.0",
+            "NCCL does not use GPUDirect RDMA over it",
+            "NCCL_NET_GDR_C2C=0 in the environment",
+        ],
+    );
+    assert_line(&out, &["fix: NCCL_NET_GDR_LEVEL=P2C"]);
+    let mut fixed = off.clone();
+    fixed.push(("NCCL_NET_GDR_LEVEL", std::path::PathBuf::from("P2C")));
+    let (status, out) = t.run_with(&[], &fixed);
+    assert_eq!(status, 0, "{out}");
+    assert_line(
+        &out,
+        &[
+            "ok",
+            "nccl",
+            "0009:01:00.0",
+            "NCCL uses GPUDirect RDMA with mlx5_0 (P2C",
+        ],
+    );
+    // A level the releases read apart: said, not warned, unless the
+    // installed libnccl's series decides.
+    let pix = vec![("NCCL_NET_GDR_LEVEL", std::path::PathBuf::from("PIX"))];
+    let (status, out) = t.run_with(&[], &pix);
+    assert_eq!(status, 0, "{out}");
+    assert_line(
+        &out,
+        &[
+            "nccl",
+            "0009:01:00.0",
+            "NCCL 2.28 uses GPUDirect RDMA with mlx5_0 over C2C and NCCL 2.30 does not",
+            "which NCCL the job loads decides",
+        ],
+    );
+    t.nccl_library("2.30.7");
+    let (status, out) = t.run_with(&[], &pix);
+    assert_eq!(status, 6, "{out}");
+    assert_line(
+        &out,
+        &["WARN", "distance", "0009:01:00.0", "NCCL 2.30's rule"],
+    );
+    // Not on an x86 node: no C2C there, nvidia-smi not asked for it.
+    let x86 = switch_and_root_port("no-c2c");
+    x86.nvidia_open_580();
+    x86.mofed_with("nv_peer_mem");
+    let (_, out) = x86.run(&[]);
+    assert!(!out.contains("C2C"), "{out}");
+}
+
+#[test]
 fn nccl_registers_through_dmabuf_before_a_peer_client() {
     let t = one_switch("dmabuf-first", None);
     t.mofed_with("nv_peer_mem");

@@ -550,6 +550,55 @@ impl Tree {
         path
     }
 
+    /// An arm64 node's CPUs: `midr_el1` as arm64's cpuinfo.c prints it
+    /// (`0x%016llx`), a Neoverse V2's (Grace: implementer 0x41, part 0xd4f).
+    pub fn arm64(&self) {
+        self.write(
+            "sys/devices/system/cpu/cpu0/regs/identification/midr_el1",
+            "0x00000000410fd4f0\n",
+        );
+    }
+
+    /// A fake nvidia-smi for Grace Hopper GPUs @gpus (PCI addresses, in
+    /// NVML's index order), each joined to its CPU by ten active C2C links:
+    /// `nvidia-smi c2c -s` in the shape a GH200 printed (docs/diagnostics.md,
+    /// "C2C"), the index and memory queries as the lent hosts print them;
+    /// `topo` fails. The GPUs are listed in `c2c-gpus` beside the tree, for
+    /// the oracle (the harness's `c2c=10`).
+    pub fn grace(&self, gpus: &[&str]) -> PathBuf {
+        let bus = |g: &str| format!("0000{}", g.to_ascii_uppercase());
+        let index: String = gpus
+            .iter()
+            .enumerate()
+            .map(|(i, g)| format!("{i}, {}\n", bus(g)))
+            .collect();
+        let memory: String = gpus
+            .iter()
+            .map(|g| format!("{}, 97871\n", bus(g)))
+            .collect();
+        let mut c2c = String::new();
+        for i in 0..gpus.len() {
+            c2c.push_str(&format!(
+                "GPU {i}: NVIDIA GH200 480GB (UUID: GPU-{i:08x}-0000-0000-0000-000000000000)\n"
+            ));
+            for link in 0..10 {
+                c2c.push_str(&format!("         C2C Link {link}: 44.712 GB/s\n"));
+            }
+        }
+        self.write("c2c-gpus", gpus.join("\n"));
+        let path = self.root.join("nvidia-smi");
+        fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\ncase \"$1\" in\n--query-gpu=index,pci.bus_id) cat <<'EOF'\n{index}EOF\n;;\n--query-gpu=pci.bus_id,memory.total) cat <<'EOF'\n{memory}EOF\n;;\nc2c) cat <<'EOF'\n{c2c}EOF\n;;\n*) exit 1 ;;\nesac\n"
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
     /// This tree has a file no kernel prints, on purpose.
     pub fn malformed(&self) {
         self.malformed.set(true);
@@ -582,6 +631,7 @@ impl Tree {
             .env_remove("NCCL_TOPO_FILE")
             .env_remove("NCCL_PXN_DISABLE")
             .env_remove("NCCL_DMABUF_ENABLE")
+            .env_remove("NCCL_NET_GDR_C2C")
             .env(
                 "NV_PEER_MEM_NVIDIA_SMI",
                 if smi.exists() {
@@ -789,5 +839,30 @@ pub fn far_gpu_and_near_pair(name: &str) -> Tree {
         "mlx5_0",
         1,
     );
+    t
+}
+
+/// A Grace Hopper-like node (GH200): an arm64 CPU (NUMA node 0); the GPU
+/// (0x2342) on the root port of its own PCI domain 0009, mlx5_0 on that of
+/// domain 0000: two host bridges of one CPU, NODE in sysfs. NCCL joins the
+/// GPU to the CPU by C2C where NVML shows the links (Tree::grace), and the
+/// NIC is then P2C from it. No driver, no RDMA core. @second: a second
+/// GH200 on NUMA node 1 (GPU 0019:01:00.0), with mlx5_1 on domain 0010
+/// when @second_nic.
+pub fn grace_hopper(name: &str, second: bool, second_nic: bool) -> Tree {
+    let t = Tree::new(name);
+    t.arm64();
+    t.bridge("pci0009:00/0009:00:00.0", 4, None, 0);
+    t.gpu("pci0009:00/0009:00:00.0/0009:01:00.0", 0x2342, 0, 128 * GIB);
+    t.bridge("pci0000:00/0000:00:00.0", 4, None, 0);
+    t.nic("pci0000:00/0000:00:00.0/0000:01:00.0", "mlx5_0", 0);
+    if second {
+        t.bridge("pci0019:00/0019:00:00.0", 4, None, 1);
+        t.gpu("pci0019:00/0019:00:00.0/0019:01:00.0", 0x2342, 1, 128 * GIB);
+    }
+    if second && second_nic {
+        t.bridge("pci0010:00/0010:00:00.0", 4, None, 1);
+        t.nic("pci0010:00/0010:00:00.0/0010:01:00.0", "mlx5_1", 1);
+    }
     t
 }

@@ -86,6 +86,13 @@ fn nccl_run(
 ) -> Result<Vec<String>, String> {
     let mut cmd = Command::new(harness);
     cmd.arg("--sysfs").arg(&t.root);
+    // An arm64 node's CPUs as an arm64 NCCL describes them (Tree::arm64).
+    if t.sys()
+        .join("devices/system/cpu/cpu0/regs/identification/midr_el1")
+        .exists()
+    {
+        cmd.args(["--cpu", "arm64"]);
+    }
     cmd.args(more);
     for g in gpus {
         cmd.args(["--gpu", g]);
@@ -104,6 +111,7 @@ fn nccl_run(
         "NCCL_TOPO_FILE",
         "NCCL_PXN_DISABLE",
         "NCCL_DMABUF_ENABLE",
+        "NCCL_NET_GDR_C2C",
     ] {
         cmd.env_remove(k);
     }
@@ -197,14 +205,19 @@ pub fn judge(
     // must say so, and then there is nothing to compare.
     let fails = out.contains("NCCL fails to start a communicator");
     for (release, harness) in &harnesses {
+        // C2C where the tree's nvidia-smi shows it (Tree::grace).
+        let c2c = fs::read_to_string(t.root.join("c2c-gpus")).unwrap_or_default();
         let gpu_args: Vec<String> = gpus
             .iter()
             .map(|g| {
+                let mut arg = g.clone();
                 if nvswitch {
-                    format!("{g},nvswitch=18")
-                } else {
-                    g.clone()
+                    arg.push_str(",nvswitch=18");
                 }
+                if c2c.lines().any(|l| l == g) {
+                    arg.push_str(",c2c=10");
+                }
+                arg
             })
             .collect();
         let gpus_ = &gpu_args;
@@ -255,7 +268,21 @@ pub fn judge(
             let distance = line_of(out, "distance", gpu);
             // Where the check could not see NVLink it gives PXN as a
             // condition: its verdict without NVLink is the "else" one.
-            let conditional = nccl.contains("if NVLink joins them");
+            // So it does where C2C was not seen (NCCL, given none, takes
+            // the "else"); where NCCL's two releases differ and none is
+            // installed, the check gives no verdict to compare.
+            let conditional = nccl.contains("if NVLink joins them")
+                || nccl.contains("if the GPU's C2C link is up");
+            let undecided = nccl.contains("which NCCL the job loads decides");
+            // A verdict by one release's rule (the installed libnccl's)
+            // is held to that release only.
+            let rule_of = [("NCCL 2.28's rule", "2.28."), ("NCCL 2.30's rule", "2.30.")]
+                .into_iter()
+                .find(|(said, _)| nccl.contains(said));
+            if rule_of.is_some_and(|(_, r)| !release.starts_with(r)) {
+                compared -= 1;
+                continue;
+            }
             let relayed = nccl.contains(" through GPU ") && !conditional;
             let nic = nics
                 .iter()
@@ -265,7 +292,7 @@ pub fn judge(
                         .any(|end| nccl.contains(&format!("GPUDirect RDMA with {n}{end}")))
                 })
                 .unwrap_or_else(|| panic!("no NIC in {nccl}"));
-            let class = ["PIX", "PXB", "PHB", "NODE", "SYS"]
+            let class = ["PIX", "PXB", "P2C", "PHB", "NODE", "SYS"]
                 .into_iter()
                 .find(|c| distance.contains(&format!(" is {c} from it")))
                 .unwrap_or_else(|| panic!("no distance in {distance}"));
@@ -276,7 +303,7 @@ pub fn judge(
             // of this GPU's pairs (paths.cc's order of path types).
             let the_pair =
                 |lines: &[String]| lines.iter().find(|p| field(p, "name") == nic).cloned();
-            let order = ["PIX", "PXB", "PXN", "PHB", "SYS"];
+            let order = ["PIX", "PXB", "P2C", "PXN", "PHB", "SYS"];
             let rank_of = |p: &str| order.iter().position(|o| *o == p).unwrap_or(9);
             let nearest = mine
                 .iter()
@@ -291,7 +318,10 @@ pub fn judge(
                 ));
                 continue;
             };
-            let on = field(&pair, "gdr_read") == "on" && field(&pair, "gdr_write") == "on";
+            // `on-pci`: on, its memory mapped through PCIe (a C2C GPU's
+            // path through the CPU: paths.cc, ncclTopoGdrModePci).
+            let on = field(&pair, "gdr_read").starts_with("on")
+                && field(&pair, "gdr_write").starts_with("on");
             let path = field(&distance_pair, "path");
             // PXN: the check says the relay; the distance it prints
             // is the GPU's own, NCCL's path is PXN.
@@ -300,7 +330,7 @@ pub fn judge(
             } else {
                 !relayed && path == class && distance.contains(&format!("device {nic} ("))
             };
-            if !same_path || nearest != path || on != uses {
+            if !same_path || nearest != path || (on != uses && !undecided) {
                 differ.push(format!(
                     "{at}:\n  check: {}\n         {}\n  NCCL:  {pair}\n  NCCL's distance: {distance_pair} (nearest {nearest})",
                     distance.trim(),

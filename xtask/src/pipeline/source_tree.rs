@@ -51,10 +51,11 @@ pub const SHARED_PACKAGING_FILES: [&str; 12] = [
 /// gpudirect-rdma-check as the packages build it: the crate's sources
 /// (not its tests) and its manual page. `readiness_files_are_listed` keeps
 /// the list in step with readiness/src/.
-pub const READINESS_FILES: [&str; 36] = [
+pub const READINESS_FILES: [&str; 37] = [
     "readiness/Cargo.toml",
     "readiness/gpudirect-rdma-check.8",
     "readiness/src/boot_loader.rs",
+    "readiness/src/c2c.rs",
     "readiness/src/check.rs",
     "readiness/src/config_space.rs",
     "readiness/src/consumers.rs",
