@@ -515,16 +515,6 @@ impl Tree {
     /// `nvidia-smi topo -m`, tab-separated, the header underlined, NV18
     /// between every pair; `index, 00000000:BB:DD.F`; 80 GB each).
     pub fn nvswitch(&self, gpus: &[&str]) -> PathBuf {
-        let bus = |g: &str| format!("0000{}", g.to_ascii_uppercase());
-        let index: String = gpus
-            .iter()
-            .enumerate()
-            .map(|(i, g)| format!("{i}, {}\n", bus(g)))
-            .collect();
-        let memory: String = gpus
-            .iter()
-            .map(|g| format!("{}, 81559\n", bus(g)))
-            .collect();
         let names: Vec<String> = (0..gpus.len()).map(|i| format!("GPU{i}")).collect();
         let mut topo = format!(
             "\t\u{1b}[4m{}\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\u{1b}[0m\n",
@@ -537,11 +527,28 @@ impl Tree {
             topo.push_str(&format!("{name}\t{}\t0-63\t0\t\tN/A\n", cells.join("\t")));
         }
         topo.push_str("\nLegend:\n\n  X    = Self\n  NV#  = Connection traversing a bonded set of # NVLinks\n");
+        self.smi_for(gpus, 81559, "topo", &topo)
+    }
+
+    /// A fake nvidia-smi answering the index and memory queries for @gpus
+    /// (@mib each) as the lent hosts print them (`index,
+    /// 00000000:BB:DD.F`), @subcommand with @text, anything else failing.
+    fn smi_for(&self, gpus: &[&str], mib: u64, subcommand: &str, text: &str) -> PathBuf {
+        let bus = |g: &str| format!("0000{}", g.to_ascii_uppercase());
+        let index: String = gpus
+            .iter()
+            .enumerate()
+            .map(|(i, g)| format!("{i}, {}\n", bus(g)))
+            .collect();
+        let memory: String = gpus
+            .iter()
+            .map(|g| format!("{}, {mib}\n", bus(g)))
+            .collect();
         let path = self.root.join("nvidia-smi");
         fs::write(
             &path,
             format!(
-                "#!/bin/sh\ncase \"$1\" in\n--query-gpu=index,pci.bus_id) cat <<'EOF'\n{index}EOF\n;;\n--query-gpu=pci.bus_id,memory.total) cat <<'EOF'\n{memory}EOF\n;;\ntopo) cat <<'EOF'\n{topo}EOF\n;;\n*) exit 1 ;;\nesac\n"
+                "#!/bin/sh\ncase \"$1\" in\n--query-gpu=index,pci.bus_id) cat <<'EOF'\n{index}EOF\n;;\n--query-gpu=pci.bus_id,memory.total) cat <<'EOF'\n{memory}EOF\n;;\n{subcommand}) cat <<'EOF'\n{text}EOF\n;;\n*) exit 1 ;;\nesac\n"
             ),
         )
         .unwrap();
@@ -566,16 +573,6 @@ impl Tree {
     /// `topo` fails. The GPUs are listed in `c2c-gpus` beside the tree, for
     /// the oracle (the harness's `c2c=10`).
     pub fn grace(&self, gpus: &[&str]) -> PathBuf {
-        let bus = |g: &str| format!("0000{}", g.to_ascii_uppercase());
-        let index: String = gpus
-            .iter()
-            .enumerate()
-            .map(|(i, g)| format!("{i}, {}\n", bus(g)))
-            .collect();
-        let memory: String = gpus
-            .iter()
-            .map(|g| format!("{}, 97871\n", bus(g)))
-            .collect();
         let mut c2c = String::new();
         for i in 0..gpus.len() {
             c2c.push_str(&format!(
@@ -586,17 +583,7 @@ impl Tree {
             }
         }
         self.write("c2c-gpus", gpus.join("\n"));
-        let path = self.root.join("nvidia-smi");
-        fs::write(
-            &path,
-            format!(
-                "#!/bin/sh\ncase \"$1\" in\n--query-gpu=index,pci.bus_id) cat <<'EOF'\n{index}EOF\n;;\n--query-gpu=pci.bus_id,memory.total) cat <<'EOF'\n{memory}EOF\n;;\nc2c) cat <<'EOF'\n{c2c}EOF\n;;\n*) exit 1 ;;\nesac\n"
-            ),
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
-        path
+        self.smi_for(gpus, 97871, "c2c", &c2c)
     }
 
     /// This tree has a file no kernel prints, on purpose.
