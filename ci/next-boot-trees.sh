@@ -104,9 +104,50 @@ check "next boot, real modules: modules.dep unreadable (a directory): cannot tel
 nb_tree sigforce && sed -i 's/^# CONFIG_MODULE_SIG_FORCE is not set$/CONFIG_MODULE_SIG_FORCE=y/' "$nbt/sigforce/boot/config-$k1"
 check "next boot, real modules: a kernel built with CONFIG_MODULE_SIG_FORCE and the unsigned module: LOST (exit 4) on its signature" \
     nb_says sigforce 4 "FAIL signature unsigned, and $k1 loads only signed modules (CONFIG_MODULE_SIG_FORCE)"
-nb_tree signed "$nbt/pkg-signed/lib/modules/$k1/updates/nv_peer_mem.ko" && sed -i 's/^# CONFIG_MODULE_SIG_FORCE is not set$/CONFIG_MODULE_SIG_FORCE=y/' "$nbt/signed/boot/config-$k1"
-check "next boot, real modules: the same kernel and the module build-modules signed: OK (exit 0), enrolment named as what files cannot tell" \
-    nb_says signed 0 "NEXT BOOT OK" "ok   signature signed; $k1 enforces signatures: CONFIG_MODULE_SIG_FORCE (whether its key is enrolled cannot be read from files)"
+# The module build-modules signed with the test key (sign-file's PKCS#7,
+# issuer and serial), judged by whether the kernel would trust that key
+# (readiness/src/signing_keys.rs): Debian's $k1 config, enforcing by
+# CONFIG_MODULE_SIG_FORCE or by Secure Boot's lockdown
+# (CONFIG_LOCK_DOWN_IN_EFI_SECURE_BOOT=y in it).
+signer="'nv_peer_mem test signing key', serial $(openssl x509 -in "$work/signing.der" -inform DER -noout -serial | sed 's/^serial=//' | tr 'A-F' 'a-f')"
+# nb_firmware TREE SECUREBOOT CERT.der: efivarfs's SecureBoot (4 bytes of
+# attributes, then the value) and MokListRT holding CERT in one
+# EFI_SIGNATURE_LIST (UEFI 2.10 §32.4.1: the X.509 type's GUID, list,
+# header and entry sizes, then the owner's GUID and the DER).
+nb_firmware() {
+    local v=$nbt/$1/sys/firmware/efi/efivars
+    mkdir -p "$v" &&
+        printf '\x06\x00\x00\x00\x0'"$2" >"$v/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c" &&
+        python3 - "$3" "$v/MokListRT-605dab50-e046-4300-abb6-3dd810dd8b23" <<'PY'
+import struct, sys, uuid
+cert = open(sys.argv[1], "rb").read()
+entry = uuid.UUID("605dab50-e046-4300-abb6-3dd810dd8b23").bytes_le + cert
+esl = uuid.UUID("a5c059a1-94e4-4aa7-87b5-ab155c2bf072").bytes_le + struct.pack("<III", 28 + len(entry), 0, len(entry)) + entry
+open(sys.argv[2], "wb").write(struct.pack("<I", 6) + esl)
+PY
+}
+nb_signed() {  # TREE: the signed package's module under CONFIG_MODULE_SIG_FORCE
+    nb_tree "$1" "$nbt/pkg-signed/lib/modules/$k1/updates/nv_peer_mem.ko" &&
+        sed -i 's/^# CONFIG_MODULE_SIG_FORCE is not set$/CONFIG_MODULE_SIG_FORCE=y/' "$nbt/$1/boot/config-$k1"
+}
+nb_signed signed
+check "next boot, real modules: the same kernel and the module build-modules signed, its key in no keyring and Secure Boot off: LOST (exit 4), the signer and mokutil named" \
+    nb_says signed 4 "NEXT BOOT LOST" "FAIL signature signed by $signer, a key $k1 will not trust: Secure Boot is off" "mokutil --import"
+nb_signed signed-mok && nb_firmware signed-mok 1 "$work/signing.der"
+check "next boot, real modules: Secure Boot on, its certificate in MokListRT: OK (exit 0), the MOK list named" \
+    nb_says signed-mok 0 "NEXT BOOT OK" "ok   signature signed by $signer: its certificate is enrolled in the MOK list (MokListRT); $k1 enforces signatures: CONFIG_MODULE_SIG_FORCE, Secure Boot (lockdown)"
+nb_other_mok() {
+    nb_tree signed-other "$nbt/pkg-signed/lib/modules/$k1/updates/nv_peer_mem.ko" &&
+        openssl req -new -nodes -utf8 -sha256 -days 1 -batch -x509 -subj "/CN=nv_peer_mem test signing key/" \
+            -newkey rsa:2048 -keyout "$nbt/other.key" -outform DER -out "$nbt/other.der" 2>>"$work/log" &&
+        nb_firmware signed-other 1 "$nbt/other.der" &&
+        nb_says signed-other 4 "NEXT BOOT LOST" "FAIL signature signed by $signer, a key $k1 will not trust: neither the MOK list (MokListRT) nor db holds its certificate" "Secure Boot (lockdown)"
+}
+check "next boot, real modules: Secure Boot on, MokListRT holding another certificate of the same name: LOST (exit 4)" nb_other_mok
+nb_signed signed-keys && mkdir -p "$nbt/signed-keys/proc" &&
+    echo "1d4ea0a6 I------     1 perm 1f010000     0     0 asymmetri nv_peer_mem test signing key: 0123456789abcdef0123456789abcdef01234567 X509.rsa 01234567 []" >"$nbt/signed-keys/proc/keys"
+check "next boot, real modules: a key of its issuer's name in the running kernel's keyrings (/proc/keys): OK (exit 0), said as what files can tell" \
+    nb_says signed-keys 0 "NEXT BOOT OK" "ok   signature signed by $signer: a key of that name is in the running kernel's keyrings"
 nb_tree loaderless
 nb_args=--next-boot check "next boot, real modules: --next-boot with no boot loader and no /vmlinuz link: cannot tell (exit 7)" \
     nb_says loaderless 7 "NEXT BOOT UNKNOWN" "cannot tell: no /boot/grub/grub.cfg"

@@ -15,10 +15,12 @@
 #                    on; both certificates loaded from MokListRT; mokutil
 #                    says enrolled and stages an import; the site's module
 #                    without its signature, and signed by a key no MOK
-#                    holds, refused; the installed module signed by the
-#                    site's key and loaded
+#                    holds, refused (and the next-boot verdict for that
+#                    copy LOST: its key in neither MokListRT nor db); the
+#                    installed module signed by the site's key and loaded
 #   fleet-update     the next-boot verdicts say the new kernel enforces
-#                    signatures (Secure Boot) and the module is signed;
+#                    signatures (Secure Boot) and the module is signed by
+#                    the site's key, enrolled in MokListRT;
 #                    first, with the kernel mirror ahead of the site's
 #                    repository (v1), `apt-get full-upgrade` is refused by
 #                    the kernel guard and changes nothing (issue 40 item 6)
@@ -367,7 +369,7 @@ echo "== boot $k1: install from the signed repository"
 check "disk image (mke2fs -d)" make_disk
 boot "$k1" fleet signatures_enforced mok_certificates mokutil_says mokutil_import unsigned_refused untrusted_refused \
     no_toolchain apt_refuses_unsigned apt_refuses_tampered apt_update apt_install_fleet still_no_toolchain \
-    signed_by_site service_starts_prebuilt loaded_is_prebuilt providers_are_standins status_prebuilt
+    signed_by_site service_starts_prebuilt loaded_is_prebuilt providers_are_standins status_prebuilt untrusted_verdict
 
 echo "== the site publishes $k2's module; the node updates itself"
 # Repository v2: v1 plus $k2's packages (build-repo into a copy of v1, the

@@ -37,6 +37,8 @@ pub struct Signature {
     /// PKCS#7, or the `id_type` number of another kind.
     pub pkcs7: bool,
     pub length: u32,
+    /// Who signed it, where the PKCS#7 reads as sign-file writes it.
+    pub signer: Option<crate::signing_keys::Signer>,
 }
 
 /// A module file, parsed.
@@ -233,9 +235,12 @@ fn signature(bytes: &[u8]) -> Result<Option<Signature>, String> {
     if (length as usize) > info_at {
         return Err("malformed module signature: longer than the file".into());
     }
+    let pkcs7 = info[2] == PKEY_ID_PKCS7;
+    let der = &before[info_at - length as usize..info_at];
     Ok(Some(Signature {
-        pkcs7: info[2] == PKEY_ID_PKCS7,
+        pkcs7,
         length,
+        signer: pkcs7.then(|| crate::signing_keys::signer(der)).flatten(),
     }))
 }
 
@@ -423,7 +428,8 @@ pub mod tests {
             m.signature,
             Some(Signature {
                 pkcs7: true,
-                length: 300
+                length: 300,
+                signer: None,
             })
         );
         assert_eq!(m.info("version"), Some("1.4.0"));

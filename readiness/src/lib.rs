@@ -34,6 +34,7 @@ pub mod registration;
 pub mod render;
 pub mod report;
 pub mod service;
+pub mod signing_keys;
 pub mod snapshot;
 pub mod topology;
 pub mod vm;

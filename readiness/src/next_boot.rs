@@ -9,6 +9,7 @@ use crate::elf::{self, Module};
 use crate::kernel_modules::{self, Installed};
 use crate::next_boot_dkms;
 use crate::report::{Fact, Problem, Status};
+use crate::signing_keys;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -773,15 +774,51 @@ fn signature_fact(
     {
         enforced.push("Secure Boot (lockdown)".to_owned());
     }
+    let enforces = if enforced.is_empty() {
+        String::new()
+    } else {
+        format!("; {release} enforces signatures: {}", enforced.join(", "))
+    };
+    // Whose key: the kernel trusts its own keys and, under Secure Boot,
+    // the firmware's (signing_keys.rs).
+    let signer = module.signature.as_ref().and_then(|s| s.signer.as_ref());
     match (&module.signature, enforced.is_empty()) {
-        (Some(_), _) => facts.push(Fact::ok(
+        (Some(_), _) if signer.is_none() => facts.push(Fact::ok(
             "signature",
             "node",
-            format!(
-                "signed{} (whether its key is enrolled cannot be read from files)",
-                if enforced.is_empty() { String::new() } else { format!("; {release} enforces signatures: {}", enforced.join(", ")) }
-            ),
+            format!("signed (its signer could not be read){enforces}"),
         )),
+        (Some(_), unenforced) => {
+            let signer = signer.expect("a signer");
+            let by = signer.shown();
+            let why = match signing_keys::trust(root, signer, secure_boot) {
+                signing_keys::Trust::Mok => Some("its certificate is enrolled in the MOK list (MokListRT)".to_owned()),
+                signing_keys::Trust::Db => Some("its certificate is in the firmware's db".to_owned()),
+                signing_keys::Trust::Named => Some(format!(
+                    "a key of that name is in the running kernel's keyrings (/proc/keys; {release}'s own keys cannot be read from files)"
+                )),
+                signing_keys::Trust::None => None,
+            };
+            let firmware = if secure_boot {
+                "neither the MOK list (MokListRT) nor db holds its certificate"
+            } else {
+                "Secure Boot is off, so the kernel takes no key from the firmware's MOK list or db"
+            };
+            facts.push(match why {
+                Some(why) => Fact::ok("signature", "node", format!("signed by {by}: {why}{enforces}")),
+                None if unenforced => Fact::ok("signature", "node", format!(
+                    "signed by {by}, a key the kernel does not list ({firmware}): {release} does not enforce signatures, so it loads, tainting the kernel"
+                )),
+                None => fail(
+                    "signature",
+                    format!("signed by {by}, a key {release} will not trust: {firmware}, and no key of that name is in the running kernel's keyrings (/proc/keys){enforces}"),
+                    Some(format!(
+                        "enroll the certificate it was signed with (build-modules writes it beside the packages as nv_peer_mem-modsign.der; DKMS's is /var/lib/dkms/mok.pub): mokutil --import <certificate.der>, confirm it at the next boot's MokManager prompt, and check with mokutil --test-key <certificate.der>{}",
+                        if secure_boot { "" } else { "; Debian's kernels take MOKs only under Secure Boot" }
+                    )),
+                ),
+            });
+        }
         (None, true) => facts.push(Fact::info(
             "signature",
             "node",

@@ -51,7 +51,7 @@ pub const SHARED_PACKAGING_FILES: [&str; 12] = [
 /// gpudirect-rdma-check as the packages build it: the crate's sources
 /// (not its tests) and its manual page. `readiness_files_are_listed` keeps
 /// the list in step with readiness/src/.
-pub const READINESS_FILES: [&str; 37] = [
+pub const READINESS_FILES: [&str; 38] = [
     "readiness/Cargo.toml",
     "readiness/gpudirect-rdma-check.8",
     "readiness/src/boot_loader.rs",
@@ -86,6 +86,7 @@ pub const READINESS_FILES: [&str; 37] = [
     "readiness/src/render.rs",
     "readiness/src/report.rs",
     "readiness/src/service.rs",
+    "readiness/src/signing_keys.rs",
     "readiness/src/snapshot.rs",
     "readiness/src/topology.rs",
     "readiness/src/vm.rs",
