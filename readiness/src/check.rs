@@ -225,6 +225,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
     let c2c_possible = c2c::possible(host);
     let c2c_linked = std::cell::OnceCell::new();
     let c2c_settings = std::cell::OnceCell::new();
+    let reads_off = consumers::nccl_gdr_reads_off(host);
     let mut summaries = Vec::new();
     for (gpu, (all, viewed)) in gpus.iter().zip(&seen) {
         // The first of the nearest NCCL takes, by name, as NCCL sees them.
@@ -293,6 +294,9 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 let seen = (nccl_distance, by.as_deref());
                 distance_fact(gpu, nic, distance, seen, &level, &mut facts);
                 nccl_pair_fact(gpu, nic, nccl_distance, &level, nccl_sees, &mut facts);
+            }
+            if let Some(why) = &reads_off {
+                receives_only(&mut facts, &gpu.address, why);
             }
             acs_facts(
                 host,
@@ -643,6 +647,20 @@ fn relay_facts(
     } else {
         Fact::info("nccl", &gpu.address, format!("NCCL does not use GPUDirect RDMA with {through}: it finds no GPUDirect RDMA support on this node (see the nccl line)"))
     });
+}
+
+/// Where NCCL reads no GPU memory for sends (@why): the GPU's `nccl`
+/// line that says NCCL uses GPUDirect RDMA says it does so for receives
+/// only (paths.cc ncclTopoCheckGdr, both releases: with `NCCL_NET_GDR_READ`
+/// 0 the read side is off before any distance is looked at).
+fn receives_only(facts: &mut [Fact], gpu: &str, why: &str) {
+    if let Some(f) = facts.iter_mut().rev().find(|f| {
+        f.check == "nccl" && f.subject == gpu && f.message.starts_with("NCCL uses GPUDirect RDMA")
+    }) {
+        f.message.push_str(&format!(
+            "; for receives only: sends stage GPU memory through host memory ({why})"
+        ));
+    }
 }
 
 /// The distance between @gpu and its closest NIC as NCCL judges it: the

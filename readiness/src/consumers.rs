@@ -231,6 +231,14 @@ fn param_zero(value: &str) -> bool {
     !value.is_empty() && strtol_base0(digits) == 0
 }
 
+/// `NCCL_NET_GDR_READ` where NCCL reads it as 0 (paths.cc, default -2):
+/// GPUDirect RDMA off for sends (NCCL reads GPU memory for them), said
+/// with where it was set.
+pub fn nccl_gdr_reads_off(host: &Host) -> Option<String> {
+    let (value, from) = nccl_setting(host, "NCCL_NET_GDR_READ")?;
+    param_zero(&value).then(|| format!("NCCL_NET_GDR_READ={value} in {from}"))
+}
+
 /// `NCCL_NET_GDR_LEVEL` where it is set to a level NCCL knows (None: NCCL
 /// keeps its default, which the release decides: c2c.rs).
 pub fn nccl_level_given(host: &Host) -> Option<usize> {

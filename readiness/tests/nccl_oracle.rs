@@ -567,6 +567,15 @@ fn catalogue() -> Vec<Case> {
             nvswitch: true,
         });
     }
+    // NCCL_NET_GDR_READ=0: sends without GPUDirect RDMA, receives with it.
+    cases.push(Case {
+        what: "one switch, NCCL_NET_GDR_READ=0",
+        tree: one_switch("oracle-gdr-read", None),
+        env: vec![("NCCL_NET_GDR_READ", "0")],
+        etc_nccl_conf: None,
+        topo_file: None,
+        nvswitch: false,
+    });
     // Grace Hopper: a GPU joined to its CPU by C2C, the NIC on that CPU's
     // PCIe (P2C); NCCL's two releases differ at a level set below P2C,
     // decided by the libnccl installed where there is one.

@@ -1183,6 +1183,27 @@ fn pxn_relays_a_far_gpu_through_its_nvlink_peer() {
 }
 
 #[test]
+fn nccl_net_gdr_read_0_leaves_receives_only() {
+    let t = one_switch("gdr-read", None);
+    t.mofed_with("nv_peer_mem");
+    let off = vec![("NCCL_NET_GDR_READ", std::path::PathBuf::from("0"))];
+    let (status, out) = t.run_with(&[], &off);
+    assert_eq!(status, 0, "{out}");
+    assert_line(
+        &out,
+        &[
+            "ok",
+            "nccl",
+            "0000:03:00.0",
+            "NCCL uses GPUDirect RDMA with mlx5_0",
+            "for receives only: sends stage GPU memory through host memory (NCCL_NET_GDR_READ=0 in the environment)",
+        ],
+    );
+    let (_, out) = t.run(&[]);
+    assert!(!out.contains("receives only"), "{out}");
+}
+
+#[test]
 fn a_grace_gpu_reaches_the_nic_on_its_cpu_over_c2c() {
     // GH200: the GPU and mlx5_0 on two host bridges of one arm64 CPU
     // (NODE in sysfs); NCCL's path over C2C is P2C.

@@ -619,6 +619,7 @@ impl Tree {
             .env_remove("NCCL_PXN_DISABLE")
             .env_remove("NCCL_DMABUF_ENABLE")
             .env_remove("NCCL_NET_GDR_C2C")
+            .env_remove("NCCL_NET_GDR_READ")
             .env(
                 "NV_PEER_MEM_NVIDIA_SMI",
                 if smi.exists() {

@@ -112,6 +112,7 @@ fn nccl_run(
         "NCCL_PXN_DISABLE",
         "NCCL_DMABUF_ENABLE",
         "NCCL_NET_GDR_C2C",
+        "NCCL_NET_GDR_READ",
     ] {
         cmd.env_remove(k);
     }
@@ -320,8 +321,8 @@ pub fn judge(
             };
             // `on-pci`: on, its memory mapped through PCIe (a C2C GPU's
             // path through the CPU: paths.cc, ncclTopoGdrModePci).
-            let on = field(&pair, "gdr_read").starts_with("on")
-                && field(&pair, "gdr_write").starts_with("on");
+            let read = field(&pair, "gdr_read").starts_with("on");
+            let write = field(&pair, "gdr_write").starts_with("on");
             let path = field(&distance_pair, "path");
             // PXN: the check says the relay; the distance it prints
             // is the GPU's own, NCCL's path is PXN.
@@ -330,7 +331,11 @@ pub fn judge(
             } else {
                 !relayed && path == class && distance.contains(&format!("device {nic} ("))
             };
-            if !same_path || nearest != path || (on != uses && !undecided) {
+            // NCCL's reads (sends) and writes (receives) apart: the
+            // check says where sends do without it.
+            let uses_read = uses && !nccl.contains("for receives only");
+            let agrees = (read, write) == (uses_read, uses);
+            if !same_path || nearest != path || (!agrees && !undecided) {
                 differ.push(format!(
                     "{at}:\n  check: {}\n         {}\n  NCCL:  {pair}\n  NCCL's distance: {distance_pair} (nearest {nearest})",
                     distance.trim(),
