@@ -11,8 +11,8 @@ use crate::registration::{self, Path};
 use crate::report::{Fact, Gpu, Problem, Report, Status};
 use crate::topology::{self, Distance};
 use crate::{
-    c2c, consumers, iommu, memory, nccl_ib, nccl_topo_file, nccl_version, nvlink, peer_clients,
-    pxn, service,
+    c2c, consumers, gdr_reads, iommu, memory, nccl_ib, nccl_topo_file, nccl_version, nvlink,
+    peer_clients, pxn, service,
 };
 
 /// The checks over @host. @programs: whether the forms people read may
@@ -225,7 +225,11 @@ pub fn check(host: &Host, programs: bool) -> Report {
     let c2c_possible = c2c::possible(host);
     let c2c_linked = std::cell::OnceCell::new();
     let c2c_settings = std::cell::OnceCell::new();
-    let reads_off = consumers::nccl_gdr_reads_off(host);
+    // NCCL's sends (gdr_reads.rs): off everywhere by its setting, or for
+    // a GPU older than Ampere without an NVLink peer.
+    let reads_off = gdr_reads::off_everywhere(host);
+    let old_gpu_rule = gpus.len() > 1 && gdr_reads::old_gpu_rule(host);
+    let compute_caps = std::cell::OnceCell::new();
     let mut summaries = Vec::new();
     for (gpu, (all, viewed)) in gpus.iter().zip(&seen) {
         // The first of the nearest NCCL takes, by name, as NCCL sees them.
@@ -295,8 +299,34 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 distance_fact(gpu, nic, distance, seen, &level, &mut facts);
                 nccl_pair_fact(gpu, nic, nccl_distance, &level, nccl_sees, &mut facts);
             }
-            if let Some(why) = &reads_off {
-                receives_only(&mut facts, &gpu.address, why);
+            let old_gpu = || {
+                if !(old_gpu_rule && programs && gdr_reads::may_be_old(gpu.device)) {
+                    return None;
+                }
+                let caps = compute_caps.get_or_init(|| gdr_reads::compute_caps(host));
+                let (major, minor) = *caps.as_ref()?.get(&gpu.address)?;
+                if major >= 8 {
+                    return None;
+                }
+                let seen = joined.get_or_init(|| nvlink::joined(host));
+                let peer = seen.as_ref().map(|pairs| {
+                    pairs
+                        .iter()
+                        .any(|(a, b)| *a == gpu.address || *b == gpu.address)
+                });
+                let old = format!("a GPU older than Ampere, compute capability {major}.{minor}");
+                match peer {
+                    Some(true) => None,
+                    Some(false) => Some(format!(
+                        "{old}, with no NVLink peer on a node of several GPUs"
+                    )),
+                    None => Some(format!(
+                        "{old}, unless NVLink joins it to another GPU, which nvidia-smi did not tell"
+                    )),
+                }
+            };
+            if let Some(why) = reads_off.clone().or_else(old_gpu) {
+                gdr_reads::receives_only(&mut facts, &gpu.address, &why);
             }
             acs_facts(
                 host,
@@ -647,20 +677,6 @@ fn relay_facts(
     } else {
         Fact::info("nccl", &gpu.address, format!("NCCL does not use GPUDirect RDMA with {through}: it finds no GPUDirect RDMA support on this node (see the nccl line)"))
     });
-}
-
-/// Where NCCL reads no GPU memory for sends (@why): the GPU's `nccl`
-/// line that says NCCL uses GPUDirect RDMA says it does so for receives
-/// only (paths.cc ncclTopoCheckGdr, both releases: with `NCCL_NET_GDR_READ`
-/// 0 the read side is off before any distance is looked at).
-fn receives_only(facts: &mut [Fact], gpu: &str, why: &str) {
-    if let Some(f) = facts.iter_mut().rev().find(|f| {
-        f.check == "nccl" && f.subject == gpu && f.message.starts_with("NCCL uses GPUDirect RDMA")
-    }) {
-        f.message.push_str(&format!(
-            "; for receives only: sends stage GPU memory through host memory ({why})"
-        ));
-    }
 }
 
 /// The distance between @gpu and its closest NIC as NCCL judges it: the

@@ -225,18 +225,10 @@ pub fn nccl_dmabuf_off(host: &Host) -> Option<String> {
 /// ncclLoadParam takes strtoll(str, NULL, 0) of a set, non-empty value
 /// with no check of the rest (so `0`, `0x0` and `off`, which has no
 /// digits, alike); an empty value keeps the default.
-fn param_zero(value: &str) -> bool {
+pub fn param_zero(value: &str) -> bool {
     let text = value.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
     let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
     !value.is_empty() && strtol_base0(digits) == 0
-}
-
-/// `NCCL_NET_GDR_READ` where NCCL reads it as 0 (paths.cc, default -2):
-/// GPUDirect RDMA off for sends (NCCL reads GPU memory for them), said
-/// with where it was set.
-pub fn nccl_gdr_reads_off(host: &Host) -> Option<String> {
-    let (value, from) = nccl_setting(host, "NCCL_NET_GDR_READ")?;
-    param_zero(&value).then(|| format!("NCCL_NET_GDR_READ={value} in {from}"))
 }
 
 /// `NCCL_NET_GDR_LEVEL` where it is set to a level NCCL knows (None: NCCL

@@ -9,6 +9,7 @@ pub mod check;
 pub mod config_space;
 pub mod consumers;
 pub mod elf;
+pub mod gdr_reads;
 pub mod health;
 pub mod host;
 pub mod iommu;

@@ -576,6 +576,32 @@ fn catalogue() -> Vec<Case> {
         topo_file: None,
         nvswitch: false,
     });
+    // GPUs older than Ampere: NCCL's sends without GPUDirect RDMA where
+    // no NVLink joins them, unless NCCL_NET_GDR_READ says otherwise.
+    let voltas = |nvlink: bool| {
+        let t = two_voltas("oracle-volta");
+        t.volta(&["0000:03:00.0", "0000:05:00.0"], nvlink);
+        t
+    };
+    for (what, tree, env, nvswitch) in [
+        ("two V100s, no NVLink", voltas(false), vec![], false),
+        ("two V100s joined by NVLink", voltas(true), vec![], true),
+        (
+            "two V100s, no NVLink, NCCL_NET_GDR_READ=1",
+            voltas(false),
+            vec![("NCCL_NET_GDR_READ", "1")],
+            false,
+        ),
+    ] {
+        cases.push(Case {
+            what,
+            tree,
+            env,
+            etc_nccl_conf: None,
+            topo_file: None,
+            nvswitch,
+        });
+    }
     // Grace Hopper: a GPU joined to its CPU by C2C, the NIC on that CPU's
     // PCIe (P2C); NCCL's two releases differ at a level set below P2C,
     // decided by the libnccl installed where there is one.

@@ -1204,6 +1204,44 @@ fn nccl_net_gdr_read_0_leaves_receives_only() {
 }
 
 #[test]
+fn a_gpu_older_than_ampere_without_nvlink_sends_without_gdr() {
+    let t = two_voltas("volta");
+    t.nvidia_open_580();
+    t.mofed_with("nv_peer_mem");
+    let uses = [
+        "nccl",
+        "0000:03:00.0",
+        "NCCL uses GPUDirect RDMA with mlx5_0",
+    ];
+    // nvidia-smi not there: the compute capability is not known, nothing said
+    let (_, out) = t.run(&[]);
+    assert_line(&out, &uses);
+    assert!(!out.contains("receives only"), "{out}");
+    // V100s with no NVLink: reads off for the GPU beside the NIC
+    t.volta(&["0000:03:00.0", "0000:05:00.0"], false);
+    let (_, out) = t.run(&[]);
+    assert_line(
+        &out,
+        &[
+            uses[0],
+            uses[1],
+            uses[2],
+            "for receives only: sends stage GPU memory through host memory (a GPU older than Ampere, compute capability 7.0, with no NVLink peer on a node of several GPUs)",
+        ],
+    );
+    // not where NCCL_NET_GDR_READ=1 takes the rule away, nor in the forms
+    // that run no program
+    let on = vec![("NCCL_NET_GDR_READ", std::path::PathBuf::from("1"))];
+    let (_, out) = t.run_with(&[], &on);
+    assert!(!out.contains("receives only"), "{out}");
+    // NVLink between them: reads on
+    t.volta(&["0000:03:00.0", "0000:05:00.0"], true);
+    let (_, out) = t.run(&[]);
+    assert_line(&out, &uses);
+    assert!(!out.contains("receives only"), "{out}");
+}
+
+#[test]
 fn a_grace_gpu_reaches_the_nic_on_its_cpu_over_c2c() {
     // GH200: the GPU and mlx5_0 on two host bridges of one arm64 CPU
     // (NODE in sysfs); NCCL's path over C2C is P2C.

@@ -527,13 +527,14 @@ impl Tree {
             topo.push_str(&format!("{name}\t{}\t0-63\t0\t\tN/A\n", cells.join("\t")));
         }
         topo.push_str("\nLegend:\n\n  X    = Self\n  NV#  = Connection traversing a bonded set of # NVLinks\n");
-        self.smi_for(gpus, 81559, "topo", &topo)
+        self.smi_for(gpus, 81559, &[("topo", &topo)])
     }
 
     /// A fake nvidia-smi answering the index and memory queries for @gpus
     /// (@mib each) as the lent hosts print them (`index,
-    /// 00000000:BB:DD.F`), @subcommand with @text, anything else failing.
-    fn smi_for(&self, gpus: &[&str], mib: u64, subcommand: &str, text: &str) -> PathBuf {
+    /// 00000000:BB:DD.F`), each of @answers' first argument with its text,
+    /// anything else failing.
+    fn smi_for(&self, gpus: &[&str], mib: u64, answers: &[(&str, &str)]) -> PathBuf {
         let bus = |g: &str| format!("0000{}", g.to_ascii_uppercase());
         let index: String = gpus
             .iter()
@@ -544,11 +545,15 @@ impl Tree {
             .iter()
             .map(|g| format!("{}, {mib}\n", bus(g)))
             .collect();
+        let more: String = answers
+            .iter()
+            .map(|(arg, text)| format!("{arg}) cat <<'EOF'\n{text}EOF\n;;\n"))
+            .collect();
         let path = self.root.join("nvidia-smi");
         fs::write(
             &path,
             format!(
-                "#!/bin/sh\ncase \"$1\" in\n--query-gpu=index,pci.bus_id) cat <<'EOF'\n{index}EOF\n;;\n--query-gpu=pci.bus_id,memory.total) cat <<'EOF'\n{memory}EOF\n;;\n{subcommand}) cat <<'EOF'\n{text}EOF\n;;\n*) exit 1 ;;\nesac\n"
+                "#!/bin/sh\ncase \"$1\" in\n--query-gpu=index,pci.bus_id) cat <<'EOF'\n{index}EOF\n;;\n--query-gpu=pci.bus_id,memory.total) cat <<'EOF'\n{memory}EOF\n;;\n{more}*) exit 1 ;;\nesac\n"
             ),
         )
         .unwrap();
@@ -583,7 +588,39 @@ impl Tree {
             }
         }
         self.write("c2c-gpus", gpus.join("\n"));
-        self.smi_for(gpus, 97871, "c2c", &c2c)
+        self.smi_for(gpus, 97871, &[("c2c", &c2c)])
+    }
+
+    /// A fake nvidia-smi for V100s @gpus (compute capability 7.0, 32 GB),
+    /// NVLink joining them where @nvlink (`topo -m`'s cells NV2, else SYS;
+    /// in the lent host's shape, Tree::nvswitch); the GPUs and their
+    /// compute capability listed in `sm-gpus` beside the tree, for the
+    /// oracle (the harness's `sm=70`).
+    pub fn volta(&self, gpus: &[&str], nvlink: bool) -> PathBuf {
+        let bus = |g: &str| format!("0000{}", g.to_ascii_uppercase());
+        let caps: String = gpus.iter().map(|g| format!("{}, 7.0\n", bus(g))).collect();
+        let names: Vec<String> = (0..gpus.len()).map(|i| format!("GPU{i}")).collect();
+        let mut topo = format!(
+            "\t\u{1b}[4m{}\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\u{1b}[0m\n",
+            names.join("\t")
+        );
+        for (i, name) in names.iter().enumerate() {
+            let far = if nvlink { "NV2" } else { "SYS" };
+            let cells: Vec<&str> = (0..gpus.len())
+                .map(|j| if i == j { " X " } else { far })
+                .collect();
+            topo.push_str(&format!("{name}\t{}\t0-63\t0\t\tN/A\n", cells.join("\t")));
+        }
+        let listed: Vec<String> = gpus.iter().map(|g| format!("{g} 70")).collect();
+        self.write("sm-gpus", listed.join("\n"));
+        self.smi_for(
+            gpus,
+            32768,
+            &[
+                ("--query-gpu=pci.bus_id,compute_cap", &caps),
+                ("topo", &topo),
+            ],
+        )
     }
 
     /// This tree has a file no kernel prints, on purpose.
@@ -852,5 +889,27 @@ pub fn grace_hopper(name: &str, second: bool, second_nic: bool) -> Tree {
         t.bridge("pci0010:00/0010:00:00.0", 4, None, 1);
         t.nic("pci0010:00/0010:00:00.0/0010:01:00.0", "mlx5_1", 1);
     }
+    t
+}
+
+/// Two V100s (0x1db1, compute capability 7.0): 03:00.0 and mlx5_0 below
+/// one switch on root port 00:01.0 (PIX), 05:00.0 on root port 00:02.0.
+/// No driver, no RDMA core; Tree::volta adds nvidia-smi's answers.
+pub fn two_voltas(name: &str) -> Tree {
+    let t = Tree::new(name);
+    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
+    let usp = "pci0000:00/0000:00:01.0/0000:01:00.0";
+    t.bridge(usp, 5, None, 0);
+    t.bridge(&format!("{usp}/0000:02:00.0"), 6, None, 0);
+    t.bridge(&format!("{usp}/0000:02:01.0"), 6, None, 0);
+    t.gpu(
+        &format!("{usp}/0000:02:00.0/0000:03:00.0"),
+        0x1db1,
+        0,
+        32 * GIB,
+    );
+    t.nic(&format!("{usp}/0000:02:01.0/0000:04:00.0"), "mlx5_0", 0);
+    t.bridge("pci0000:00/0000:00:02.0", 4, None, 0);
+    t.gpu("pci0000:00/0000:00:02.0/0000:05:00.0", 0x1db1, 0, 32 * GIB);
     t
 }

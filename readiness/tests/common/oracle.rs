@@ -208,6 +208,8 @@ pub fn judge(
     for (release, harness) in &harnesses {
         // C2C where the tree's nvidia-smi shows it (Tree::grace).
         let c2c = fs::read_to_string(t.root.join("c2c-gpus")).unwrap_or_default();
+        // A compute capability other than the harness's 9.0 (Tree::volta).
+        let sm = fs::read_to_string(t.root.join("sm-gpus")).unwrap_or_default();
         let gpu_args: Vec<String> = gpus
             .iter()
             .map(|g| {
@@ -217,6 +219,13 @@ pub fn judge(
                 }
                 if c2c.lines().any(|l| l == g) {
                     arg.push_str(",c2c=10");
+                }
+                if let Some((_, v)) = sm
+                    .lines()
+                    .filter_map(|l| l.split_once(' '))
+                    .find(|(b, _)| b == g)
+                {
+                    arg.push_str(&format!(",sm={v}"));
                 }
                 arg
             })

@@ -51,7 +51,7 @@ pub const SHARED_PACKAGING_FILES: [&str; 12] = [
 /// gpudirect-rdma-check as the packages build it: the crate's sources
 /// (not its tests) and its manual page. `readiness_files_are_listed` keeps
 /// the list in step with readiness/src/.
-pub const READINESS_FILES: [&str; 38] = [
+pub const READINESS_FILES: [&str; 39] = [
     "readiness/Cargo.toml",
     "readiness/gpudirect-rdma-check.8",
     "readiness/src/boot_loader.rs",
@@ -60,6 +60,7 @@ pub const READINESS_FILES: [&str; 38] = [
     "readiness/src/config_space.rs",
     "readiness/src/consumers.rs",
     "readiness/src/elf.rs",
+    "readiness/src/gdr_reads.rs",
     "readiness/src/health.rs",
     "readiness/src/host.rs",
     "readiness/src/iommu.rs",
