@@ -53,6 +53,12 @@ pub fn compute_caps(host: &Host) -> Option<BTreeMap<String, (u32, u32)>> {
             "--format=csv,noheader",
         ])
     })?;
+    parse(&out)
+}
+
+/// `00000000:00:06.0, 9.0` per line, as the lent H100 printed it
+/// (tests/real/h100x1-vm/nvidia-smi-compute-cap.txt).
+fn parse(out: &str) -> Option<BTreeMap<String, (u32, u32)>> {
     let caps: BTreeMap<String, (u32, u32)> = out
         .lines()
         .filter_map(|line| {
@@ -82,6 +88,16 @@ pub fn receives_only(facts: &mut [Fact], gpu: &str, why: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lent_h100s_answer() {
+        let real = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/real/h100x1-vm/");
+        let text = std::fs::read_to_string(format!("{real}nvidia-smi-compute-cap.txt")).unwrap();
+        let caps = parse(&text).unwrap();
+        assert_eq!(caps.get("0000:00:06.0"), Some(&(9, 0)));
+        assert_eq!(caps.len(), 1);
+        assert_eq!(parse("Field \"compute_cap\" is not a valid field\n"), None);
+    }
 
     #[test]
     fn ids_worth_asking() {
