@@ -699,7 +699,9 @@ impl Tree {
             })
             .collect();
         let smi = fs::read_to_string(self.root.join("nvidia-smi")).unwrap_or_default();
-        let nvswitch = smi.contains("\ntopo)");
+        // NVLink where the tree's `topo -m` has NV cells (Tree::nvswitch,
+        // Tree::volta's joined pair): the harness's NVSwitch joins them.
+        let nvswitch = smi.contains("\ntopo)") && smi.contains("\tNV");
         let (compared, differ) = oracle::judge(
             self,
             out,
