@@ -788,6 +788,127 @@ else
         guard_installs compat "" "kernel-core-${rhel_krel2%.*}"
     check "dnf install $other_nvr with the kmod built for it in the same transaction: installed" \
         guard_installs with-kmod "" "$other_nvr" kmod-nvidia_peer_memory-9.9
+
+    # The provider watch (issue 40 item 12; docs/fleet.md, "A provider
+    # updated alone"): the same plugin, in a root where dnf installed the
+    # kmod built with the providers' CRCs and an NVIDIA driver package, the
+    # driver then updated alone. Not a resolver matter: the kmod's Requires
+    # name the providers by package (the spec drops their ksym()), so no
+    # relation ties it to nvidia_p2p_*'s CRCs.
+    check "the kmod's Requires name no nvidia_p2p_* or ib_*_peer_memory_client symbol: dnf's resolver cannot refuse a provider update by CRC" sh -c \
+        "! grep -E 'nvidia_p2p_|_peer_memory_client' '$work/symvers-requires.txt'"
+    # The driver: a stand-in of NVIDIA's kmod-nvidia-latest-dkms that ships
+    # the nvidia.ko.xz its %post's DKMS build would install (RHEL's dkms
+    # puts it in extra/, xz as RHEL compresses): 580.142 is the 1.3 test's
+    # stand-in, which the kmod was built against; 580.159 the same exports
+    # with a struct in their prototypes (genksyms gives other CRCs, as 580's
+    # struct nvidia_p2p_page_table did: docs/contracts.md); 580.160 the
+    # same exports as 580.142 in another file (a MODULE_VERSION more).
+    watch=$work/watch
+    rm -rf "$watch"
+    mkdir -p "$watch/abi" "$watch/same" "$watch/top/SPECS"
+    sed 's|^#define STANDIN(name) .*|struct nvidia_p2p_page_table { unsigned int version; unsigned int flags; };\n#define STANDIN(name) int name(struct nvidia_p2p_page_table *t) { return -EINVAL; } EXPORT_SYMBOL(name)|' \
+        "$standins/nvidia.c" >"$watch/abi/nvidia.c"
+    sed 's|^MODULE_LICENSE.*|&\nMODULE_VERSION("580.160");|' "$standins/nvidia.c" >"$watch/same/nvidia.c"
+    for variant in abi same; do
+        echo 'obj-m := nvidia.o' >"$watch/$variant/Kbuild"
+        make -s -C "/lib/modules/$kver/build" M="$watch/$variant" modules >>"$work/log" 2>&1
+    done
+    for build in "580.142 $standins/nvidia.ko" "580.159 $watch/abi/nvidia.ko" "580.160 $watch/same/nvidia.ko"; do
+        read -r driver ko <<<"$build"
+        xz -9 --check=crc32 -c "$ko" >"$watch/nvidia-$driver.ko.xz"
+        printf '%s\n' "Name: kmod-nvidia-latest-dkms" "Epoch: 3" "Version: $driver" "Release: 1" \
+            "Summary: stand-in: NVIDIA's DKMS driver package with the nvidia.ko its build installs" \
+            "License: MIT" "Provides: nvidia-kmod = 3:$driver" "AutoReqProv: no" \
+            "%global __os_install_post %{nil}" "%global debug_package %{nil}" \
+            "%description" "stand-in" "%install" \
+            "install -D -m 0644 $watch/nvidia-$driver.ko.xz %{buildroot}/lib/modules/$rhel_krel/extra/nvidia.ko.xz" \
+            "%files" "/lib/modules/$rhel_krel/extra/nvidia.ko.xz" >"$watch/top/SPECS/nvidia-$driver.spec"
+        rpmbuild -bb --quiet --define "_topdir $watch/top" "$watch/top/SPECS/nvidia-$driver.spec" >>"$work/log" 2>&1 ||
+            fail "the NVIDIA driver stand-in $driver"
+    done
+    grep -P '\tnvidia_p2p_get_pages\t' "$watch/abi/Module.symvers" "$watch/same/Module.symvers" "$standins/Module.symvers" | sed 's/^/    /'
+    resolver_repo "$work/repo-watch" "$symvers_module" "$rhel9_common" \
+        $(ls "$providers"/rpms/*.rpm | grep -v '/kmod-nvidia-latest-dkms-') "$watch"/top/RPMS/*/kmod-nvidia-latest-dkms-*.rpm >>"$work/log" 2>&1
+    wroot=$work/root-watch
+    rm -rf "$wroot"
+    resolver_dnf "$wroot" "$work/repo-watch" install kmod-nvidia_peer_memory kmod-nvidia-latest-dkms-580.142 >>"$work/log" 2>&1 ||
+        fail "dnf install of the kmod with the NVIDIA driver stand-in 580.142"
+    # MLNX_OFED's ib_core as the scratch hosts above have it (its stand-in
+    # package ships none). Then depmod for the kernel, as the kmod's %post
+    # and DKMS's install do: resolver_dnf runs no scriptlets (the root has
+    # no shell), and the check reads depmod's modules.dep and
+    # modules.symbols. Running none after the updates below is faithful
+    # because each driver has the same path and exports the same names: a
+    # check below shows depmod would write the same files.
+    mkdir -p "$wroot/lib/modules/$rhel_krel/extra/standins"
+    cp "$standins/ib_core_standin.ko" "$wroot/lib/modules/$rhel_krel/extra/standins/"
+    depmod -b "$wroot" "$rhel_krel" >>"$work/log" 2>&1
+    # The check -common installed, through a wrapper that records what it
+    # is asked (NV_PEER_MEM_CHECK, as for apt's watch); the plugin reads
+    # dnf's --installroot as the check's root.
+    printf '#!/bin/sh\necho "$*" >>"%s"\nexec "%s" "$@"\n' "$watch/asked" "$wroot/usr/sbin/gpudirect-rdma-check" >"$watch/check"
+    chmod +x "$watch/check"
+    # verdict_is <exit status>: gpudirect-rdma-check --kernel on the root.
+    verdict_is() {
+        NV_PEER_MEM_ROOT=$wroot "$wroot/usr/sbin/gpudirect-rdma-check" --kernel "$rhel_krel" --json >"$watch/verdict.json" 2>&1
+        local status=$?
+        cat "$watch/verdict.json"
+        [ "$status" = "$1" ]
+    }
+    check "before: the check says nv_peer_mem loads on $rhel_krel (exit 0)" verdict_is 0
+    # watch_dnf <dnf args>...: dnf in the root with the plugin -common
+    # installed there; what the check was asked in $watch/asked.
+    watch_dnf() {
+        : >"$watch/asked"
+        NV_PEER_MEM_CHECK=$watch/check resolver_dnf "$wroot" "$work/repo-watch" \
+            --setopt=pluginpath="$wroot${plugin%/*}" "$@"
+    }
+    # watch_silent <dnf args>...: dnf exits 0 and the plugin says nothing
+    watch_silent() {
+        watch_dnf "$@" && ! grep -q 'nv_peer_mem:' "$wroot.log"
+    }
+    stale_update() {
+        local status=0
+        watch_dnf upgrade kmod-nvidia-latest-dkms-580.159 || status=$?
+        [ "$status" = 1 ] &&
+            grep -qF "nv_peer_mem: after this transaction nv_peer_mem will not load on kernel $rhel_krel" "$wroot.log" &&
+            grep -qE "nvidia \(/lib/modules/$rhel_krel/extra/nvidia.ko.xz\) exports another version of nvidia_p2p_" "$wroot.log" &&
+            grep -qF "fix: build kmod-nvidia_peer_memory again against the NVIDIA driver installed for $rhel_krel" "$wroot.log" &&
+            rpm -q --root "$wroot" kmod-nvidia-latest-dkms-580.159
+    }
+    check "dnf upgrade of the NVIDIA driver alone to other nvidia_p2p_* CRCs: the upgrade is done and dnf exits 1, naming $rhel_krel, the symbol and the kmod to build again" \
+        stale_update
+    stale_verdict() {
+        verdict_is 4 && grep -q '"stale_symbol":{"symbol":"nvidia_p2p_[a-z_]*","provider":"nvidia"' "$watch/verdict.json"
+    }
+    check "the verdict is LOST with stale_symbol nvidia_p2p_* from nvidia (exit 4)" stale_verdict
+    same_depmod() {
+        rm -rf "$watch/depmod" && mkdir -p "$watch/depmod/lib/modules" &&
+            cp -a "$wroot/lib/modules/$rhel_krel" "$watch/depmod/lib/modules/" &&
+            depmod -b "$watch/depmod" "$rhel_krel" &&
+            cmp "$wroot/lib/modules/$rhel_krel/modules.dep" "$watch/depmod/lib/modules/$rhel_krel/modules.dep" &&
+            cmp "$wroot/lib/modules/$rhel_krel/modules.symbols" "$watch/depmod/lib/modules/$rhel_krel/modules.symbols"
+    }
+    check "depmod after that update writes the same modules.dep and modules.symbols (so running none in the transaction is faithful)" same_depmod
+    # silent_with <driver> <dnf args>...: dnf exits 0, the plugin says
+    # nothing, the driver is the one installed and the check was asked
+    # about the kernel.
+    silent_with() {
+        local driver=$1
+        shift
+        watch_silent "$@" && rpm -q --root "$wroot" "kmod-nvidia-latest-dkms-$driver" &&
+            grep -q -- "--kernel $rhel_krel --json" "$watch/asked"
+    }
+    check "dnf downgrade to the driver the kmod was built against: exits 0, nothing said, the check asked about $rhel_krel" \
+        silent_with 580.142 downgrade kmod-nvidia-latest-dkms-580.142
+    check "...and the verdict is OK again (exit 0)" verdict_is 0
+    check "dnf upgrade to a driver with the same nvidia_p2p_* CRCs in another file: exits 0, nothing said, the check asked" \
+        silent_with 580.160 upgrade kmod-nvidia-latest-dkms-580.160
+    unchanged() {
+        watch_silent install make && rpm -q --root "$wroot" make && [ ! -s "$watch/asked" ]
+    }
+    check "a transaction that changes no provider module (dnf install make): exits 0, the check not asked" unchanged
 fi
 
 echo "== -dkms scriptlets (rhel9's package)"
