@@ -736,8 +736,15 @@ fn rebuild_fix(release: &str, provider: &str, built_by: BuiltBy) -> String {
         // The source rpm's defines name the providers' symbol versions
         // (docs/packaging.md, "Build inputs of the prebuilt module packages").
         BuiltBy::Kmod => {
+            let input = match provider {
+                "nvidia" => "--define 'nvidia_symvers <the installed driver's Module.symvers>'",
+                "vmlinux" => "that kernel's kernel-devel installed",
+                _ => {
+                    "the installed MLNX_OFED's mlnx-ofa_kernel-devel (or --define 'ofa_kernel <its tree>')"
+                }
+            };
             return format!(
-                "build kmod-nvidia_peer_memory again against {what} installed for {release} (rpmbuild --rebuild of the source rpm with --define 'nvidia_symvers <that driver's Module.symvers>' and MLNX_OFED's mlnx-ofa_kernel-devel, or cargo xtask build-modules --distro <rhel id> --kernel {release}; a release above the installed one), publish it, then: dnf upgrade kmod-nvidia_peer_memory"
+                "build kmod-nvidia_peer_memory again against {what} installed for {release} (rpmbuild --rebuild of the source rpm with {input}, or cargo xtask build-modules --distro <rhel id> --kernel {release}; a release above the installed one), publish it, then: dnf upgrade kmod-nvidia_peer_memory"
             );
         }
         BuiltBy::DebPackage => {}

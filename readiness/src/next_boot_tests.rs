@@ -285,7 +285,7 @@ fn a_provider_with_other_crcs_is_named_and_it_will_not_load() {
         r.kernel(K2, 0x0bad_c0de, Some((path, ours(K2, 0x1111_1111))));
         let s = line(&r.verdict(K2), "symbols");
         assert!(
-            s.contains(" build kmod-nvidia_peer_memory again against MLNX_OFED's modules installed for 6.12.95+deb12-amd64 (rpmbuild --rebuild") && s.ends_with("then: dnf upgrade kmod-nvidia_peer_memory"),
+            s.contains(" build kmod-nvidia_peer_memory again against MLNX_OFED's modules installed for 6.12.95+deb12-amd64 (rpmbuild --rebuild of the source rpm with the installed MLNX_OFED's mlnx-ofa_kernel-devel") && s.ends_with("then: dnf upgrade kmod-nvidia_peer_memory"),
             "{s}"
         );
     }
