@@ -929,6 +929,13 @@ else
         watch_silent downgrade kmod-mlnx-ofa_kernel-25.10 && rpm -q --root "$wroot" kmod-mlnx-ofa_kernel-25.10 && verdict_is 0
     }
     check "dnf downgrade of MLNX_OFED back: exits 0, nothing said, the verdict OK" ofed_back
+    # 580.160 -> 580.159 (other CRCs) with the documented way past it.
+    disabled_watch() {
+        watch_dnf --disableplugin=nv_peer_mem downgrade kmod-nvidia-latest-dkms-580.159 &&
+            ! grep -q 'nv_peer_mem:' "$wroot.log" && [ ! -s "$watch/asked" ] &&
+            rpm -q --root "$wroot" kmod-nvidia-latest-dkms-580.159
+    }
+    check "a driver of other CRCs with dnf --disableplugin=nv_peer_mem: installed, exits 0, the check not asked" disabled_watch
     unchanged() {
         watch_silent install make && rpm -q --root "$wroot" make && [ ! -s "$watch/asked" ]
     }

@@ -143,9 +143,12 @@ def verdict(check, root, kernel):
     where nv_peer_mem will load or the check cannot tell, else (the JSON
     verdict, its failing lines with their fixes)."""
     env = dict(os.environ, NV_PEER_MEM_ROOT=root)
-    run = subprocess.run([check, "--kernel", kernel, "--json"], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                         universal_newlines=True)
+    try:
+        run = subprocess.run([check, "--kernel", kernel, "--json"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             universal_newlines=True)
+    except OSError:
+        return None
     if run.returncode != 4:
         return None
     try:
@@ -210,9 +213,9 @@ class NvPeerMemProviderWatch(dnf.Plugin):
             text += [
                 "*" * 70,
                 "nv_peer_mem: after this transaction nv_peer_mem will not load on kernel %s:" % kernel,
-                "  a module it is built against changed under it, and no package of",
-                "  ours came with the change. The node keeps working until it reboots;",
-                "  booted into %s, it has no GPUDirect RDMA." % kernel,
+                "  a module it is built against (the NVIDIA driver's or MLNX_OFED's)",
+                "  changed under it. The node keeps working until it reboots; booted",
+                "  into %s, it has no GPUDirect RDMA." % kernel,
             ] + lines + [
                 "  rpm's changes are kept. Once the fix is in, gpudirect-rdma-check",
                 "  --kernel %s says OK." % kernel,
