@@ -281,13 +281,15 @@ fn judge(
     };
     // DKMS's build is mended by DKMS; a package's (or --module's, a
     // package's file about to be unpacked) by a new build of the package:
-    // the RHEL kmod where the module is in extra/ or linked in
-    // weak-updates/ (where kmodtool and weak-modules put it), else
-    // Debian's per-kernel package.
+    // the RHEL kmod where the module is in extra/nvidia_peer_memory/ or
+    // linked from there in weak-updates/ (kmodtool's directory and
+    // weak-modules' link: docs/packaging.md), else Debian's per-kernel
+    // package.
     let built_by = match (module_file, installed.file_of(MODULE)) {
         (None, Some(relative)) if from_dkms(relative) => BuiltBy::Dkms,
         (None, Some(relative))
-            if relative.starts_with("extra/") || relative.starts_with("weak-updates/") =>
+            if relative.starts_with("extra/nvidia_peer_memory/")
+                || relative.starts_with("weak-updates/nvidia_peer_memory/") =>
         {
             BuiltBy::Kmod
         }
