@@ -14,7 +14,8 @@
 #   (ci/rpm-providers.sh, ci/rpm-resolver.sh) and are refused without them;
 #   Mellanox's 1.3 rpm (ci/mellanox13-rpm.sh) installed into a scratch root
 #   is replaced by rhel9's -common and kmod through Obsoletes, keeping its
-#   conf.
+#   conf; the kmod's kABI tracking through its own scriptlets; the dnf
+#   plugin's kernel guard and provider watch, run by real dnf.
 # Everything is built under $NVPM_TEST_DIR (default /var/tmp/nv-peer-mem-
 # test-rpm); nothing is installed. Last line: "N passed, M failed"; exit
 # status 1 when anything failed, 2 when the machine is not set up.
@@ -788,6 +789,157 @@ else
         guard_installs compat "" "kernel-core-${rhel_krel2%.*}"
     check "dnf install $other_nvr with the kmod built for it in the same transaction: installed" \
         guard_installs with-kmod "" "$other_nvr" kmod-nvidia_peer_memory-9.9
+
+    # The provider watch (issue 40 item 12; docs/fleet.md, "A provider
+    # updated alone"): the same plugin, in a root where dnf installed the
+    # kmod built with the providers' CRCs and an NVIDIA driver package, the
+    # driver then updated alone. Not a resolver matter: the kmod's Requires
+    # name the providers by package (the spec drops their ksym()), so no
+    # relation ties it to nvidia_p2p_*'s CRCs.
+    check "the kmod's Requires name no nvidia_p2p_* or ib_*_peer_memory_client symbol: dnf's resolver cannot refuse a provider update by CRC" sh -c \
+        "! grep -E 'nvidia_p2p_|_peer_memory_client' '$work/symvers-requires.txt'"
+    # The providers as packages that ship the module: a stand-in of NVIDIA's
+    # kmod-nvidia-latest-dkms with the nvidia.ko.xz its %post's DKMS build
+    # would install (RHEL's dkms puts it in extra/, xz as RHEL compresses),
+    # and of MLNX_OFED's kmod-mlnx-ofa_kernel with its ib_core.ko.xz where
+    # that kmod has it. 580.142 and 25.10 are the 1.3 test's stand-ins,
+    # which the kmod was built against (ib_core's source under its real
+    # name); 580.159 and 25.11 the same exports with a struct in their
+    # prototypes, for which genksyms gives other CRCs, as 580's struct
+    # nvidia_p2p_page_table and MLNX_OFED's struct peer_memory_client
+    # changes did (docs/contracts.md); 580.160 the same exports as 580.142
+    # in another file (a MODULE_VERSION more).
+    watch=$work/watch
+    rm -rf "$watch"
+    mkdir -p "$watch/580.142" "$watch/580.159" "$watch/580.160" "$watch/25.10" "$watch/25.11" "$watch/top/SPECS"
+    cp "$standins/nvidia.c" "$watch/580.142/nvidia.c"
+    sed 's|^#define STANDIN(name) .*|struct nvidia_p2p_page_table { unsigned int version; unsigned int flags; };\n#define STANDIN(name) int name(struct nvidia_p2p_page_table *t) { return -EINVAL; } EXPORT_SYMBOL(name)|' \
+        "$standins/nvidia.c" >"$watch/580.159/nvidia.c"
+    sed 's|^MODULE_LICENSE.*|&\nMODULE_VERSION("580.160");|' "$standins/nvidia.c" >"$watch/580.160/nvidia.c"
+    cp "$standins/ib_core_standin.c" "$watch/25.10/ib_core.c"
+    sed 's|^#define STANDIN(name) .*|struct peer_memory_client { char name[64]; unsigned int flags; };\n#define STANDIN(name) int name(const struct peer_memory_client *c) { return -EINVAL; } EXPORT_SYMBOL(name)|' \
+        "$standins/ib_core_standin.c" >"$watch/25.11/ib_core.c"
+    # standin_rpm <name> <epoch> <version> <module> <path> <provides>
+    standin_rpm() {
+        local dir=$watch/$3 ko=${4%.c}.ko
+        echo "obj-m := ${4%.c}.o" >"$dir/Kbuild"
+        make -s -C "/lib/modules/$kver/build" M="$dir" modules >>"$work/log" 2>&1 &&
+            xz -9 --check=crc32 -c "$dir/$ko" >"$dir/$ko.xz" || return 1
+        printf '%s\n' "Name: $1" "Epoch: $2" "Version: $3" "Release: 1" \
+            "Summary: stand-in: $1 with the module it installs" "License: MIT" "Provides: $6" "AutoReqProv: no" \
+            "%global __os_install_post %{nil}" "%global debug_package %{nil}" "%description" "stand-in" \
+            "%install" "install -D -m 0644 $dir/$ko.xz %{buildroot}$5" "%files" "$5" >"$watch/top/SPECS/$1-$3.spec"
+        rpmbuild -bb --quiet --define "_topdir $watch/top" "$watch/top/SPECS/$1-$3.spec" >>"$work/log" 2>&1
+    }
+    nvidia_ko=/lib/modules/$rhel_krel/extra/nvidia.ko.xz
+    ib_core_ko=/lib/modules/$rhel_krel/extra/mlnx-ofa_kernel/drivers/infiniband/core/ib_core.ko.xz
+    for driver in 580.142 580.159 580.160; do
+        standin_rpm kmod-nvidia-latest-dkms 3 "$driver" nvidia.c "$nvidia_ko" "nvidia-kmod = 3:$driver" ||
+            fail "the NVIDIA driver stand-in $driver"
+    done
+    for ofed in 25.10 25.11; do
+        standin_rpm kmod-mlnx-ofa_kernel 0 "$ofed" ib_core.c "$ib_core_ko" "mlnx-ofa_kernel-kmod = $ofed" ||
+            fail "the MLNX_OFED stand-in $ofed"
+    done
+    grep -hP '\t(nvidia_p2p_get_pages|ib_register_peer_memory_client)\t' "$standins/Module.symvers" "$watch"/*/Module.symvers | sed 's/^/    /'
+    resolver_repo "$work/repo-watch" "$symvers_module" "$rhel9_common" \
+        $(ls "$providers"/rpms/*.rpm | grep -Ev '/kmod-(nvidia-latest-dkms|mlnx-ofa_kernel)-') "$watch"/top/RPMS/*/*.rpm >>"$work/log" 2>&1
+    wroot=$work/root-watch
+    rm -rf "$wroot"
+    resolver_dnf "$wroot" "$work/repo-watch" install kmod-nvidia_peer_memory kmod-nvidia-latest-dkms-580.142 kmod-mlnx-ofa_kernel-25.10 >>"$work/log" 2>&1 ||
+        fail "dnf install of the kmod with the NVIDIA driver 580.142 and MLNX_OFED 25.10 stand-ins"
+    # Then depmod for the kernel, as the kmod's %post and DKMS's install
+    # do: resolver_dnf runs no scriptlets (the root has no shell), and the
+    # check reads depmod's modules.dep and modules.symbols. Running none
+    # after the updates below is faithful because each provider keeps its
+    # path and exports the same names: a check below shows depmod would
+    # write the same files.
+    depmod -b "$wroot" "$rhel_krel" >>"$work/log" 2>&1
+    # The check -common installed, through a wrapper that records what it
+    # is asked (NV_PEER_MEM_CHECK, as for apt's watch); the plugin reads
+    # dnf's --installroot as the check's root.
+    printf '#!/bin/sh\necho "$*" >>"%s"\nexec "%s" "$@"\n' "$watch/asked" "$wroot/usr/sbin/gpudirect-rdma-check" >"$watch/check"
+    chmod +x "$watch/check"
+    # verdict_is <exit status>: gpudirect-rdma-check --kernel on the root.
+    verdict_is() {
+        NV_PEER_MEM_ROOT=$wroot "$wroot/usr/sbin/gpudirect-rdma-check" --kernel "$rhel_krel" --json >"$watch/verdict.json" 2>&1
+        local status=$?
+        cat "$watch/verdict.json"
+        [ "$status" = "$1" ]
+    }
+    check "before: the check says nv_peer_mem loads on $rhel_krel (exit 0)" verdict_is 0
+    # watch_dnf <dnf args>...: dnf in the root with the plugin -common
+    # installed there; what the check was asked in $watch/asked.
+    watch_dnf() {
+        : >"$watch/asked"
+        NV_PEER_MEM_CHECK=$watch/check resolver_dnf "$wroot" "$work/repo-watch" \
+            --setopt=pluginpath="$wroot${plugin%/*}" "$@"
+    }
+    # watch_silent <dnf args>...: dnf exits 0 and the plugin says nothing
+    watch_silent() {
+        watch_dnf "$@" && ! grep -q 'nv_peer_mem:' "$wroot.log"
+    }
+    # stale_update <package-version> <module> <its path> <symbol ERE> <what the fix builds against>:
+    # dnf upgrade to it installs it and exits 1, naming the kernel, the
+    # provider's file and symbol, and the kmod to build again.
+    stale_update() {
+        local status=0
+        watch_dnf upgrade "$1" || status=$?
+        [ "$status" = 1 ] &&
+            grep -qF "nv_peer_mem: after this transaction nv_peer_mem will not load on kernel $rhel_krel" "$wroot.log" &&
+            grep -qE "FAIL symbols $2 \($3\) exports another version of $4" "$wroot.log" &&
+            grep -qF "fix: build kmod-nvidia_peer_memory again against $5 installed for $rhel_krel" "$wroot.log" &&
+            rpm -q --root "$wroot" "$1"
+    }
+    # stale_verdict <symbol ERE> <provider>: the check's verdict is LOST,
+    # stale_symbol naming them.
+    stale_verdict() {
+        verdict_is 4 && grep -qE "\"stale_symbol\":\\{\"symbol\":\"$1\",\"provider\":\"$2\"" "$watch/verdict.json"
+    }
+    check "dnf upgrade of the NVIDIA driver alone to other nvidia_p2p_* CRCs: the upgrade is done and dnf exits 1, naming $rhel_krel, the symbol and the kmod to build again" \
+        stale_update kmod-nvidia-latest-dkms-580.159 nvidia "$nvidia_ko" 'nvidia_p2p_' "the NVIDIA driver"
+    check "the verdict is LOST with stale_symbol nvidia_p2p_* from nvidia (exit 4)" stale_verdict 'nvidia_p2p_[a-z_]+' nvidia
+    same_depmod() {
+        rm -rf "$watch/depmod" && mkdir -p "$watch/depmod/lib/modules" &&
+            cp -a "$wroot/lib/modules/$rhel_krel" "$watch/depmod/lib/modules/" &&
+            depmod -b "$watch/depmod" "$rhel_krel" &&
+            cmp "$wroot/lib/modules/$rhel_krel/modules.dep" "$watch/depmod/lib/modules/$rhel_krel/modules.dep" &&
+            cmp "$wroot/lib/modules/$rhel_krel/modules.symbols" "$watch/depmod/lib/modules/$rhel_krel/modules.symbols"
+    }
+    check "depmod after that update writes the same modules.dep and modules.symbols (so running none in the transaction is faithful)" same_depmod
+    # silent_with <driver> <dnf args>...: dnf exits 0, the plugin says
+    # nothing, the driver is the one installed and the check was asked
+    # about the kernel.
+    silent_with() {
+        local driver=$1
+        shift
+        watch_silent "$@" && rpm -q --root "$wroot" "kmod-nvidia-latest-dkms-$driver" &&
+            grep -q -- "--kernel $rhel_krel --json" "$watch/asked"
+    }
+    check "dnf downgrade to the driver the kmod was built against: exits 0, nothing said, the check asked about $rhel_krel" \
+        silent_with 580.142 downgrade kmod-nvidia-latest-dkms-580.142
+    check "...and the verdict is OK again (exit 0)" verdict_is 0
+    check "dnf upgrade to a driver with the same nvidia_p2p_* CRCs in another file: exits 0, nothing said, the check asked" \
+        silent_with 580.160 upgrade kmod-nvidia-latest-dkms-580.160
+    check "dnf upgrade of MLNX_OFED alone to another ib_register_peer_memory_client CRC: dnf exits 1 the same way" \
+        stale_update kmod-mlnx-ofa_kernel-25.11 ib_core "$ib_core_ko" 'ib_(un)?register_peer_memory_client' "MLNX_OFED's modules"
+    check "the verdict is LOST with stale_symbol ib_*register_peer_memory_client from ib_core (exit 4)" \
+        stale_verdict 'ib_(un)?register_peer_memory_client' ib_core
+    ofed_back() {
+        watch_silent downgrade kmod-mlnx-ofa_kernel-25.10 && rpm -q --root "$wroot" kmod-mlnx-ofa_kernel-25.10 && verdict_is 0
+    }
+    check "dnf downgrade of MLNX_OFED back: exits 0, nothing said, the verdict OK" ofed_back
+    # 580.160 -> 580.159 (other CRCs) with the documented way past it.
+    disabled_watch() {
+        watch_dnf --disableplugin=nv_peer_mem downgrade kmod-nvidia-latest-dkms-580.159 &&
+            ! grep -q 'nv_peer_mem:' "$wroot.log" && [ ! -s "$watch/asked" ] &&
+            rpm -q --root "$wroot" kmod-nvidia-latest-dkms-580.159
+    }
+    check "a driver of other CRCs with dnf --disableplugin=nv_peer_mem: installed, exits 0, the check not asked" disabled_watch
+    unchanged() {
+        watch_silent install make && rpm -q --root "$wroot" make && [ ! -s "$watch/asked" ]
+    }
+    check "a transaction that changes no provider module (dnf install make): exits 0, the check not asked" unchanged
 fi
 
 echo "== -dkms scriptlets (rhel9's package)"

@@ -15,6 +15,24 @@
 # plugin for the same reason). `dnf --disableplugin=nv_peer_mem ...` lets it
 # through. Nodes without a kmod-nvidia_peer_memory (DKMS builds for the new
 # kernel) are left alone.
+#
+# The same file watches the modules nv_peer_mem is built against, as apt's
+# provider watch does (docs/fleet.md, "A provider updated alone"): an
+# NVIDIA driver or MLNX_OFED update that comes alone, on the same kernel,
+# can leave the kmod's module importing symbol versions the new nvidia.ko
+# or ib_core.ko no longer exports, and the node would boot without
+# nv_peer_mem. The kmod's Requires cannot say so (the providers' CRCs are
+# package relations, not ksym() requirements: docs/packaging.md), so
+# dnf's resolver lets such an update through. pre_transaction() notes the
+# provider modules of each kernel nv_peer_mem is installed for;
+# transaction() runs after rpm and its scriptlets (a DKMS driver's build
+# included) and asks gpudirect-rdma-check --kernel about each kernel whose
+# notes changed: where the verdict is a stale symbol, it prints the
+# check's failing line and fix and dnf exits 1; what rpm did stays done.
+import json
+import os
+import subprocess
+
 import dnf
 import dnf.exceptions
 
@@ -76,3 +94,131 @@ class NvPeerMemKernelGuard(dnf.Plugin):
                 "together. To install the kernel without it anyway: dnf "
                 "--disableplugin=nv_peer_mem ..." % (kernel, KMOD, shown, release))
         raise dnf.exceptions.Error("\n".join(lines))
+
+
+# The modules that export what nv_peer_mem imports: the NVIDIA driver's
+# nvidia.ko and MLNX_OFED's ib_core.ko, compressed or not (apt's watch
+# notes the same names).
+PROVIDERS = ("nvidia.ko", "ib_core.ko")
+CHECK = "/usr/sbin/gpudirect-rdma-check"
+
+
+def provider_notes(root):
+    """For each kernel under @root that has an nv_peer_mem.ko* (the kmod's
+    file or weak-modules' link), the path, size and mtime of each provider
+    module there: {kernel: frozenset((path, size, mtime_ns))}. A kernel
+    with none is noted too, so that one arriving is a change."""
+    notes = {}
+    modules = os.path.join(root, "lib/modules")
+    try:
+        kernels = sorted(os.listdir(modules))
+    except OSError:
+        return notes
+    for kernel in kernels:
+        top = os.path.join(modules, kernel)
+        if not os.path.isdir(top):
+            continue
+        ours = False
+        found = set()
+        for directory, _, files in os.walk(top):
+            for name in files:
+                if name.startswith("nv_peer_mem.ko"):
+                    ours = True
+                elif name.startswith(PROVIDERS):
+                    path = os.path.join(directory, name)
+                    try:
+                        # stat, not lstat: a weak-modules link's target
+                        # is what changes.
+                        st = os.stat(path)
+                        found.add((path, st.st_size, st.st_mtime_ns))
+                    except OSError:
+                        found.add((path, -1, -1))
+        if ours:
+            notes[kernel] = frozenset(found)
+    return notes
+
+
+def verdict(check, root, kernel):
+    """gpudirect-rdma-check --kernel's verdict on @kernel in @root: None
+    where nv_peer_mem will load or the check cannot tell, else (the JSON
+    verdict, its failing lines with their fixes)."""
+    env = dict(os.environ, NV_PEER_MEM_ROOT=root)
+    try:
+        run = subprocess.run([check, "--kernel", kernel, "--json"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             universal_newlines=True)
+    except OSError:
+        return None
+    if run.returncode != 4:
+        return None
+    try:
+        judged = json.loads(run.stdout)
+    except ValueError:
+        return None
+    lines = []
+    for fact in judged.get("facts", []):
+        if fact.get("status") == "fail":
+            lines.append("  FAIL %s %s" % (fact.get("check", ""), fact.get("message", "")))
+            if fact.get("fix"):
+                lines.append("       fix: %s" % fact["fix"])
+    return judged, lines
+
+
+class NvPeerMemProviderWatch(dnf.Plugin):
+    """The provider watch (docs/fleet.md, "A provider updated alone")."""
+
+    name = "nv_peer_mem"
+
+    def __init__(self, base, cli):
+        super(NvPeerMemProviderWatch, self).__init__(base, cli)
+        self.before = None
+
+    def _root(self):
+        # dnf's --installroot (/ on a node) holds the kernels and the
+        # check reads it through NV_PEER_MEM_ROOT.
+        return self.base.conf.installroot or "/"
+
+    def pre_transaction(self):
+        self.before = provider_notes(self._root())
+
+    def transaction(self):
+        if self.before is None:
+            return
+        root = self._root()
+        after = provider_notes(root)
+        # Kernels nv_peer_mem is still installed for whose notes changed
+        # (one it arrived on is new, so changed).
+        changed = sorted(k for k in after if self.before.get(k) != after[k])
+        self.before = None
+        check = os.environ.get("NV_PEER_MEM_CHECK", CHECK)
+        if not changed or not os.access(check, os.X_OK):
+            return
+        stale = []
+        for kernel in changed:
+            judged = verdict(check, root, kernel)
+            if judged is None:
+                continue
+            result, lines = judged
+            if result.get("stale_symbol"):
+                stale.append((kernel, lines))
+            else:
+                # LOST for another reason (a provider removed): said, not
+                # failed; removing a driver is a choice a rebuild does not undo.
+                print("nv_peer_mem: after this transaction nv_peer_mem will not load on kernel %s:\n%s"
+                      % (kernel, "\n".join(lines)))
+        if not stale:
+            return
+        text = []
+        for kernel, lines in stale:
+            text += [
+                "*" * 70,
+                "nv_peer_mem: after this transaction nv_peer_mem will not load on kernel %s:" % kernel,
+                "  a module it is built against (the NVIDIA driver's or MLNX_OFED's)",
+                "  changed under it. The node keeps working until it reboots; booted",
+                "  into %s, it has no GPUDirect RDMA." % kernel,
+            ] + lines + [
+                "  rpm's changes are kept. Once the fix is in, gpudirect-rdma-check",
+                "  --kernel %s says OK." % kernel,
+                "*" * 70,
+            ]
+        raise dnf.exceptions.Error("\n".join(text))

@@ -281,8 +281,21 @@ fn judge(
         }
     };
     // DKMS's build is mended by DKMS; a package's (or --module's, a
-    // package's file about to be unpacked) by a new build of the package.
-    let by_dkms = module_file.is_none() && installed.file_of(MODULE).is_some_and(from_dkms);
+    // package's file about to be unpacked) by a new build of the package:
+    // the RHEL kmod where the module is in extra/nvidia_peer_memory/ or
+    // linked from there in weak-updates/ (kmodtool's directory and
+    // weak-modules' link: docs/packaging.md), else Debian's per-kernel
+    // package.
+    let built_by = match (module_file, installed.file_of(MODULE)) {
+        (None, Some(relative)) if from_dkms(relative) => BuiltBy::Dkms,
+        (None, Some(relative))
+            if relative.starts_with("extra/nvidia_peer_memory/")
+                || relative.starts_with("weak-updates/nvidia_peer_memory/") =>
+        {
+            BuiltBy::Kmod
+        }
+        _ => BuiltBy::DebPackage,
+    };
     let path = match (module_file, installed.file_of(MODULE)) {
         (Some(file), _) => {
             facts.push(Fact::info(
@@ -341,7 +354,7 @@ fn judge(
         }
     };
     vermagic_fact(&installed, &module, release, &mut facts);
-    let stale_symbol = symbol_facts(root, &installed, &module, release, by_dkms, &mut facts);
+    let stale_symbol = symbol_facts(root, &installed, &module, release, built_by, &mut facts);
     nccl_fact(root, &module, release, &mut facts);
     signature_fact(root, &module, release, cmdline, &mut facts);
     next_boot_dkms::facts(root, release, &mut facts);
@@ -516,7 +529,7 @@ fn symbol_facts(
     installed: &Installed,
     module: &Module,
     release: &str,
-    by_dkms: bool,
+    built_by: BuiltBy,
     facts: &mut Vec<Fact>,
 ) -> Option<StaleSymbol> {
     if !installed.has_symbols() {
@@ -579,7 +592,7 @@ fn symbol_facts(
                             format!(
                                 "{provider} (/lib/modules/{release}/{file}) exports another version of {symbol} (0x{theirs:08x}; {MODULE} was built against 0x{crc:08x}): the kernel refuses it (disagrees about version of symbol)"
                             ),
-                            Some(rebuild_fix(release, provider, by_dkms)),
+                            Some(rebuild_fix(release, provider, built_by)),
                         ));
                         return Some(StaleSymbol {
                             symbol: symbol.clone(),
@@ -605,7 +618,7 @@ fn symbol_facts(
                         format!(
                             "the kernel {release} exports another version of {symbol} (0x{theirs:08x}; {MODULE} was built against 0x{crc:08x})"
                         ),
-                        Some(rebuild_fix(release, "vmlinux", by_dkms)),
+                        Some(rebuild_fix(release, "vmlinux", built_by)),
                     ));
                     return Some(StaleSymbol {
                         symbol: symbol.clone(),
@@ -702,16 +715,42 @@ fn provider_hint(symbol: &str) -> &'static str {
     }
 }
 
-fn rebuild_fix(release: &str, provider: &str, by_dkms: bool) -> String {
+/// What installed the module, for the fix that builds it again.
+#[derive(Clone, Copy)]
+enum BuiltBy {
+    Dkms,
+    /// kmod-nvidia_peer_memory (RHEL), its file or weak-modules' link
+    Kmod,
+    DebPackage,
+}
+
+fn rebuild_fix(release: &str, provider: &str, built_by: BuiltBy) -> String {
     let what = match provider {
         "nvidia" => "the NVIDIA driver",
         "vmlinux" => "the kernel",
         _ => "MLNX_OFED's modules",
     };
-    if by_dkms {
-        return format!(
-            "rebuild {MODULE} against {what} installed for {release}: dkms remove {MODULE} -k {release} && dkms autoinstall -k {release}"
-        );
+    match built_by {
+        BuiltBy::Dkms => {
+            return format!(
+                "rebuild {MODULE} against {what} installed for {release}: dkms remove {MODULE} -k {release} && dkms autoinstall -k {release}"
+            );
+        }
+        // The source rpm's defines name the providers' symbol versions
+        // (docs/packaging.md, "Build inputs of the prebuilt module packages").
+        BuiltBy::Kmod => {
+            let input = match provider {
+                "nvidia" => "--define 'nvidia_symvers <the installed driver's Module.symvers>'",
+                "vmlinux" => "that kernel's kernel-devel installed",
+                _ => {
+                    "the installed MLNX_OFED's mlnx-ofa_kernel-devel (or --define 'ofa_kernel <its tree>')"
+                }
+            };
+            return format!(
+                "build kmod-nvidia_peer_memory again against {what} installed for {release} (rpmbuild --rebuild of the source rpm with {input}, or cargo xtask build-modules --distro <rhel id> --kernel {release}; a release above the installed one), publish it, then: dnf upgrade kmod-nvidia_peer_memory"
+            );
+        }
+        BuiltBy::DebPackage => {}
     }
     let source = if provider == "nvidia" {
         " --nvidia-src /usr/src/nvidia-<the installed driver's version>"

@@ -275,6 +275,20 @@ fn a_provider_with_other_crcs_is_named_and_it_will_not_load() {
         s.contains(" rebuild nv_peer_mem against MLNX_OFED's modules installed for 6.12.95+deb12-amd64: dkms remove nv_peer_mem -k 6.12.95+deb12-amd64 && dkms autoinstall -k 6.12.95+deb12-amd64"),
         "{s}"
     );
+    // RHEL's kmod, its own file or weak-modules' link: the kmod is built
+    // again and dnf upgrades it (the dnf plugin prints this line).
+    for (name, path) in [
+        ("crc-kmod", "extra/nvidia_peer_memory/nv_peer_mem.ko"),
+        ("crc-weak", "weak-updates/nvidia_peer_memory/nv_peer_mem.ko"),
+    ] {
+        let r = Root::new(name);
+        r.kernel(K2, 0x0bad_c0de, Some((path, ours(K2, 0x1111_1111))));
+        let s = line(&r.verdict(K2), "symbols");
+        assert!(
+            s.contains(" build kmod-nvidia_peer_memory again against MLNX_OFED's modules installed for 6.12.95+deb12-amd64 (rpmbuild --rebuild of the source rpm with the installed MLNX_OFED's mlnx-ofa_kernel-devel") && s.ends_with("then: dnf upgrade kmod-nvidia_peer_memory"),
+            "{s}"
+        );
+    }
 }
 
 #[test]
