@@ -277,6 +277,25 @@ struct Case {
     topo_file: Option<(&'static str, &'static str)>,
 }
 
+impl Case {
+    /// A node with no configuration file and no topology file.
+    fn plain(
+        what: &'static str,
+        tree: Tree,
+        env: Vec<(&'static str, &'static str)>,
+        nvswitch: bool,
+    ) -> Self {
+        Case {
+            what,
+            tree,
+            env,
+            etc_nccl_conf: None,
+            topo_file: None,
+            nvswitch,
+        }
+    }
+}
+
 /// A cloud VM's topology file (Azure's HPC images' shape: the GPU and its
 /// NIC below a switch the VM does not show, `ffff:ff:01.0`) for the
 /// "GPU behind a switch, NIC on another root port" tree, where sysfs says
@@ -439,14 +458,12 @@ fn catalogue() -> Vec<Case> {
         ("NCCL_IB_HCA's prefix takes both", "mlx5"),
         ("NCCL_IB_HCA names an exact prefix: nothing", "=mlx5"),
     ] {
-        cases.push(Case {
+        cases.push(Case::plain(
             what,
-            tree: pix_and_phb("oracle-ib-hca"),
-            env: vec![("NCCL_IB_HCA", hca)],
-            etc_nccl_conf: None,
-            topo_file: None,
-            nvswitch: false,
-        });
+            pix_and_phb("oracle-ib-hca"),
+            vec![("NCCL_IB_HCA", hca)],
+            false,
+        ));
     }
     cases.push(Case {
         what: "NCCL_IB_HCA in /etc/nccl.conf names the farther NIC",
@@ -535,14 +552,12 @@ fn catalogue() -> Vec<Case> {
             false,
         ),
     ] {
-        cases.push(Case {
+        cases.push(Case::plain(
             what,
-            tree: linked("oracle-bcm-link", link),
-            env: Vec::new(),
-            etc_nccl_conf: None,
-            topo_file: None,
-            nvswitch: false,
-        });
+            linked("oracle-bcm-link", link),
+            Vec::new(),
+            false,
+        ));
     }
     // PXN: a GPU whose every NIC is across a CPU reaches one through its
     // NVLink peer beside it.
@@ -558,24 +573,15 @@ fn catalogue() -> Vec<Case> {
             vec![("NCCL_PXN_DISABLE", "1")],
         ),
     ] {
-        cases.push(Case {
-            what,
-            tree: pxn("oracle-pxn"),
-            env,
-            etc_nccl_conf: None,
-            topo_file: None,
-            nvswitch: true,
-        });
+        cases.push(Case::plain(what, pxn("oracle-pxn"), env, true));
     }
     // NCCL_NET_GDR_READ=0: sends without GPUDirect RDMA, receives with it.
-    cases.push(Case {
-        what: "one switch, NCCL_NET_GDR_READ=0",
-        tree: one_switch("oracle-gdr-read", None),
-        env: vec![("NCCL_NET_GDR_READ", "0")],
-        etc_nccl_conf: None,
-        topo_file: None,
-        nvswitch: false,
-    });
+    cases.push(Case::plain(
+        "one switch, NCCL_NET_GDR_READ=0",
+        one_switch("oracle-gdr-read", None),
+        vec![("NCCL_NET_GDR_READ", "0")],
+        false,
+    ));
     // GPUs older than Ampere: NCCL's sends without GPUDirect RDMA where
     // no NVLink joins them, unless NCCL_NET_GDR_READ says otherwise.
     let voltas = |nvlink: bool| {
@@ -593,14 +599,7 @@ fn catalogue() -> Vec<Case> {
             false,
         ),
     ] {
-        cases.push(Case {
-            what,
-            tree,
-            env,
-            etc_nccl_conf: None,
-            topo_file: None,
-            nvswitch,
-        });
+        cases.push(Case::plain(what, tree, env, nvswitch));
     }
     // Grace Hopper: a GPU joined to its CPU by C2C, the NIC on that CPU's
     // PCIe (P2C); NCCL's two releases differ at a level set below P2C,
@@ -649,14 +648,7 @@ fn catalogue() -> Vec<Case> {
             vec![],
         ),
     ] {
-        cases.push(Case {
-            what,
-            tree,
-            env,
-            etc_nccl_conf: None,
-            topo_file: None,
-            nvswitch: false,
-        });
+        cases.push(Case::plain(what, tree, env, false));
     }
     for c in &cases {
         c.tree.nvidia_open_580();
