@@ -17,7 +17,10 @@
 # The chroot is a copy: tests install and purge packages in it freely, and
 # the next run starts again from the tarball. `run` mounts /proc, /sys and
 # /dev in a private mount namespace (unshare -m), so nothing stays mounted on
-# the host when the command ends, however it ends.
+# the host when the command ends, however it ends; the chroot's directory is
+# first bound onto itself, so that its / is a mount point as a machine's is
+# (rpm 6's unshare plugin makes / private around each scriptlet, which
+# fails with EINVAL where / is none).
 set -euo pipefail
 
 cache=${NVPM_CACHE:-/var/cache/nv-peer-mem-ci}/chroots
@@ -35,7 +38,18 @@ packages=(
     build-essential dkms dpkg-dev debhelper dh-dkms lintian fakeroot
 )
 
+# sid's only: dnf5 with libdnf5's actions plugin (in Debian's libdnf5-2),
+# the package manager of Fedora 41 and later, for ci/test-rpm.sh's node
+# with dnf5's guard (docs/fleet.md, "The dnf5 guard"), which needs an
+# actions plugin with raise_error (1.4.0 and later; sid's dnf5 is 5.4).
+packages_sid=(dnf5)
+
 die() { echo "chroot.sh: $*" >&2; exit 2; }
+
+packages_for() {  # the package list of a suite, one per line
+    printf '%s\n' "${packages[@]}"
+    [ "$1" != sid ] && [ "$1" != unstable ] || printf '%s\n' "${packages_sid[@]}"
+}
 
 sources_for() {  # the sources.list lines of a suite, one per line
     case "$1" in
@@ -55,7 +69,7 @@ tarball() {
     local suite=$1
     command -v mmdebstrap >/dev/null || die "mmdebstrap is missing; run: sudo bash ci/setup-host.sh"
     local key
-    key=$( { sources_for "$suite"; printf '%s\n' "${packages[@]}"; } | sha256sum | cut -c1-12)
+    key=$( { sources_for "$suite"; packages_for "$suite"; } | sha256sum | cut -c1-12)
     mkdir -p "$cache"
     # The newest tarball of this suite and key, if young enough.
     local found="" f
@@ -85,7 +99,7 @@ tarball() {
     # `apt-get install` more in its copy without an update.
     if ! mmdebstrap --variant=apt --mode=root --format=tar \
             "${aptopts[@]/#/--aptopt=}" \
-            --include="$(IFS=,; echo "${packages[*]}")" \
+            --include="$(packages_for "$suite" | paste -sd,)" \
             --skip=cleanup/apt/lists \
             "$suite" "$out.tmp" "${src[@]}" >"$out.log" 2>&1; then
         rm -f "$out.tmp"
@@ -125,6 +139,7 @@ run() {
     # shellcheck disable=SC2016
     unshare --mount --propagation private --fork sh -c '
         d=$1; shift
+        mount --bind "$d" "$d" &&
         mount -t proc proc "$d/proc" &&
         mount -t sysfs sys "$d/sys" &&
         mount --rbind /dev "$d/dev" &&

@@ -15,7 +15,8 @@
 #   Mellanox's 1.3 rpm (ci/mellanox13-rpm.sh) installed into a scratch root
 #   is replaced by rhel9's -common and kmod through Obsoletes, keeping its
 #   conf; the kmod's kABI tracking through its own scriptlets; the dnf
-#   plugin's kernel guard and provider watch, run by real dnf.
+#   plugin's kernel guard and provider watch, run by real dnf; Fedora's
+#   dnf5 guard, run by real dnf5 in a sid chroot (ci/chroot.sh).
 # Everything is built under $NVPM_TEST_DIR (default /var/tmp/nv-peer-mem-
 # test-rpm); nothing is installed. Last line: "N passed, M failed"; exit
 # status 1 when anything failed, 2 when the machine is not set up.
@@ -1040,6 +1041,136 @@ if [ -s "$work/trigger/script.sh" ] && [ -x "$work/trigger/x/usr/src/nv_peer_mem
     check "-dkms's trigger: a build that will load is left alone, nothing printed" trigger_runs no
 else
     fail "-dkms's trigger script or its rebuild script not found in ${dkms_rpm##*/}"
+fi
+
+echo "== dnf5's guard (Fedora's -common; real dnf5 5.4 and its actions plugin, in a sid chroot)"
+# docs/fleet.md, "The dnf5 guard". The node is a copy of ci/chroot.sh's sid
+# chroot (its dnf5 and libdnf5's actions plugin are Debian's builds of
+# upstream 5.4) with an rpm database: Fedora's -common and -dkms as
+# rpmbuild made them above, installed by rpm (--nodeps: this node has
+# no rpm for dkms, rust or MLNX_OFED; -dkms's %post runs Debian's dkms,
+# which registers nv_peer_mem), and stand-in kernel-core rpms whose
+# /lib/modules/<release> holds what depmod writes for a kernel with no
+# modules and no build link, as a kernel arriving without its
+# kernel-devel leaves it: kernel-install's 40-dkms.install (not run here:
+# the stand-ins have no %posttrans) could build nothing for it.
+fedora_top=$work/rpmbuild-fedora/RPMS
+fedora_common=$fedora_top/x86_64/nvidia_peer_memory-common-$version-$release.x86_64.rpm
+fedora_dkms=$fedora_top/noarch/nvidia_peer_memory-dkms-$version-$release.noarch.rpm
+node=$work/dnf5-node
+if [ ! -f "$fedora_common" ] || [ ! -f "$fedora_dkms" ]; then
+    echo "SKIP: dnf5's guard: no Fedora packages were built (rpmbuild --rebuild per family skipped)"
+elif ! command -v mmdebstrap >/dev/null; then
+    echo "SKIP: dnf5's guard: no mmdebstrap for the sid chroot (ci/setup-host.sh installs it)"
+else
+    check "Fedora's -common installs dnf5's guard as %config" sh -c \
+        "rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' '$fedora_common' | grep -qx 'cn /etc/dnf/libdnf5-plugins/actions.d/nv_peer_mem.actions' &&
+         rpm -qp --requires '$fedora_common' | grep -qx libdnf5-plugin-actions"
+    rhel9_common=$work/rpmbuild-rhel9/RPMS/x86_64/nvidia_peer_memory-common-$version-$release.el9.x86_64.rpm
+    check "rhel9's -common (dnf 4) has no dnf5 guard" sh -c \
+        "rpm -qpl '$rhel9_common' >'$work/rhel9-common-files.txt' && grep -q gpudirect-rdma-check '$work/rhel9-common-files.txt' && ! grep -q libdnf5 '$work/rhel9-common-files.txt'"
+    check "a sid chroot with dnf5 (ci/chroot.sh)" bash "$here/chroot.sh" new sid "$node"
+    # Stand-ins: kernel-core of three releases and a package that is no kernel.
+    standin_spec() {  # NAME VERSION: a spec of an x86_64 stand-in
+        local files="" install=""
+        if [ "$1" = kernel-core ]; then
+            files=/lib/modules/%{version}-%{release}.%{_arch}
+            install="mkdir -p %{buildroot}$files && touch %{buildroot}$files/modules.dep %{buildroot}$files/modules.symbols %{buildroot}$files/vmlinuz"
+        fi
+        # installonlypkg(kernel), one of libdnf5's default installonlypkgs
+        # (include/libdnf5/conf/const.hpp): kernels install side by side.
+        [ "$1" != kernel-core ] || echo "Provides: installonlypkg(kernel)"
+        cat <<SPEC
+Name: $1
+Version: $2
+Release: 100.fc99
+Summary: stand-in of ci/test-rpm.sh
+License: MIT
+%description
+Installed by ci/test-rpm.sh into its dnf5 node only.
+%install
+mkdir -p %{buildroot}/usr/share/doc/$1-$2
+$install
+%files
+/usr/share/doc/$1-$2
+$files
+SPEC
+    }
+    mkdir -p "$work/dnf5-standins" "$node/srv/repo"
+    for v in 6.99.1 6.99.2 6.99.3; do standin_spec kernel-core "$v" >"$work/dnf5-standins/kernel-core-$v.spec"; done
+    standin_spec nvpm-unrelated 1 >"$work/dnf5-standins/nvpm-unrelated.spec"
+    standins_build() {
+        local spec
+        for spec in "$work"/dnf5-standins/*.spec; do
+            rpmbuild -bb --target x86_64 --define "_topdir $work/dnf5-standins/top" "$spec" >>"$work/log" 2>&1 || return 1
+        done
+        cp "$work"/dnf5-standins/top/RPMS/x86_64/*.rpm "$node/srv/repo/" && createrepo_c -q "$node/srv/repo"
+    }
+    check "stand-in kernel-core rpms (three releases) and one unrelated, in a repository" standins_build
+    # The chroot's Debian kernel headers (for ci/test-suites.sh's builds)
+    # leave /lib/modules/<sid kernel>/build, a kernel with no modules.dep
+    # that the check cannot judge; this node's kernels are the rpm ones.
+    rm -rf "$node"/lib/modules/*
+    mkdir -p "$node/etc/yum.repos.d" "$node/etc/rpm"
+    printf '[nvpm-test]\nname=ci/test-rpm.sh stand-ins\nbaseurl=file:///srv/repo\ngpgcheck=0\n' >"$node/etc/yum.repos.d/nvpm-test.repo"
+    # Debian's rpm keeps its database in ~/.rpmdb (rpm --eval %_dbpath);
+    # the node's rpm and dnf5 keep it where Fedora's do.
+    echo '%_dbpath /usr/lib/sysimage/rpm' >"$node/etc/rpm/macros.dbpath"
+    # Debian's libdnf5-2 also enables libdnf5's local plugin, which runs
+    # createrepo_c after each transaction (none is installed here: it
+    # fails, and dnf5 with it); the node runs without it.
+    sed -i 's/^enabled = .*/enabled = 0/' "$node/etc/dnf/libdnf5-plugins/local.conf"
+    cp "$fedora_common" "$fedora_dkms" "$node/tmp/"
+    in_node() { bash "$here/chroot.sh" run "$node" "$@"; }
+    check "rpm installs Fedora's -common and -dkms on the node; DKMS registers nv_peer_mem" sh -c \
+        "bash '$here/chroot.sh' run '$node' rpm -i --nodeps /tmp/${fedora_common##*/} /tmp/${fedora_dkms##*/} >>'$work/log' 2>&1 &&
+         bash '$here/chroot.sh' run '$node' test -d /var/lib/dkms/nv_peer_mem/$version/source"
+    # dnf5_install OUT PACKAGE: dnf5 installs PACKAGE from the stand-ins'
+    # repository; its exit status and everything it printed go to OUT.
+    dnf5_install() {
+        local rc=0
+        in_node dnf5 -y --releasever=99 --repo=nvpm-test install "$2" >"$1" 2>&1 || rc=$?
+        echo "dnf5 exit $rc" >>"$1"
+        cat "$1"
+    }
+    k1=6.99.1-100.fc99.x86_64
+    guard_fails() {
+        dnf5_install "$work/dnf5-k1.out" kernel-core-6.99.1
+        grep -qx "dnf5 exit 1" "$work/dnf5-k1.out" &&
+            grep -qF "WARNING: nv_peer_mem will NOT load on kernel $k1:" "$work/dnf5-k1.out" &&
+            grep -qF "fix: install what $k1 lacks (its headers, kernel-devel-$k1 and MLNX_OFED (no ib_register_peer_memory_client) and the NVIDIA driver (no nvidia_p2p_get_pages)), then run: dkms autoinstall -k $k1" "$work/dnf5-k1.out" &&
+            grep -qF "nv_peer_mem will not load on kernel $k1, which this transaction installed" "$work/dnf5-k1.out" &&
+            in_node rpm -q kernel-core-6.99.1 >/dev/null
+    }
+    check "dnf5 install of a kernel nv_peer_mem will not load on: the guard names why and the fix (kernel-devel-$k1 first), dnf5 exits 1, rpm's changes kept" guard_fails
+    # The fix as printed, applied: on this node the headers cannot come
+    # (no kernel-devel stand-in builds anything), so what is checked is
+    # that the check names the same fix once asked again, and that the
+    # guard fails by raise_error=1 alone: with it at 0 (a mutation of the
+    # installed file), the same kind of install exits 0.
+    actions=$node/etc/dnf/libdnf5-plugins/actions.d/nv_peer_mem.actions
+    guard_mutated() {
+        cp "$actions" "$work/actions.saved" && sed -i 's/raise_error=1/raise_error=0/' "$actions" || return 1
+        dnf5_install "$work/dnf5-k3.out" kernel-core-6.99.3
+        cp "$work/actions.saved" "$actions"
+        grep -qx "dnf5 exit 0" "$work/dnf5-k3.out" && grep -qF "WARNING: nv_peer_mem will NOT load on kernel 6.99.3-100.fc99.x86_64:" "$work/dnf5-k3.out"
+    }
+    check "mutation: with raise_error=0 the same install exits 0 (the warning alone): the failure above is the guard's" guard_mutated
+    unrelated_passes() {
+        dnf5_install "$work/dnf5-unrelated.out" nvpm-unrelated
+        grep -qx "dnf5 exit 0" "$work/dnf5-unrelated.out" && ! grep -q nv_peer_mem "$work/dnf5-unrelated.out"
+    }
+    check "a transaction without a kernel does not ask the guard: dnf5 exits 0, no nv_peer_mem line" unrelated_passes
+    # A node that wants no peer memory client (-dkms and its registration
+    # gone): a new kernel loses nothing, and dnf5 succeeds.
+    no_client_passes() {
+        in_node rpm -e --nodeps nvidia_peer_memory-dkms >>"$work/log" 2>&1
+        [ ! -e "$node/var/lib/dkms/nv_peer_mem" ] || return 1
+        dnf5_install "$work/dnf5-k2.out" kernel-core-6.99.2
+        grep -qx "dnf5 exit 0" "$work/dnf5-k2.out" && ! grep -q "WARNING" "$work/dnf5-k2.out"
+    }
+    check "without -dkms (no client wanted) a new kernel installs, dnf5 exits 0, no warning" no_client_passes
+    rm -rf "$node"
 fi
 
 echo "== rpmlint"

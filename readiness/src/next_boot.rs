@@ -368,11 +368,26 @@ fn judge(
 /// the prebuilt package for that kernel.
 fn install_fix(root: &Path, release: &str) -> String {
     if root.join("var/lib/dkms").join(MODULE).is_dir() {
-        match next_boot_dkms::missing_prerequisites(root, release) {
-            Some(missing) => format!(
-                "install what {release} lacks ({missing}), then run: dkms autoinstall -k {release}"
-            ),
-            None => format!("dkms autoinstall -k {release} (DKMS needs that kernel's headers)"),
+        let mut lacks = Vec::new();
+        // DKMS builds against /lib/modules/<release>/build: where it is
+        // missing (or, on the RHEL family, a link to the kernel-devel
+        // tree not installed), DKMS had nothing to build with.
+        if !root
+            .join("lib/modules")
+            .join(release)
+            .join("build")
+            .is_dir()
+        {
+            lacks.push(next_boot_dkms::headers_package(root, release));
+        }
+        lacks.extend(next_boot_dkms::missing_prerequisites(root, release));
+        if lacks.is_empty() {
+            format!("dkms autoinstall -k {release}")
+        } else {
+            format!(
+                "install what {release} lacks ({}), then run: dkms autoinstall -k {release}",
+                lacks.join(" and ")
+            )
         }
     } else {
         format!(

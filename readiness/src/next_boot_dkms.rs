@@ -30,6 +30,35 @@ pub fn missing_prerequisites(root: &Path, release: &str) -> Option<String> {
     (!missing.is_empty()).then(|| missing.join(" and "))
 }
 
+/// The package that holds @release's headers, by the package manager
+/// that installed that kernel (docs/next-boot.md, "The checks"): dpkg's
+/// linux-image-<release> gets linux-headers-<release>; a kernel rpm
+/// installed, Fedora's and RHEL's kernel-devel-<release> (its NEVRA:
+/// kernel-core's uname release is <version>-<release>.<arch>) or SUSE's
+/// kernel-<flavor>-devel of that version (its rpm release has one more
+/// field than uname's, so no name to install is given).
+pub fn headers_package(root: &Path, release: &str) -> String {
+    let dpkg_kernel = root
+        .join("var/lib/dpkg/info")
+        .join(format!("linux-image-{release}.list"))
+        .exists();
+    let rpm = ["var/lib/rpm", "usr/lib/sysimage/rpm"]
+        .iter()
+        .any(|d| root.join(d).is_dir());
+    if !dpkg_kernel && rpm {
+        return match release.rsplit_once('-') {
+            Some((_, flavor)) if matches!(flavor, "default" | "64kb" | "rt") => {
+                format!("its headers, kernel-{flavor}-devel of {release}")
+            }
+            _ => format!("its headers, kernel-devel-{release}"),
+        };
+    }
+    if dpkg_kernel || root.join("var/lib/dpkg/status").exists() {
+        return format!("its headers, linux-headers-{release}");
+    }
+    "its headers".into()
+}
+
 /// A DKMS module whose name @wanted accepts is registered: some version of
 /// it has a source (/var/lib/dkms/<name>/<version>/source), as `dkms add`
 /// leaves it (nvpm_dkms_registered in dkms.conf).

@@ -356,6 +356,36 @@ fn no_module_names_the_package_or_dkms_and_an_unlisted_copy_names_depmod() {
         "{}",
         line(&v, "module")
     );
+    // no headers for K2: the fix names them first, by the package manager
+    // that installed the kernel
+    let m = line(&v, "module");
+    assert!(
+        m.contains(&format!(
+            "install what {K2} lacks (its headers), then run: dkms autoinstall -k {K2}"
+        )),
+        "{m}"
+    );
+    r.write("var/lib/rpm/rpmdb.sqlite", "");
+    let m = line(&r.verdict(K2), "module");
+    assert!(
+        m.contains(&format!("(its headers, kernel-devel-{K2})")),
+        "{m}"
+    );
+    r.write(&format!("var/lib/dpkg/info/linux-image-{K2}.list"), "");
+    let m = line(&r.verdict(K2), "module");
+    assert!(
+        m.contains(&format!("(its headers, linux-headers-{K2})")),
+        "{m}"
+    );
+    std::fs::remove_dir_all(r.0.join("var/lib/rpm")).unwrap();
+    std::fs::remove_file(r.0.join(format!("var/lib/dpkg/info/linux-image-{K2}.list"))).unwrap();
+    // headers there: DKMS is asked again, nothing more named
+    std::fs::create_dir_all(r.0.join(format!("lib/modules/{K2}/build"))).unwrap();
+    let m = line(&r.verdict(K2), "module");
+    assert!(
+        m.ends_with(&format!(" dkms autoinstall -k {K2}")) && !m.contains("lacks"),
+        "{m}"
+    );
     assert!(
         line(&v, "dkms").contains(&format!("1.4.0 added, not built for {K2}")),
         "{}",
@@ -926,4 +956,29 @@ fn a_module_file_is_judged_against_the_installed_providers() {
     r.write("unpacked/nv_peer_mem.ko", ours(K2, 0x1111_1111));
     let v = next_boot::verdict_for_module(&r.0, K2, &file, false);
     assert_eq!(v.loads(), Some(true), "{:?}", v.facts);
+}
+
+#[test]
+fn the_headers_package_is_named_by_the_kernels_package_manager() {
+    use crate::next_boot_dkms::headers_package;
+    let r = Root::new("headers");
+    assert_eq!(
+        headers_package(&r.0, "6.17.7-300.fc43.x86_64"),
+        "its headers"
+    );
+    r.write("var/lib/dpkg/status", "");
+    assert_eq!(
+        headers_package(&r.0, "6.12.95+deb12-amd64"),
+        "its headers, linux-headers-6.12.95+deb12-amd64"
+    );
+    // a kernel rpm installed beside dpkg (this project's dnf5 test node)
+    r.write("usr/lib/sysimage/rpm/rpmdb.sqlite", "");
+    assert_eq!(
+        headers_package(&r.0, "6.17.7-300.fc43.x86_64"),
+        "its headers, kernel-devel-6.17.7-300.fc43.x86_64"
+    );
+    assert_eq!(
+        headers_package(&r.0, "6.4.0-150600.23.25-default"),
+        "its headers, kernel-default-devel of 6.4.0-150600.23.25-default"
+    );
 }

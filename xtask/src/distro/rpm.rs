@@ -51,6 +51,8 @@ pub struct RpmPackaging {
     pub prerequisites: Vec<String>,
     #[serde(default)]
     pub python3_sitelib: Option<String>,
+    #[serde(default)]
+    pub dnf5_actions: bool,
 }
 
 /// How a distribution compresses its kernel modules.

@@ -32,8 +32,9 @@ pub const HELPER_NAME: &str = "nv_peer_mem-service";
 /// provider updated alone"); and the -dkms
 /// packages' rebuild after a provider update (docs/next-boot.md,
 /// "Provider updates"); dnf's kernel guard, which only the kmod route's
-/// -common installs (docs/fleet.md, "The dnf guard").
-pub const SHARED_PACKAGING_FILES: [&str; 12] = [
+/// -common installs (docs/fleet.md, "The dnf guard"), and dnf5's, which
+/// only Fedora's -common installs ("The dnf5 guard").
+pub const SHARED_PACKAGING_FILES: [&str; 13] = [
     "nv_peer_mem.conf",
     "nv_peer_mem.service",
     HELPER_NAME,
@@ -46,6 +47,7 @@ pub const SHARED_PACKAGING_FILES: [&str; 12] = [
     "nv_peer_mem-apt-provider-watch",
     "nv_peer_mem-dkms-rebuild",
     "nv_peer_mem-dnf-plugin.py",
+    "nv_peer_mem-dnf5.actions",
 ];
 
 /// gpudirect-rdma-check as the packages build it: the crate's sources
