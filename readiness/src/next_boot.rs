@@ -173,13 +173,26 @@ fn unknown(check: &'static str, message: String) -> Fact {
 /// Where a module file came from, by where packages put it
 /// (docs/next-boot.md, "Where the module came from").
 /// Whether @relative (a module's path under /lib/modules/<release>) is
-/// where DKMS installs its builds.
-fn from_dkms(relative: &str) -> bool {
-    relative.starts_with("updates/dkms/")
+/// DKMS's build: where dkms installs it (dkms 3's
+/// override_dest_module_location: our dkms.conf's /updates/dkms on Debian
+/// and Ubuntu, /extra on Fedora and the RHEL family, /updates on SUSE),
+/// the last two only where DKMS's tree says it installed ours for that
+/// kernel (a kmod's module is in extra/nvidia_peer_memory/, a KMP's in
+/// updates/ too).
+fn from_dkms(root: &Path, release: &str, relative: &str) -> bool {
+    if relative.starts_with("updates/dkms/") {
+        return true;
+    }
+    let flat = |dir: &str| {
+        relative
+            .strip_prefix(dir)
+            .is_some_and(|name| name.starts_with(MODULE) && !name.contains('/'))
+    };
+    (flat("extra/") || flat("updates/")) && next_boot_dkms::installed_for(root, release)
 }
 
 fn origin(root: &Path, release: &str, relative: &str) -> String {
-    if from_dkms(relative) {
+    if from_dkms(root, release, relative) {
         return "DKMS's build".into();
     }
     if relative.starts_with("weak-updates/") {
@@ -287,7 +300,7 @@ fn judge(
     // weak-modules' link: docs/packaging.md), else Debian's per-kernel
     // package.
     let built_by = match (module_file, installed.file_of(MODULE)) {
-        (None, Some(relative)) if from_dkms(relative) => BuiltBy::Dkms,
+        (None, Some(relative)) if from_dkms(root, release, relative) => BuiltBy::Dkms,
         (None, Some(relative))
             if relative.starts_with("extra/nvidia_peer_memory/")
                 || relative.starts_with("weak-updates/nvidia_peer_memory/") =>

@@ -104,6 +104,20 @@ fn exported(root: &Path, release: &str, symbol: &str) -> bool {
     })
 }
 
+/// DKMS installed nv_peer_mem for @release: the kernel-<release>-<arch>
+/// link `dkms install` makes in its tree.
+pub fn installed_for(root: &Path, release: &str) -> bool {
+    std::fs::read_dir(root.join("var/lib/dkms").join(MODULE))
+        .map(|d| {
+            d.flatten().any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(&format!("kernel-{release}-"))
+            })
+        })
+        .unwrap_or(false)
+}
+
 /// DKMS's state for @release: built or installed for it, per DKMS's tree
 /// (/var/lib/dkms/<module>/<version>/<release>/<arch>, and the
 /// kernel-<release>-<arch> link `dkms install` makes).
@@ -118,15 +132,7 @@ pub fn facts(root: &Path, release: &str, facts: &mut Vec<Fact>) {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     versions.sort();
-    let installed = std::fs::read_dir(&tree)
-        .map(|d| {
-            d.flatten().any(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .starts_with(&format!("kernel-{release}-"))
-            })
-        })
-        .unwrap_or(false);
+    let installed = installed_for(root, release);
     let built = versions
         .iter()
         .filter(|v| tree.join(v).join(release).is_dir())

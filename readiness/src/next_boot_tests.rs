@@ -275,6 +275,38 @@ fn a_provider_with_other_crcs_is_named_and_it_will_not_load() {
         s.contains(" rebuild nv_peer_mem against MLNX_OFED's modules installed for 6.12.95+deb12-amd64: dkms remove nv_peer_mem -k 6.12.95+deb12-amd64 && dkms autoinstall -k 6.12.95+deb12-amd64"),
         "{s}"
     );
+    // DKMS's build on Fedora and the RHEL family (extra/) or SUSE
+    // (updates/), where dkms puts it: DKMS's tree says it installed it,
+    // so DKMS rebuilds it; the same file without that is a package's.
+    for (name, path) in [
+        ("crc-dkms-extra", "extra/nv_peer_mem.ko"),
+        ("crc-dkms-suse", "updates/nv_peer_mem.ko"),
+    ] {
+        let r = Root::new(name);
+        r.kernel(K2, 0x0bad_c0de, Some((path, ours(K2, 0x1111_1111))));
+        let s = line(&r.verdict(K2), "symbols");
+        assert!(!s.contains("dkms remove"), "{s}");
+        r.write(
+            &format!("var/lib/dkms/nv_peer_mem/1.4.0/{K2}/x86_64/module/nv_peer_mem.ko.xz"),
+            "",
+        );
+        std::os::unix::fs::symlink(
+            format!("1.4.0/{K2}/x86_64"),
+            r.0.join(format!("var/lib/dkms/nv_peer_mem/kernel-{K2}-x86_64")),
+        )
+        .unwrap();
+        let v = r.verdict(K2);
+        let s = line(&v, "symbols");
+        assert!(
+            s.contains(&format!(" rebuild nv_peer_mem against MLNX_OFED's modules installed for {K2}: dkms remove nv_peer_mem -k {K2} && dkms autoinstall -k {K2}")),
+            "{s}"
+        );
+        assert!(
+            line(&v, "module").contains(&format!("/lib/modules/{K2}/{path}, from DKMS's build")),
+            "{}",
+            line(&v, "module")
+        );
+    }
     // RHEL's kmod, its own file or weak-modules' link: the kmod is built
     // again and dnf upgrades it (the dnf plugin prints this line).
     for (name, path) in [
