@@ -156,12 +156,15 @@ pub struct Settings {
 }
 
 impl Settings {
-    pub fn read(host: &Host) -> Self {
+    /// @installed: the installed libnccl's version, and @level_from where
+    /// NCCL's level comes from, as the check read them once
+    /// (nccl_version::installed, consumers::nccl_level).
+    pub fn read(host: &Host, installed: Option<(u32, u32, u32)>, level_from: &str) -> Self {
         Settings {
-            rule: release(crate::nccl_version::installed(host).map(|(_, v)| v)),
+            rule: release(installed),
             given: consumers::nccl_level_given(host),
             c2c: consumers::nccl_gdr_c2c(host),
-            level_from: consumers::nccl_level(host).1,
+            level_from: level_from.to_owned(),
         }
     }
 

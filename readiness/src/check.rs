@@ -164,8 +164,9 @@ pub fn check(host: &Host, programs: bool) -> Report {
             None
         }
     };
-    if let Some(found) = nccl_version::installed(host) {
-        facts.push(Fact::info("nccl", "node", nccl_version::said(&found)));
+    let nccl_installed = nccl_version::installed(host);
+    if let Some(found) = &nccl_installed {
+        facts.push(Fact::info("nccl", "node", nccl_version::said(found)));
     }
     if let Some(f) = &topo_file {
         facts.push(Fact::info("nccl", "node", format!("NCCL takes its topology from {}: a GPU's distance to a NIC is the file's where it places both, sysfs's otherwise", f.shown)));
@@ -227,8 +228,9 @@ pub fn check(host: &Host, programs: bool) -> Report {
     let c2c_settings = std::cell::OnceCell::new();
     // NCCL's sends (gdr_reads.rs): off everywhere by its setting, or for
     // a GPU older than Ampere without an NVLink peer.
-    let reads_off = gdr_reads::off_everywhere(host);
-    let old_gpu_rule = gpus.len() > 1 && gdr_reads::old_gpu_rule(host);
+    let reads = gdr_reads::Setting::read(host);
+    let reads_off = reads.off_everywhere;
+    let old_gpu_rule = gpus.len() > 1 && reads.old_gpu_rule;
     let compute_caps = std::cell::OnceCell::new();
     let mut summaries = Vec::new();
     for (gpu, (all, viewed)) in gpus.iter().zip(&seen) {
@@ -275,7 +277,9 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 })
             };
             if let Some(link) = link {
-                let settings = c2c_settings.get_or_init(|| c2c::Settings::read(host));
+                let settings = c2c_settings.get_or_init(|| {
+                    c2c::Settings::read(host, nccl_installed.as_ref().map(|(_, v)| *v), &level.1)
+                });
                 facts.extend(c2c::facts(
                     &gpu.address,
                     nic,

@@ -21,20 +21,29 @@ use crate::memory::{nvidia_smi, sysfs_bus_id};
 use crate::report::Fact;
 use std::collections::BTreeMap;
 
-/// Why NCCL's sends do without GPUDirect RDMA on every GPU: where
-/// `NCCL_NET_GDR_READ` reads as 0.
-pub fn off_everywhere(host: &Host) -> Option<String> {
-    let (value, from) = consumers::nccl_setting(host, "NCCL_NET_GDR_READ")?;
-    consumers::param_zero(&value).then(|| format!("NCCL_NET_GDR_READ={value} in {from}"))
+/// What `NCCL_NET_GDR_READ` says, read once.
+pub struct Setting {
+    /// Why NCCL's sends do without GPUDirect RDMA on every GPU: where it
+    /// reads as 0.
+    pub off_everywhere: Option<String>,
+    /// Whether NCCL's rule for GPUs older than Ampere is on: unset or
+    /// negative (ncclLoadParam's strtoll of its value).
+    pub old_gpu_rule: bool,
 }
 
-/// Whether NCCL's rule for GPUs older than Ampere is on: `NCCL_NET_GDR_READ`
-/// unset or negative (ncclLoadParam's strtoll of its value).
-pub fn old_gpu_rule(host: &Host) -> bool {
-    match consumers::nccl_setting(host, "NCCL_NET_GDR_READ") {
-        None => true,
-        Some((value, _)) if value.is_empty() => true,
-        Some((value, _)) => value.trim_start().starts_with('-'),
+impl Setting {
+    pub fn read(host: &Host) -> Self {
+        match consumers::nccl_setting(host, "NCCL_NET_GDR_READ") {
+            None => Setting {
+                off_everywhere: None,
+                old_gpu_rule: true,
+            },
+            Some((value, from)) => Setting {
+                off_everywhere: consumers::param_zero(&value)
+                    .then(|| format!("NCCL_NET_GDR_READ={value} in {from}")),
+                old_gpu_rule: value.is_empty() || value.trim_start().starts_with('-'),
+            },
+        }
     }
 }
 
