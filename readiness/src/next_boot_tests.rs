@@ -23,6 +23,20 @@ impl Root {
         std::fs::create_dir_all(&p).unwrap();
         Root(p)
     }
+    /// DKMS's tree after `dkms install` of nv_peer_mem 1.4.0 for @k: its
+    /// build and the kernel-<k>-<arch> link.
+    fn dkms_installed(&self, k: &str) {
+        self.write(
+            &format!("var/lib/dkms/nv_peer_mem/1.4.0/{k}/x86_64/module/nv_peer_mem.ko"),
+            "",
+        );
+        std::os::unix::fs::symlink(
+            format!("1.4.0/{k}/x86_64"),
+            self.0
+                .join(format!("var/lib/dkms/nv_peer_mem/kernel-{k}-x86_64")),
+        )
+        .unwrap();
+    }
     fn write(&self, rel: &str, bytes: impl AsRef<[u8]>) {
         let p = self.0.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -129,15 +143,7 @@ fn a_dkms_build_that_fits_will_load() {
         0x1111_1111,
         Some(("updates/dkms/nv_peer_mem.ko", ours(K2, 0x1111_1111))),
     );
-    r.write(
-        &format!("var/lib/dkms/nv_peer_mem/1.4.0/{K2}/x86_64/module/nv_peer_mem.ko"),
-        "",
-    );
-    std::os::unix::fs::symlink(
-        format!("1.4.0/{K2}/x86_64"),
-        r.0.join(format!("var/lib/dkms/nv_peer_mem/kernel-{K2}-x86_64")),
-    )
-    .unwrap();
+    r.dkms_installed(K2);
     let v = r.verdict(K2);
     assert_eq!(v.loads(), Some(true), "{v:#?}");
     assert_eq!(v.exit_status(), 0);
@@ -286,15 +292,7 @@ fn a_provider_with_other_crcs_is_named_and_it_will_not_load() {
         r.kernel(K2, 0x0bad_c0de, Some((path, ours(K2, 0x1111_1111))));
         let s = line(&r.verdict(K2), "symbols");
         assert!(!s.contains("dkms remove"), "{s}");
-        r.write(
-            &format!("var/lib/dkms/nv_peer_mem/1.4.0/{K2}/x86_64/module/nv_peer_mem.ko.xz"),
-            "",
-        );
-        std::os::unix::fs::symlink(
-            format!("1.4.0/{K2}/x86_64"),
-            r.0.join(format!("var/lib/dkms/nv_peer_mem/kernel-{K2}-x86_64")),
-        )
-        .unwrap();
+        r.dkms_installed(K2);
         let v = r.verdict(K2);
         let s = line(&v, "symbols");
         assert!(
