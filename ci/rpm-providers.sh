@@ -37,7 +37,8 @@
 #     2.34's versions (RHEL 9); the binary here is built on Debian 12
 #     (glibc 2.36), whose newest required version is 2.34.
 #   The python interpreters RHEL 8, 9 and 10 run dnf on (python(abi)), for
-#     -common's dnf plugin.
+#     -common's dnf plugin; Fedora's libdnf5-plugin-actions, for its dnf5
+#     guard.
 #   Everything else a module package names (kmod's /usr/sbin/depmod and
 #   weak-modules, bash's /bin/sh and /bin/bash, dkms, kernel-devel, the compiler, rust):
 #   empty packages of those names and files.
@@ -139,6 +140,10 @@ package rust - 1.85.0 1 "" ""
 package platform-python - 3.6.8 1 "Provides: python(abi) = 3.6" ""
 package python3 - 3.9.21 1 "Provides: python(abi) = 3.9" ""
 package python3.12 - 3.12.9 1 "Provides: python(abi) = 3.12" ""
+# Fedora's package of libdnf5's actions plugin (dnf5.spec's
+# libdnf5-plugin-actions), which Fedora's -common requires for its dnf5
+# guard (docs/fleet.md, "The dnf5 guard").
+package libdnf5-plugin-actions - 5.4.6.0 1 "" ""
 glibc_provides="Provides: rtld(GNU_HASH)
 Provides: ld-linux-x86-64.so.2()(64bit), ld-linux-x86-64.so.2(GLIBC_2.2.5)(64bit), ld-linux-x86-64.so.2(GLIBC_2.3)(64bit)
 Provides: libc.so.6()(64bit)"
