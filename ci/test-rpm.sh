@@ -15,8 +15,9 @@
 #   Mellanox's 1.3 rpm (ci/mellanox13-rpm.sh) installed into a scratch root
 #   is replaced by rhel9's -common and kmod through Obsoletes, keeping its
 #   conf; the kmod's kABI tracking through its own scriptlets; the dnf
-#   plugin's kernel guard and provider watch, run by real dnf; Fedora's
-#   dnf5 guard, run by real dnf5 in a sid chroot (ci/chroot.sh).
+#   plugin's kernel guard, provider watch and -dkms route's kernel check,
+#   run by real dnf; Fedora's dnf5 guard, run by real dnf5 in a sid chroot
+#   (ci/chroot.sh).
 # Everything is built under $NVPM_TEST_DIR (default /var/tmp/nv-peer-mem-
 # test-rpm); nothing is installed. Last line: "N passed, M failed"; exit
 # status 1 when anything failed, 2 when the machine is not set up.
@@ -1171,6 +1172,49 @@ SPEC
     }
     check "without -dkms (no client wanted) a new kernel installs, dnf5 exits 0, no warning" no_client_passes
     rm -rf "$node"
+fi
+
+echo "== dnf 4 on the -dkms route: a kernel DKMS built nothing for fails dnf (rhel9's packages)"
+# docs/fleet.md, "The dnf guard": the kernel guard is the kmod's; on a
+# node where DKMS builds nv_peer_mem, the plugin asks the check after the
+# transaction about each kernel it installed. rhel9's -common and -dkms
+# installed by rpm into a scratch root (--nodeps --noscripts; DKMS's tree
+# made as `dkms add` in -dkms's %post leaves it), the kernel-core
+# stand-ins of the dnf5 test above (a kernel without headers or a build
+# link, so DKMS could build nothing), real dnf 4 with the plugin -common
+# installed.
+rhel9_dkms=$work/rpmbuild-rhel9/RPMS/noarch/nvidia_peer_memory-dkms-$version-$release.el9.noarch.rpm
+droot=$work/root-dkms-kernels
+if [ -f "${rhel9_common:-/nonexistent}" ] && [ -f "$rhel9_dkms" ] && [ -d "$work/dnf5-standins/top/RPMS/x86_64" ]; then
+    rm -rf "$droot" "$work/repo-dkms-kernels"
+    mkdir -p "$droot" "$work/repo-dkms-kernels"
+    cp "$work"/dnf5-standins/top/RPMS/x86_64/kernel-core-*.rpm "$work/repo-dkms-kernels/"
+    createrepo_c -q "$work/repo-dkms-kernels"
+    check "rhel9's -common and -dkms in a scratch root, DKMS's tree as dkms add leaves it" sh -c \
+        "rpm -i --root '$droot' --nodeps --noscripts '$rhel9_common' '$rhel9_dkms' && mkdir -p '$droot/var/lib/dkms/nv_peer_mem/$version/source'"
+    dplugin=$(rpm -ql --root "$droot" nvidia_peer_memory-common 2>/dev/null | grep '/dnf-plugins/nv_peer_mem\.py$')
+    dkms_kernel_dnf() {  # dkms_kernel_dnf <dnf args>...: the plugin on, the root's check
+        NV_PEER_MEM_CHECK=$droot/usr/sbin/gpudirect-rdma-check resolver_dnf "$droot" "$work/repo-dkms-kernels" \
+            --setopt=pluginpath="$droot${dplugin%/*}" "$@"
+    }
+    dkms_kernel_lost() {
+        local status=0 k=6.99.1-100.fc99.x86_64
+        dkms_kernel_dnf install kernel-core-6.99.1 || status=$?
+        [ "$status" = 1 ] &&
+            grep -qF "nv_peer_mem: this transaction installed kernel $k, and nv_peer_mem" "$droot.log" &&
+            grep -qF "FAIL module no nv_peer_mem for $k: modprobe finds none" "$droot.log" &&
+            grep -qF "fix: install what $k lacks (its headers" "$droot.log" &&
+            grep -qF "then run: dkms autoinstall -k $k" "$droot.log" &&
+            rpm -q --root "$droot" kernel-core-6.99.1 >/dev/null
+    }
+    check "dnf install of a kernel DKMS built nothing for: installed, dnf exits 1 naming the kernel, what it lacks and dkms autoinstall" dkms_kernel_lost
+    dkms_kernel_no_client() {
+        rm -rf "$droot/var/lib/dkms/nv_peer_mem"
+        dkms_kernel_dnf install kernel-core-6.99.2 && ! grep -q 'nv_peer_mem:' "$droot.log"
+    }
+    check "the same with no DKMS registration (no client wanted): dnf exits 0, nothing said" dkms_kernel_no_client
+else
+    echo "SKIP: dnf 4 on the -dkms route: rhel9's packages or the kernel-core stand-ins were not built"
 fi
 
 echo "== rpmlint"

@@ -29,6 +29,15 @@
 # included) and asks gpudirect-rdma-check --kernel about each kernel whose
 # notes changed: where the verdict is a stale symbol, it prints the
 # check's failing line and fix and dnf exits 1; what rpm did stays done.
+#
+# On a node where DKMS builds nv_peer_mem instead (the -dkms route, its
+# tree under /var/lib/dkms/nv_peer_mem; the kernel guard above is the
+# kmod's), transaction() also asks the check about each kernel the
+# transaction installed, after kernel-install's 40-dkms.install ran in the
+# kernel's %posttrans: where nv_peer_mem will not load there (DKMS built
+# nothing: no kernel-devel for it, a prerequisite missing, a failed
+# build), it prints why and the fix and dnf exits 1, as dnf5's guard does
+# on Fedora (docs/fleet.md, "The dnf guard", "The dnf5 guard").
 import json
 import os
 import subprocess
@@ -165,7 +174,8 @@ def verdict(check, root, kernel):
 
 
 class NvPeerMemProviderWatch(dnf.Plugin):
-    """The provider watch (docs/fleet.md, "A provider updated alone")."""
+    """The provider watch (docs/fleet.md, "A provider updated alone"), and
+    the -dkms route's kernel check ("The dnf guard")."""
 
     name = "nv_peer_mem"
 
@@ -177,6 +187,27 @@ class NvPeerMemProviderWatch(dnf.Plugin):
         # dnf's --installroot (/ on a node) holds the kernels and the
         # check reads it through NV_PEER_MEM_ROOT.
         return self.base.conf.installroot or "/"
+
+    def _new_kernels_lost(self, check, root):
+        """On a node where DKMS builds nv_peer_mem (its tree has it: the
+        -dkms route, which the kernel guard leaves alone), each kernel this
+        transaction installed where the check says nv_peer_mem will not
+        load, after rpm and the kernel's %posttrans (kernel-install, where
+        DKMS's 40-dkms.install builds): [(release, lines)]."""
+        if not os.path.isdir(os.path.join(root, "var/lib/dkms/nv_peer_mem")):
+            return []
+        transaction = self.base.transaction
+        if transaction is None:
+            return []
+        lost = []
+        for p in transaction.install_set:
+            if p.name not in KERNELS:
+                continue
+            release = "%s-%s.%s" % (p.version, p.release, p.arch)
+            judged = verdict(check, root, release)
+            if judged is not None:
+                lost.append((release, judged[1]))
+        return sorted(lost)
 
     def pre_transaction(self):
         self.before = provider_notes(self._root())
@@ -191,7 +222,10 @@ class NvPeerMemProviderWatch(dnf.Plugin):
         changed = sorted(k for k in after if self.before.get(k) != after[k])
         self.before = None
         check = os.environ.get("NV_PEER_MEM_CHECK", CHECK)
-        if not changed or not os.access(check, os.X_OK):
+        if not os.access(check, os.X_OK):
+            return
+        lost = self._new_kernels_lost(check, root)
+        if not changed and not lost:
             return
         stale = []
         for kernel in changed:
@@ -206,9 +240,20 @@ class NvPeerMemProviderWatch(dnf.Plugin):
                 # failed; removing a driver is a choice a rebuild does not undo.
                 print("nv_peer_mem: after this transaction nv_peer_mem will not load on kernel %s:\n%s"
                       % (kernel, "\n".join(lines)))
-        if not stale:
+        if not stale and not lost:
             return
         text = []
+        for kernel, lines in lost:
+            text += [
+                "*" * 70,
+                "nv_peer_mem: this transaction installed kernel %s, and nv_peer_mem" % kernel,
+                "  will not load on it: DKMS built no loadable module for it. Booted",
+                "  into %s, the node has no GPUDirect RDMA." % kernel,
+            ] + lines + [
+                "  rpm's changes are kept. Once the fix is in, gpudirect-rdma-check",
+                "  --kernel %s says OK." % kernel,
+                "*" * 70,
+            ]
         for kernel, lines in stale:
             text += [
                 "*" * 70,
