@@ -383,8 +383,8 @@ fn install_fix(root: &Path, release: &str) -> String {
     if root.join("var/lib/dkms").join(MODULE).is_dir() {
         let mut lacks = Vec::new();
         // DKMS builds against /lib/modules/<release>/build: where it is
-        // missing (or, on the RHEL family, a link to the kernel-devel
-        // tree not installed), DKMS had nothing to build with.
+        // missing, or a link to headers that are not installed, DKMS had
+        // nothing to build with.
         if !root
             .join("lib/modules")
             .join(release)

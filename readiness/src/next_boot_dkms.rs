@@ -31,12 +31,12 @@ pub fn missing_prerequisites(root: &Path, release: &str) -> Option<String> {
 }
 
 /// The package that holds @release's headers, by the package manager
-/// that installed that kernel (docs/next-boot.md, "The checks"): dpkg's
-/// linux-image-<release> gets linux-headers-<release>; a kernel rpm
-/// installed, Fedora's and RHEL's kernel-devel-<release> (its NEVRA:
-/// kernel-core's uname release is <version>-<release>.<arch>) or SUSE's
-/// kernel-<flavor>-devel of that version (its rpm release has one more
-/// field than uname's, so no name to install is given).
+/// that installed that kernel (docs/diagnostics.md, the `module` row):
+/// dpkg's linux-image-<release> gets linux-headers-<release>; where rpm
+/// installed it, Fedora's and RHEL's kernel-devel-<release> (a NEVRA:
+/// kernel-core's uname release is its <version>-<release>.<arch>), or for
+/// a SUSE flavor's release (-default, -64kb, -rt) that flavor's
+/// kernel-<flavor>-devel, named without a version.
 pub fn headers_package(root: &Path, release: &str) -> String {
     let dpkg_kernel = root
         .join("var/lib/dpkg/info")
