@@ -173,6 +173,16 @@ def verdict(check, root, kernel):
     return judged, lines
 
 
+def banner(kernel, head, lines):
+    """The failure text for @kernel: @head, the check's failing @lines, and
+    what stays done and how to see it mended."""
+    return ["*" * 70] + head + lines + [
+        "  rpm's changes are kept. Once the fix is in, gpudirect-rdma-check",
+        "  --kernel %s says OK." % kernel,
+        "*" * 70,
+    ]
+
+
 class NvPeerMemProviderWatch(dnf.Plugin):
     """The provider watch (docs/fleet.md, "A provider updated alone"), and
     the -dkms route's kernel check ("The dnf guard")."""
@@ -199,15 +209,16 @@ class NvPeerMemProviderWatch(dnf.Plugin):
         transaction = self.base.transaction
         if transaction is None:
             return []
+        # One release per kernel: RHEL's kernel metapackage comes with its
+        # kernel-core, both of the same version-release.arch.
+        releases = sorted({"%s-%s.%s" % (p.version, p.release, p.arch)
+                           for p in transaction.install_set if p.name in KERNELS})
         lost = []
-        for p in transaction.install_set:
-            if p.name not in KERNELS:
-                continue
-            release = "%s-%s.%s" % (p.version, p.release, p.arch)
+        for release in releases:
             judged = verdict(check, root, release)
             if judged is not None:
                 lost.append((release, judged[1]))
-        return sorted(lost)
+        return lost
 
     def pre_transaction(self):
         self.before = provider_notes(self._root())
@@ -228,7 +239,10 @@ class NvPeerMemProviderWatch(dnf.Plugin):
         if not changed and not lost:
             return
         stale = []
+        judged_already = {kernel for kernel, _ in lost}
         for kernel in changed:
+            if kernel in judged_already:
+                continue
             judged = verdict(check, root, kernel)
             if judged is None:
                 continue
@@ -244,26 +258,16 @@ class NvPeerMemProviderWatch(dnf.Plugin):
             return
         text = []
         for kernel, lines in lost:
-            text += [
-                "*" * 70,
+            text += banner(kernel, [
                 "nv_peer_mem: this transaction installed kernel %s, and nv_peer_mem" % kernel,
                 "  will not load on it: DKMS built no loadable module for it. Booted",
                 "  into %s, the node has no GPUDirect RDMA." % kernel,
-            ] + lines + [
-                "  rpm's changes are kept. Once the fix is in, gpudirect-rdma-check",
-                "  --kernel %s says OK." % kernel,
-                "*" * 70,
-            ]
+            ], lines)
         for kernel, lines in stale:
-            text += [
-                "*" * 70,
+            text += banner(kernel, [
                 "nv_peer_mem: after this transaction nv_peer_mem will not load on kernel %s:" % kernel,
                 "  a module it is built against (the NVIDIA driver's or MLNX_OFED's)",
                 "  changed under it. The node keeps working until it reboots; booted",
                 "  into %s, it has no GPUDirect RDMA." % kernel,
-            ] + lines + [
-                "  rpm's changes are kept. Once the fix is in, gpudirect-rdma-check",
-                "  --kernel %s says OK." % kernel,
-                "*" * 70,
-            ]
+            ], lines)
         raise dnf.exceptions.Error("\n".join(text))

@@ -191,8 +191,9 @@ fn from_dkms(root: &Path, release: &str, relative: &str) -> bool {
     (flat("extra/") || flat("updates/")) && next_boot_dkms::installed_for(root, release)
 }
 
-fn origin(root: &Path, release: &str, relative: &str) -> String {
-    if from_dkms(root, release, relative) {
+/// @built_by: what `judge` found built it (DKMS's build by `from_dkms`).
+fn origin(root: &Path, release: &str, relative: &str, built_by: BuiltBy) -> String {
+    if built_by == BuiltBy::Dkms {
         return "DKMS's build".into();
     }
     if relative.starts_with("weak-updates/") {
@@ -327,7 +328,7 @@ fn judge(
                 "node",
                 format!(
                     "modprobe loads /lib/modules/{release}/{relative}, from {}",
-                    origin(root, release, relative)
+                    origin(root, release, relative, built_by)
                 ),
             ));
             installed.dir.join(relative)
@@ -744,7 +745,7 @@ fn provider_hint(symbol: &str) -> &'static str {
 }
 
 /// What installed the module, for the fix that builds it again.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq)]
 enum BuiltBy {
     Dkms,
     /// kmod-nvidia_peer_memory (RHEL), its file or weak-modules' link
