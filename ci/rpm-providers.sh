@@ -122,8 +122,10 @@ package nvidia-open-driver-G06-signed-kmp-default - "580.142_k$(echo "${suse_kre
 
 # installonlypkg(kernel): as RHEL's kernel-core provides it, so that dnf
 # installs a second kernel beside the first (installonlypkgs) instead of
-# replacing it.
-package kernel-core - "${rhel_krel%%-*}" "$(r=${rhel_krel#*-}; echo "${r%.*}")" "Provides: installonlypkg(kernel)" \
+# replacing it; kernel-uname-r, as kernel.spec's kernel_reqprovconf gives
+# it (the dnf guard knows a kernel and its release by it).
+package kernel-core - "${rhel_krel%%-*}" "$(r=${rhel_krel#*-}; echo "${r%.*}")" "Provides: installonlypkg(kernel)
+Provides: kernel-uname-r = $rhel_krel" \
     "/lib/modules/$rhel_krel/symvers.gz"
 package kmod - 28 1 "" "$(files /usr/sbin/depmod /usr/sbin/weak-modules)"
 package bash - 5.1.8 1 "" "$(files /bin/sh /bin/bash)"

@@ -1071,20 +1071,31 @@ else
     check "rhel9's -common (dnf 4) has no dnf5 guard" sh -c \
         "rpm -qpl '$rhel9_common' >'$work/rhel9-common-files.txt' && grep -q gpudirect-rdma-check '$work/rhel9-common-files.txt' && ! grep -q libdnf5 '$work/rhel9-common-files.txt'"
     check "a sid chroot with dnf5 (ci/chroot.sh)" bash "$here/chroot.sh" new sid "$node"
-    # Stand-ins: kernel-core of three releases and a package that is no kernel.
+    # Stand-ins: kernel-core of three releases, a kernel-debug-core (a
+    # flavour: its uname release ends in +debug), a kernel-modules-core
+    # (matched by the guard's kernel*-core, but no kernel) and a package
+    # that is no kernel.
     standin_spec() {  # NAME VERSION: a spec of an x86_64 stand-in
-        local files="" install=""
-        if [ "$1" = kernel-core ]; then
-            files=/lib/modules/%{version}-%{release}.%{_arch}
+        local files="" install="" tags="" uname=%{version}-%{release}.%{_arch}
+        case $1 in
+        kernel-core | kernel-debug-core)
+            [ "$1" = kernel-core ] || uname=$uname+debug
+            files=/lib/modules/$uname
             install="mkdir -p %{buildroot}$files && touch %{buildroot}$files/modules.dep %{buildroot}$files/modules.symbols %{buildroot}$files/vmlinuz"
-        fi
-        # installonlypkg(kernel), one of libdnf5's default installonlypkgs
-        # (include/libdnf5/conf/const.hpp): kernels install side by side.
-        [ "$1" != kernel-core ] || echo "Provides: installonlypkg(kernel)"
+            # installonlypkg(kernel), one of libdnf5's default
+            # installonlypkgs (include/libdnf5/conf/const.hpp): kernels
+            # install side by side; kernel-uname-r, as kernel.spec's
+            # kernel_reqprovconf gives every flavour's -core.
+            tags="Provides: installonlypkg(kernel)
+Provides: kernel-uname-r = $uname"
+            ;;
+        kernel-modules-core) tags="Provides: kernel-modules-core-uname-r = $uname" ;;
+        esac
         cat <<SPEC
 Name: $1
 Version: $2
 Release: 100.fc99
+$tags
 Summary: stand-in of ci/test-rpm.sh
 License: MIT
 %description
@@ -1099,6 +1110,8 @@ SPEC
     }
     mkdir -p "$work/dnf5-standins" "$node/srv/repo"
     for v in 6.99.1 6.99.2 6.99.3; do standin_spec kernel-core "$v" >"$work/dnf5-standins/kernel-core-$v.spec"; done
+    standin_spec kernel-debug-core 6.99.4 >"$work/dnf5-standins/kernel-debug-core.spec"
+    standin_spec kernel-modules-core 6.99.4 >"$work/dnf5-standins/kernel-modules-core.spec"
     standin_spec nvpm-unrelated 1 >"$work/dnf5-standins/nvpm-unrelated.spec"
     standins_build() {
         local spec
@@ -1107,7 +1120,7 @@ SPEC
         done
         cp "$work"/dnf5-standins/top/RPMS/x86_64/*.rpm "$node/srv/repo/" && createrepo_c -q "$node/srv/repo"
     }
-    check "stand-in kernel-core rpms (three releases) and one unrelated, in a repository" standins_build
+    check "stand-in kernel rpms (kernel-core of three releases, kernel-debug-core, kernel-modules-core) and one unrelated, in a repository" standins_build
     # The chroot's Debian kernel headers (for ci/test-suites.sh's builds)
     # leave /lib/modules/<sid kernel>/build, a kernel with no modules.dep
     # that the check cannot judge; this node's kernels are the rpm ones.
@@ -1157,20 +1170,108 @@ SPEC
         grep -qx "dnf5 exit 0" "$work/dnf5-k3.out" && grep -qF "WARNING: nv_peer_mem will NOT load on kernel 6.99.3-100.fc99.x86_64:" "$work/dnf5-k3.out"
     }
     check "mutation: with raise_error=0 the same install exits 0 (the warning alone): the failure above is the guard's" guard_mutated
-    unrelated_passes() {
-        dnf5_install "$work/dnf5-unrelated.out" nvpm-unrelated
-        grep -qx "dnf5 exit 0" "$work/dnf5-unrelated.out" && ! grep -q nv_peer_mem "$work/dnf5-unrelated.out"
+    # A flavour: kernel-debug-core's kernel is 6.99.4-100.fc99.x86_64+debug
+    # (its kernel-uname-r), not its package's version-release.arch.
+    k4=6.99.4-100.fc99.x86_64+debug
+    flavour_fails() {
+        dnf5_install "$work/dnf5-k4.out" kernel-debug-core-6.99.4
+        grep -qx "dnf5 exit 1" "$work/dnf5-k4.out" &&
+            grep -qF "WARNING: nv_peer_mem will NOT load on kernel $k4:" "$work/dnf5-k4.out" &&
+            grep -qF "fix: install what $k4 lacks (its headers, kernel-debug-devel-6.99.4-100.fc99.x86_64 and" "$work/dnf5-k4.out" &&
+            in_node rpm -q kernel-debug-core-6.99.4 >/dev/null
     }
-    check "a transaction without a kernel does not ask the guard: dnf5 exits 0, no nv_peer_mem line" unrelated_passes
+    check "dnf5 install of kernel-debug-core: the guard judges its kernel ($k4), dnf5 exits 1" flavour_fails
+    unrelated_passes() {
+        in_node dnf5 -y --releasever=99 --repo=nvpm-test install nvpm-unrelated kernel-modules-core-6.99.4 >"$work/dnf5-unrelated.out" 2>&1 &&
+            in_node rpm -q nvpm-unrelated kernel-modules-core-6.99.4 >/dev/null && ! grep -q nv_peer_mem "$work/dnf5-unrelated.out"
+    }
+    check "a transaction without a kernel (kernel-modules-core matches the filter, provides no kernel-uname-r) does not fail: dnf5 exits 0, no nv_peer_mem line" unrelated_passes
     # A node that wants no peer memory client (-dkms and its registration
     # gone): a new kernel loses nothing, and dnf5 succeeds.
     no_client_passes() {
         in_node rpm -e --nodeps nvidia_peer_memory-dkms >>"$work/log" 2>&1
         [ ! -e "$node/var/lib/dkms/nv_peer_mem" ] || return 1
         dnf5_install "$work/dnf5-k2.out" kernel-core-6.99.2
-        grep -qx "dnf5 exit 0" "$work/dnf5-k2.out" && ! grep -q "WARNING" "$work/dnf5-k2.out"
+        grep -qx "dnf5 exit 0" "$work/dnf5-k2.out" && ! grep -q "WARNING" "$work/dnf5-k2.out" &&
+            grep -qF "nv_peer_mem: GPUDirect RDMA: this node needs no peer memory client on 6.99.2-100.fc99.x86_64" "$work/dnf5-k2.out"
     }
-    check "without -dkms (no client wanted) a new kernel installs, dnf5 exits 0, no warning" no_client_passes
+    check "without -dkms (no client wanted) a new kernel installs, dnf5 exits 0, no warning: the node needs no peer memory client there" no_client_passes
+    # dnf5's provider watch (docs/fleet.md, "A provider updated alone"):
+    # the same actions file's pre_transaction and post_transaction lines
+    # run the provider watch apt runs on Debian. On this node, the kernel
+    # and modules of the dnf 4 watch above: rhel9's kmod built with the
+    # providers' CRCs, the kernel-core stand-in it was built for, and the
+    # NVIDIA driver and MLNX_OFED stand-ins it was built against (installed
+    # by rpm, --noscripts: depmod then runs as their %post would); the
+    # newer drivers in the node's repository.
+    if [ -n "${symvers_module:-}" ] && [ -d "$watch/top/RPMS" ]; then
+        watch_node_ready() {
+            # The guard tests' kernels go first: dnf5 keeps installonly_limit
+            # (3) kernels and would remove the oldest, this one, with what
+            # requires it, in the next transaction.
+            in_node rpm -e --nodeps kernel-core-6.99.1 kernel-core-6.99.2 kernel-core-6.99.3 kernel-debug-core kernel-modules-core >>"$work/log" 2>&1 &&
+                cp "$symvers_module" "$providers"/rpms/kernel-core-*.rpm "$watch"/top/RPMS/*/kmod-nvidia-latest-dkms-580.142-*.rpm \
+                "$watch"/top/RPMS/*/kmod-mlnx-ofa_kernel-25.10-*.rpm "$node/tmp/" &&
+                in_node sh -c 'rpm -i --oldpackage --nodeps --noscripts /tmp/kmod-nvidia_peer_memory-*.rpm /tmp/kernel-core-*.rpm /tmp/kmod-nvidia-latest-dkms-*.rpm /tmp/kmod-mlnx-ofa_kernel-*.rpm' >>"$work/log" 2>&1 &&
+                depmod -b "$node" "$rhel_krel" &&
+                cp "$watch"/top/RPMS/*/kmod-nvidia-latest-dkms-580.1[56]*.rpm "$node/srv/repo/" && createrepo_c -q --update "$node/srv/repo" &&
+                NV_PEER_MEM_ROOT=$node "$node/usr/sbin/gpudirect-rdma-check" --kernel "$rhel_krel" >"$work/dnf5-watch-ready.out" 2>&1 &&
+                grep -qx "NEXT BOOT OK: nv_peer_mem will load on $rhel_krel" "$work/dnf5-watch-ready.out"
+        }
+        check "the node gets rhel9's kmod, its kernel and the providers it was built against: the check says nv_peer_mem will load on $rhel_krel" watch_node_ready
+        # dnf5_upgrade OUT PACKAGE: as dnf5_install, for an upgrade; the
+        # repository changed since dnf5 cached its metadata (--refresh)
+        dnf5_upgrade() {
+            local rc=0
+            in_node dnf5 -y --refresh --releasever=99 --repo=nvpm-test upgrade "$2" >"$1" 2>&1 || rc=$?
+            echo "dnf5 exit $rc" >>"$1"
+            cat "$1"
+        }
+        dnf5_stale_update() {
+            dnf5_upgrade "$work/dnf5-watch-159.out" kmod-nvidia-latest-dkms-580.159
+            grep -qx "dnf5 exit 1" "$work/dnf5-watch-159.out" &&
+                grep -qF "nv_peer_mem: after this run nv_peer_mem will not load on kernel $rhel_krel:" "$work/dnf5-watch-159.out" &&
+                grep -qE "FAIL symbols +nvidia \($nvidia_ko\) exports another version of nvidia_p2p_" "$work/dnf5-watch-159.out" &&
+                grep -qF "fix: build kmod-nvidia_peer_memory again against the NVIDIA driver installed for $rhel_krel" "$work/dnf5-watch-159.out" &&
+                grep -qF "nv_peer_mem will not load on a kernel after this transaction changed a module it is built against" "$work/dnf5-watch-159.out" &&
+                in_node rpm -q kmod-nvidia-latest-dkms-580.159 >/dev/null
+        }
+        check "dnf5 upgrade of the NVIDIA driver alone to other nvidia_p2p_* CRCs: the upgrade is done and dnf5 exits 1, naming $rhel_krel, the symbol and the kmod to build again" dnf5_stale_update
+        dnf5_same_crcs() {
+            dnf5_upgrade "$work/dnf5-watch-160.out" kmod-nvidia-latest-dkms-580.160
+            grep -qx "dnf5 exit 0" "$work/dnf5-watch-160.out" && ! grep -q "nv_peer_mem" "$work/dnf5-watch-160.out" &&
+                in_node rpm -q kmod-nvidia-latest-dkms-580.160 >/dev/null &&
+                NV_PEER_MEM_ROOT=$node "$node/usr/sbin/gpudirect-rdma-check" --kernel "$rhel_krel" >>"$work/log" 2>&1
+        }
+        check "then to a driver with the same CRCs as the kmod's: dnf5 exits 0, nothing said, the check OK again" dnf5_same_crcs
+        # The failure above is the watch's: without its two lines in the
+        # installed actions file (a mutation), 580.160 -> 580.159 exits 0
+        # and says nothing, and the verdict is LOST all the same.
+        watch_mutated() {
+            cp "$actions" "$work/actions.saved" && sed -i '/nv_peer_mem-provider-watch/d' "$actions" || return 1
+            in_node dnf5 -y --refresh --releasever=99 --repo=nvpm-test downgrade kmod-nvidia-latest-dkms-580.159 >"$work/dnf5-watch-mutated.out" 2>&1
+            local rc=$?
+            cp "$work/actions.saved" "$actions"
+            cat "$work/dnf5-watch-mutated.out"
+            [ "$rc" = 0 ] && ! grep -q "nv_peer_mem" "$work/dnf5-watch-mutated.out" &&
+                ! NV_PEER_MEM_ROOT=$node "$node/usr/sbin/gpudirect-rdma-check" --kernel "$rhel_krel" >>"$work/log" 2>&1
+        }
+        check "mutation: without the watch's lines the same kind of update exits 0, silent, though the verdict is LOST: the failure above is the watch's" watch_mutated
+        # The transaction that removes -common removes the scripts its
+        # actions run (the plugin read the file before): the actions'
+        # /bin/sh wrapper then runs nothing, and dnf5 succeeds. Scriptlets
+        # off (dnf5.conf(5) tsflags=noscripts): rhel9's kmod's and
+        # -common's need a RHEL node's shell and systemd, not this chroot's.
+        common_removed() {
+            in_node dnf5 -y --setopt=tsflags=noscripts remove nvidia_peer_memory-common >"$work/dnf5-remove.out" 2>&1
+            local rc=$?
+            cat "$work/dnf5-remove.out"
+            [ "$rc" = 0 ] && ! in_node rpm -q nvidia_peer_memory-common >/dev/null && ! grep -q "Cannot execute action" "$work/dnf5-remove.out"
+        }
+        check "dnf5 remove nvidia_peer_memory-common: its own actions do not fail the removal (exit 0)" common_removed
+    else
+        echo "SKIP: dnf5's provider watch: rhel9's kmod or the providers' stand-ins were not built"
+    fi
     rm -rf "$node"
 fi
 
@@ -1188,7 +1289,7 @@ droot=$work/root-dkms-kernels
 if [ -f "${rhel9_common:-/nonexistent}" ] && [ -f "$rhel9_dkms" ] && [ -d "$work/dnf5-standins/top/RPMS/x86_64" ]; then
     rm -rf "$droot" "$work/repo-dkms-kernels"
     mkdir -p "$droot" "$work/repo-dkms-kernels"
-    cp "$work"/dnf5-standins/top/RPMS/x86_64/kernel-core-*.rpm "$work/repo-dkms-kernels/"
+    cp "$work"/dnf5-standins/top/RPMS/x86_64/kernel-*core-*.rpm "$work/repo-dkms-kernels/"
     createrepo_c -q "$work/repo-dkms-kernels"
     check "rhel9's -common and -dkms in a scratch root, DKMS's tree as dkms add leaves it" sh -c \
         "rpm -i --root '$droot' --nodeps --noscripts '$rhel9_common' '$rhel9_dkms' && mkdir -p '$droot/var/lib/dkms/nv_peer_mem/$version/source'"
@@ -1208,6 +1309,14 @@ if [ -f "${rhel9_common:-/nonexistent}" ] && [ -f "$rhel9_dkms" ] && [ -d "$work
             rpm -q --root "$droot" kernel-core-6.99.1 >/dev/null
     }
     check "dnf install of a kernel DKMS built nothing for: installed, dnf exits 1 naming the kernel, what it lacks and dkms autoinstall" dkms_kernel_lost
+    dkms_flavour_lost() {
+        local status=0 k=6.99.4-100.fc99.x86_64+debug
+        dkms_kernel_dnf install kernel-debug-core-6.99.4 kernel-modules-core-6.99.4 || status=$?
+        [ "$status" = 1 ] &&
+            grep -qF "nv_peer_mem: this transaction installed kernel $k, and nv_peer_mem" "$droot.log" &&
+            [ "$(grep -c 'nv_peer_mem: this transaction installed kernel' "$droot.log")" = 1 ]
+    }
+    check "the same for kernel-debug-core with its kernel-modules-core: the kernel judged is its kernel-uname-r (6.99.4-100.fc99.x86_64+debug), once" dkms_flavour_lost
     dkms_kernel_no_client() {
         rm -rf "$droot/var/lib/dkms/nv_peer_mem"
         dkms_kernel_dnf install kernel-core-6.99.2 && ! grep -q 'nv_peer_mem:' "$droot.log"

@@ -46,10 +46,20 @@ import dnf
 import dnf.exceptions
 
 KMOD = "kmod-nvidia_peer_memory"
-# The packages that put a kernel in /lib/modules on the RHEL family: its
-# kernel(<symbol>) provides are on kernel-core from RHEL 8 on; the rt and
-# 64k variants are their own packages of the same shape.
-KERNELS = ("kernel-core", "kernel-rt-core", "kernel-64k-core", "kernel")
+
+
+def uname_release(package):
+    """The release `uname -r` prints when the node boots @package, where
+    @package installs a kernel: every kernel-<variant>-core of the RHEL
+    family and Fedora provides kernel-uname-r = <release> (kernel.spec's
+    kernel_reqprovconf), and a variant's release is not its package's
+    version-release.arch (kernel-64k-debug-core's ends in +64k_debug:
+    docs/fleet.md, "The dnf guard"). None for any other package."""
+    for provide in package.provides:
+        name, _, release = str(provide).partition(" = ")
+        if name == "kernel-uname-r" and release:
+            return release
+    return None
 
 
 def kabi_requires(package):
@@ -71,7 +81,7 @@ class NvPeerMemKernelGuard(dnf.Plugin):
         if transaction is None:
             return
         coming = list(transaction.install_set)
-        kernels = [p for p in coming if p.name in KERNELS and any(
+        kernels = [p for p in coming if uname_release(p) and any(
             str(q).startswith("kernel(") for q in p.provides)]
         if not kernels:
             return
@@ -85,8 +95,7 @@ class NvPeerMemKernelGuard(dnf.Plugin):
         for kernel in kernels:
             gaps = [unmet(kernel, kmod) for kmod in kmods]
             if all(gaps):
-                release = "%s-%s.%s" % (kernel.version, kernel.release, kernel.arch)
-                missing.append((kernel, release, min(gaps, key=len)))
+                missing.append((kernel, uname_release(kernel), min(gaps, key=len)))
         if not missing:
             return
         lines = []
@@ -209,10 +218,7 @@ class NvPeerMemProviderWatch(dnf.Plugin):
         transaction = self.base.transaction
         if transaction is None:
             return []
-        # One release per kernel: RHEL's kernel metapackage comes with its
-        # kernel-core, both of the same version-release.arch.
-        releases = sorted({"%s-%s.%s" % (p.version, p.release, p.arch)
-                           for p in transaction.install_set if p.name in KERNELS})
+        releases = sorted({uname_release(p) for p in transaction.install_set} - {None})
         lost = []
         for release in releases:
             judged = verdict(check, root, release)

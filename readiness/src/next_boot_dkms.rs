@@ -34,9 +34,12 @@ pub fn missing_prerequisites(root: &Path, release: &str) -> Option<String> {
 /// that installed that kernel (docs/diagnostics.md, the `module` row):
 /// dpkg's linux-image-<release> gets linux-headers-<release>; where rpm
 /// installed it, Fedora's and RHEL's kernel-devel-<release> (a NEVRA:
-/// kernel-core's uname release is its <version>-<release>.<arch>), or for
-/// a SUSE flavor's release (-default, -64kb, -rt) that flavor's
-/// kernel-<flavor>-devel, named without a version.
+/// kernel-core's uname release is its <version>-<release>.<arch>), for a
+/// flavour's release (<vra>+debug, +64k, +64k_debug: kernel.spec's
+/// uname_suffix, docs/fleet.md "Which package is a kernel") that
+/// flavour's kernel-<flavour>-devel-<vra>, or for a SUSE flavor's release
+/// (-default, -64kb, -rt) that flavor's kernel-<flavor>-devel, named
+/// without a version.
 pub fn headers_package(root: &Path, release: &str) -> String {
     let dpkg_kernel = root
         .join("var/lib/dpkg/info")
@@ -50,7 +53,22 @@ pub fn headers_package(root: &Path, release: &str) -> String {
             Some((_, flavor)) if matches!(flavor, "default" | "64kb" | "rt") => {
                 format!("its headers, kernel-{flavor}-devel of {release}")
             }
-            _ => format!("its headers, kernel-devel-{release}"),
+            _ => match release.split_once('+') {
+                // uname_suffix wrote the variant's '-' as '_'; the
+                // package's name keeps it. The part before '+' ends in
+                // the package's arch (a Debian release has a '+' too).
+                Some((vra, flavour))
+                    if vra.rsplit_once('.').is_some_and(|(_, arch)| {
+                        matches!(arch, "x86_64" | "aarch64" | "ppc64le" | "s390x")
+                    }) =>
+                {
+                    format!(
+                        "its headers, kernel-{}-devel-{vra}",
+                        flavour.replace('_', "-")
+                    )
+                }
+                _ => format!("its headers, kernel-devel-{release}"),
+            },
         };
     }
     if dpkg_kernel || root.join("var/lib/dpkg/status").exists() {

@@ -1003,12 +1003,32 @@ fn the_headers_package_is_named_by_the_kernels_package_manager() {
     );
     // a kernel rpm installed beside dpkg (this project's dnf5 test node)
     r.write("usr/lib/sysimage/rpm/rpmdb.sqlite", "");
-    assert_eq!(
-        headers_package(&r.0, "6.17.7-300.fc43.x86_64"),
-        "its headers, kernel-devel-6.17.7-300.fc43.x86_64"
-    );
-    assert_eq!(
-        headers_package(&r.0, "6.4.0-150600.23.25-default"),
-        "its headers, kernel-default-devel of 6.4.0-150600.23.25-default"
-    );
+    for (release, headers) in [
+        (
+            "6.17.7-300.fc43.x86_64",
+            "kernel-devel-6.17.7-300.fc43.x86_64",
+        ),
+        // a flavour's kernel: its uname release ends in +<flavour> (with
+        // '_' for '-'), its headers are kernel-<flavour>-devel
+        (
+            "6.17.7-300.fc43.x86_64+debug",
+            "kernel-debug-devel-6.17.7-300.fc43.x86_64",
+        ),
+        (
+            "6.12.0-55.el10.aarch64+64k_debug",
+            "kernel-64k-debug-devel-6.12.0-55.el10.aarch64",
+        ),
+        // a '+' that follows no rpm arch is no flavour
+        ("6.12.95+deb12-amd64", "kernel-devel-6.12.95+deb12-amd64"),
+        (
+            "6.4.0-150600.23.25-default",
+            "kernel-default-devel of 6.4.0-150600.23.25-default",
+        ),
+    ] {
+        assert_eq!(
+            headers_package(&r.0, release),
+            format!("its headers, {headers}"),
+            "{release}"
+        );
+    }
 }

@@ -27,9 +27,10 @@ pub const HELPER_NAME: &str = "nv_peer_mem-service";
 /// Files of packaging/ that every route ships and every package installs:
 /// the boot service, its helper and configuration; gpudirect-rdma-check's
 /// timer, its service and options, and the NHC check (docs/monitoring.md);
-/// the kernel hook; apt's kernel guard and provider watch, which only the
-/// Debian service package installs (docs/fleet.md, "The kernel guard", "A
-/// provider updated alone"); and the -dkms
+/// the kernel hook; apt's kernel guard, which only the Debian service
+/// package installs, and the provider watch, which it and Fedora's -common
+/// (for dnf5) install (docs/fleet.md, "The kernel guard", "A provider
+/// updated alone"); and the -dkms
 /// packages' rebuild after a provider update (docs/next-boot.md,
 /// "Provider updates"); dnf's kernel guard, which only the kmod route's
 /// -common installs (docs/fleet.md, "The dnf guard"), and dnf5's, which
@@ -44,7 +45,7 @@ pub const SHARED_PACKAGING_FILES: [&str; 13] = [
     "nvpm_gpudirect.nhc",
     "nv_peer_mem-kernel-hook",
     "nv_peer_mem-apt-guard",
-    "nv_peer_mem-apt-provider-watch",
+    "nv_peer_mem-provider-watch",
     "nv_peer_mem-dkms-rebuild",
     "nv_peer_mem-dnf-plugin.py",
     "nv_peer_mem-dnf5.actions",
