@@ -11,7 +11,7 @@ use crate::registration::{self, Path};
 use crate::report::{Fact, Gpu, Problem, Report, Status};
 use crate::topology::{self, Distance};
 use crate::{
-    c2c, consumers, gdr_reads, iommu, memory, nccl_ib, nccl_topo_file, nccl_version, nvlink,
+    c2c, consumers, cuda, gdr_reads, iommu, memory, nccl_ib, nccl_topo_file, nccl_version, nvlink,
     peer_clients, pxn, service,
 };
 
@@ -232,6 +232,9 @@ pub fn check(host: &Host, programs: bool) -> Report {
     let reads_off = reads.off_everywhere;
     let old_gpu_rule = gpus.len() > 1 && reads.old_gpu_rule;
     let compute_caps = std::cell::OnceCell::new();
+    // The CUDA driver's own word on each GPU (cuda.rs), asked once, only
+    // where a GPU has a NIC to judge and in the forms that may run programs.
+    let cuda_gdr = std::cell::OnceCell::new();
     let mut summaries = Vec::new();
     for (gpu, (all, viewed)) in gpus.iter().zip(&seen) {
         // The first of the nearest NCCL takes, by name, as NCCL sees them.
@@ -276,7 +279,15 @@ pub fn check(host: &Host, programs: bool) -> Report {
                     pxn::relay(&gpu.address, &views, seen.as_ref(), pxn_disabled)
                 })
             };
-            if let Some(link) = link {
+            let cuda_says_no = programs
+                && cuda_gdr
+                    .get_or_init(|| cuda::gdr_supported(host))
+                    .as_ref()
+                    .and_then(|m| m.get(&gpu.address))
+                    == Some(&false);
+            if cuda_says_no {
+                unsupported_gpu_facts(gpu, nic, nccl_distance, &mut facts);
+            } else if let Some(link) = link {
                 let settings = c2c_settings.get_or_init(|| {
                     c2c::Settings::read(host, nccl_installed.as_ref().map(|(_, v)| *v), &level.1)
                 });
@@ -329,7 +340,10 @@ pub fn check(host: &Host, programs: bool) -> Report {
                     )),
                 }
             };
-            if let Some(why) = reads_off.clone().or_else(old_gpu) {
+            let reads_why = (!cuda_says_no)
+                .then(|| reads_off.clone().or_else(old_gpu))
+                .flatten();
+            if let Some(why) = reads_why {
                 gdr_reads::receives_only(&mut facts, &gpu.address, &why);
             }
             acs_facts(
@@ -1049,6 +1063,32 @@ fn nccl_pair_fact(
             format!("NCCL does not use GPUDirect RDMA with {}: {why}", nic.name),
         )
     });
+}
+
+/// A GPU whose CUDA driver reports no GPUDirect RDMA support (cuda.rs):
+/// NCCL's `ncclTopoCheckGdr` turns GPUDirect RDMA off for it before any
+/// distance, PXN relay or level counts, so the distance is said, not
+/// judged, and no NCCL_NET_GDR_LEVEL is offered as a fix.
+fn unsupported_gpu_facts(gpu: &PciDevice, nic: &Nic, distance: Distance, facts: &mut Vec<Fact>) {
+    facts.push(Fact::info(
+        "distance",
+        &gpu.address,
+        format!(
+            "closest RDMA device {} ({}) is {distance} from it",
+            nic.name, nic.address
+        ),
+    ));
+    facts.push(Fact::problem(
+        "nccl",
+        &gpu.address,
+        Status::Warn,
+        Problem::NoPath,
+        format!(
+            "NCCL does not use GPUDirect RDMA with {}: the CUDA driver reports no GPUDirect RDMA support on this GPU (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED is 0), which also keeps peer memory clients (nvidia_p2p_get_pages) from its memory",
+            nic.name
+        ),
+        Some("use a GPU for which the CUDA driver reports GPUDirect RDMA support; this one's memory reaches the NIC through host memory".to_owned()),
+    ));
 }
 
 /// A file the walk could not read, as its own fact.

@@ -8,6 +8,7 @@ pub mod c2c;
 pub mod check;
 pub mod config_space;
 pub mod consumers;
+pub mod cuda;
 pub mod elf;
 pub mod gdr_reads;
 pub mod health;

@@ -650,6 +650,42 @@ fn catalogue() -> Vec<Case> {
     ] {
         cases.push(Case::plain(what, tree, env, false));
     }
+    // The CUDA driver's own word on each GPU (readiness/src/cuda.rs), as
+    // the libcuda double serves it to the check's child (Tree::cuda):
+    // NCCL's `gdr` of the GPU. On the 8-GPU node one GPU says no, listed
+    // out of PCI order, as CUDA's default device order may be.
+    let cuda_one = |name: &str, supported: bool| {
+        let t = one_switch(name, None);
+        t.cuda(&[("0000:03:00.0", supported)]);
+        t
+    };
+    let eight = eight_by_eight(0);
+    eight.cuda(&[
+        ("0000:92:00.0", true),
+        ("0000:12:00.0", true),
+        ("0000:22:00.0", true),
+        ("0000:32:00.0", false),
+        ("0000:42:00.0", true),
+        ("0000:a2:00.0", true),
+        ("0000:b2:00.0", true),
+        ("0000:c2:00.0", true),
+    ]);
+    for (what, tree) in [
+        (
+            "one switch, CUDA reporting GPUDirect RDMA on the GPU (the lent hosts' answer)",
+            cuda_one("oracle-cuda-yes", true),
+        ),
+        (
+            "one switch, CUDA reporting no GPUDirect RDMA on the GPU",
+            cuda_one("oracle-cuda-no", false),
+        ),
+        (
+            "8 GPUs and 8 NICs, CUDA reporting no GPUDirect RDMA on one GPU",
+            eight,
+        ),
+    ] {
+        cases.push(Case::plain(what, tree, vec![], false));
+    }
     for c in &cases {
         c.tree.nvidia_open_580();
         c.tree.mofed_with("nv_peer_mem");

@@ -306,3 +306,36 @@ fn the_peer_core_is_found_by_modules_symbols_and_taint() {
     let (_, again) = t.run(&[]);
     assert_eq!(out, again);
 }
+
+/// The CUDA driver's own word (readiness/src/cuda.rs), asked by the
+/// check's `--cuda-attributes` child of the libcuda double: a GPU it
+/// reports without GPUDirect RDMA support gets no GPUDirect RDMA from
+/// NCCL at PIX, and no NCCL_NET_GDR_LEVEL fix; one it reports with it
+/// (the lent hosts' answer) changes nothing; the monitoring forms run no
+/// program, so they do not ask.
+#[test]
+fn the_cuda_drivers_gpudirect_rdma_attribute_is_heard() {
+    let t = switch_pair("cuda-yes", 0);
+    let (status, before) = t.run(&[]);
+    t.cuda(&[("0000:03:00.0", true)]);
+    let (status_yes, yes) = t.run(&[]);
+    assert_eq!((status, &before), (status_yes, &yes));
+    assert_line(&yes, &["nccl", "0000:03:00.0", "NCCL uses GPUDirect RDMA"]);
+    let t = switch_pair("cuda-no", 0);
+    t.cuda(&[("0000:03:00.0", false)]);
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 4, "{out}");
+    assert_line(
+        &out,
+        &[
+            "nccl",
+            "0000:03:00.0",
+            "NCCL does not use GPUDirect RDMA with mlx5_0: the CUDA driver reports no GPUDirect RDMA support on this GPU (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED is 0)",
+        ],
+    );
+    assert!(!out.contains("NCCL_NET_GDR_LEVEL="), "{out}");
+    let (_, json) = t.run(&["--json"]);
+    assert!(json.contains("CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED is 0"));
+    let (health, line) = t.run(&["--health"]);
+    assert_eq!(health, 0, "{line}");
+}

@@ -623,6 +623,21 @@ impl Tree {
         )
     }
 
+    /// What the CUDA driver reports of @gpus (PCI addresses, in CUDA's
+    /// device order): whether each supports GPUDirect RDMA
+    /// (`CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED`), served by the
+    /// libcuda double (tests/doubles/libcuda.c) to the check's own
+    /// `--cuda-attributes` child, bus ids as cuDeviceGetPCIBusId prints
+    /// them; listed in `cuda-gpus` beside the tree, for the oracle too (the
+    /// harness's `gdr=`).
+    pub fn cuda(&self, gpus: &[(&str, bool)]) {
+        let lines: String = gpus
+            .iter()
+            .map(|(g, on)| format!("{} {}\n", g.to_ascii_uppercase(), u8::from(*on)))
+            .collect();
+        self.write("cuda-gpus", lines);
+    }
+
     /// This tree has a file no kernel prints, on purpose.
     pub fn malformed(&self) {
         self.malformed.set(true);
@@ -665,6 +680,17 @@ impl Tree {
                     PathBuf::from("/nonexistent/nvidia-smi")
                 },
             );
+        // The check's CUDA child loads the libcuda double where the tree
+        // describes CUDA (Tree::cuda), and never the build host's libcuda.
+        let cuda = self.root.join("cuda-gpus");
+        if cuda.exists() {
+            command
+                .env("LD_LIBRARY_PATH", libcuda_double())
+                .env("LIBCUDA_DOUBLE", cuda)
+                .env_remove("NV_PEER_MEM_CUDA_QUERY");
+        } else {
+            command.env("NV_PEER_MEM_CUDA_QUERY", "/nonexistent/cuda-query");
+        }
         for (name, value) in env {
             command.env(name, value);
         }
@@ -867,6 +893,31 @@ pub fn far_gpu_and_near_pair(name: &str) -> Tree {
         1,
     );
     t
+}
+
+/// The directory of tests/doubles/libcuda.c built as `libcuda.so.1`, once
+/// per test process.
+pub fn libcuda_double() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("libcuda-double");
+            fs::create_dir_all(&dir).unwrap();
+            let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/doubles/libcuda.c");
+            // Test binaries run side by side: each builds its own and
+            // renames it into place, whole.
+            let own = dir.join(format!("libcuda.so.1.{}", std::process::id()));
+            let status = Command::new("cc")
+                .args(["-shared", "-fPIC", "-o"])
+                .arg(&own)
+                .arg(source)
+                .status()
+                .expect("cc, to build the libcuda double");
+            assert!(status.success(), "cc failed on {source}");
+            fs::rename(&own, dir.join("libcuda.so.1")).unwrap();
+            dir
+        })
+        .clone()
 }
 
 /// A Grace Hopper-like node (GH200): an arm64 CPU (NUMA node 0); the GPU

@@ -230,8 +230,28 @@ pub fn judge(
                 arg
             })
             .collect();
+        // The CUDA driver's GPUDirect RDMA support where the tree gives it
+        // (Tree::cuda): NCCL's `gdr` of the GPU. Not for the distances,
+        // which are taken where every pair may use GPUDirect RDMA.
+        let cuda = fs::read_to_string(t.root.join("cuda-gpus")).unwrap_or_default();
+        let decided_args: Vec<String> = gpu_args
+            .iter()
+            .map(|arg| {
+                let bus = arg
+                    .split(',')
+                    .next()
+                    .unwrap_or_default()
+                    .to_ascii_uppercase();
+                let off = cuda.lines().any(|l| l == format!("{bus} 0"));
+                if off {
+                    format!("{arg},gdr=0")
+                } else {
+                    arg.clone()
+                }
+            })
+            .collect();
         let gpus_ = &gpu_args;
-        let pairs = match nccl_over_tree(harness, t, gpus_, &[], nccl_env, dmabuf) {
+        let pairs = match nccl_over_tree(harness, t, &decided_args, &[], nccl_env, dmabuf) {
             Ok(p) if !fails => p,
             Err(_) if fails => continue,
             Ok(_) => {
