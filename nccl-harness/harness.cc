@@ -21,12 +21,14 @@
 #include "graph.h"
 #include "graph/topo.h"
 #include "graph/xml.h"
+#include "net.h"
 #include "nvmlwrap.h"
 #include "param.h"
 #include "utils.h"
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <dirent.h>
 #include <unistd.h>
@@ -123,7 +125,7 @@ struct Gpu {
 };
 struct Net {
   const char* name;
-  int gdr = 1;  // -1: as NCCL's IB plugin finds it (peer_client_files)
+  int gdr = 1;
 };
 static std::vector<Gpu> gpus;
 static std::vector<Net> nets;
@@ -159,22 +161,13 @@ static bool dmabuf = false;
 static bool everyNicGdr = false;
 NCCL_PARAM(DmaBufEnable, "DMABUF_ENABLE", 1);
 
-// net_ib.cc's ncclIbGdrSupport (2.30.7: net_ib/gdr.cc, ibGdrSupportInitOnce),
-// a peer client's files, as written there (KNL_MODULE_LOADED is access F_OK).
-static bool peer_client_files() {
-  return access("/sys/kernel/mm/memory_peers/nv_mem/version", F_OK) == 0 ||
-         access("/sys/kernel/mm/memory_peers/nv_mem_nc/version", F_OK) == 0 ||
-         access("/sys/module/nvidia_peermem/version", F_OK) == 0;
-}
-
 static ncclResult_t netProperties(int dev, ncclNetProperties_t* props) {
   memset(props, 0, sizeof(*props));
   props->name = (char*)nets[dev].name;
   props->pciPath = netPaths[dev].empty() ? nullptr : (char*)netPaths[dev].c_str();
   props->guid = 0x1000 + dev;
-  // A device --net names says itself (gdr=); one the IB plugin's rule
-  // found has NCCL_PTR_CUDA as ncclIbGdrSupport gives it.
-  bool cuda = nets[dev].gdr == -1 ? (everyNicGdr || peer_client_files()) : nets[dev].gdr != 0;
+  // A device --net names says itself (gdr=).
+  bool cuda = everyNicGdr || nets[dev].gdr != 0;
   props->ptrSupport = NCCL_PTR_HOST | (cuda ? NCCL_PTR_CUDA : 0) | (dmabuf ? NCCL_PTR_DMABUF : 0);
   props->speed = 400000;
   props->port = 1;
@@ -188,59 +181,42 @@ static ncclResult_t netProperties(int dev, ncclNetProperties_t* props) {
   return ncclSuccess;
 }
 
-// Without --net, the devices NCCL's IB plugin takes (net_ib.cc, 2.28.9
-// ncclIbInitDevices; 2.30.7 net_ib/init.cc, the same loop): each RDMA
-// device in /sys/class/infiniband, by name, and its first port that is
-// ACTIVE with an InfiniBand or Ethernet link layer and that NCCL_IB_HCA
-// admits. libibverbs' ibv_query_port is stood in for by the port's sysfs
-// files, which the kernel prints from the same query (drivers/infiniband/
-// core/sysfs.c: state_show "4: ACTIVE", link_layer_show); the test of
-// state and link layer is net_ib.cc's, and NCCL_IB_HCA is matched by
-// NCCL's own parseStringList and matchIfList (misc/utils.cc) with
-// net_ib.cc's `^` (exclude) and `=` (exact) prefixes. NCCL makes a device
-// per admitted port; the harness keeps the first, as NCCL's topology does
-// (ncclTopoFillNet finds a net by name).
-static ncclResult_t nets_from_sysfs() {
-  const char* userIbEnv = ncclGetEnv("NCCL_IB_HCA");
-  bool searchNot = userIbEnv && userIbEnv[0] == '^';
-  if (searchNot) userIbEnv++;
-  bool searchExact = userIbEnv && userIbEnv[0] == '=';
-  if (searchExact) userIbEnv++;
-  static struct netIf userIfs[64];
-  int nUserIfs = parseStringList(userIbEnv, userIfs, 64);
-  std::vector<std::string> names;
-  if (DIR* dir = opendir("/sys/class/infiniband")) {
-    while (struct dirent* e = readdir(dir)) {
-      if (e->d_name[0] != '.') names.push_back(e->d_name);
-    }
-    closedir(dir);
-  }
-  std::sort(names.begin(), names.end());
-  static std::vector<std::string> kept;  // the names Net points into
-  kept.reserve(names.size());
-  for (const std::string& name : names) {
-    for (int port = 1; port < 256; port++) {
-      std::string dir = "/sys/class/infiniband/" + name + "/ports/" + std::to_string(port);
-      char state[MAX_STR_LEN], layer[MAX_STR_LEN];
-      NCCLCHECK(ncclTopoGetStrFromSys(dir.c_str(), "state", state));
-      if (state[0] == '\0') break;  // no such port: past phys_port_cnt
-      NCCLCHECK(ncclTopoGetStrFromSys(dir.c_str(), "link_layer", layer));
-      if (atoi(state) != 4 /* IBV_PORT_ACTIVE */) continue;
-      if (strcmp(layer, "InfiniBand") != 0 && strcmp(layer, "Ethernet") != 0) continue;
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0)
-      bool listed = matchIfList(name.c_str(), port, userIfs, nUserIfs, searchExact, nullptr);
-#else
-      bool listed = matchIfList(name.c_str(), port, userIfs, nUserIfs, searchExact);
-#endif
-      if (!(listed ^ searchNot)) continue;
-      kept.push_back(name);
-      Net n;
-      n.name = kept.back().c_str();
-      n.gdr = -1;
-      nets.push_back(n);
-      break;
-    }
-  }
+// Without --net, NCCL's own IB plugin (net_ib.cc; 2.30.7 net_ib/), as
+// plugin/net.cc's ncclNetPluginInit runs it: init (ncclIbInitDevices:
+// each device's ACTIVE ports with an InfiniBand or Ethernet link layer
+// that NCCL_IB_HCA admits, a device per port, ports and VFs merged onto
+// function 0 in the PCI path, mlx5's Data Direct function where the
+// kernel names one), then the device count; a plugin without devices is
+// disabled and NCCL uses sockets, which register no GPU memory: no net
+// here. libibverbs and libmlx5 are the verbs double (verbs_double.cc),
+// which reads the node's tree. The devices, their properties and virtual
+// NICs (makeVDevice) are the plugin's; --distances only adds GPU memory
+// to what each registers.
+static bool ibPlugin = false;
+static int ibPhysical = 0, ibVirtual = NCCL_UNDEF_DEV_COUNT;
+static ncclResult_t ibDevCount(int, int* physical, int* virt) {
+  *physical = ibPhysical;
+  *virt = ibVirtual;
+  return ncclSuccess;
+}
+static ncclResult_t ibSetVirtDevCount(int, int n) {
+  ibVirtual = n;
+  return ncclSuccess;
+}
+static ncclResult_t ibProperties(int dev, ncclNetProperties_t* props) {
+  NCCLCHECK(ncclNetIb.getProperties(dev, props));
+  if (everyNicGdr) props->ptrSupport |= NCCL_PTR_CUDA;
+  return ncclSuccess;
+}
+static ncclResult_t ib_plugin() {
+  void* context = nullptr;
+  ncclNetCommConfig_t config = {};
+  config.trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF;
+  if (ncclNetIb.init(&context, 0, &config, ncclDebugLog, nullptr) != ncclSuccess) return ncclSuccess;
+  int n = 0;
+  if (ncclNetIb.devices(&n) != ncclSuccess || n <= 0) return ncclSuccess;
+  ibPhysical = n;
+  ibPlugin = true;
   return ncclSuccess;
 }
 
@@ -340,7 +316,7 @@ static ncclResult_t from_sysfs(const char* dump) {
     NCCLCHECK(xmlGetAttrIndex(gpu, "gdr", &index));
     if (index == -1) NCCLCHECK(xmlSetAttrInt(gpu, "gdr", gpus[r].gdr));
   }
-  if (nets.empty()) NCCLCHECK(nets_from_sysfs());
+  if (nets.empty()) NCCLCHECK(ib_plugin());
   for (const Net& n : nets) {
     std::string link = std::string("/sys/class/infiniband/") + n.name + "/device";
     char* path = realpath(link.c_str(), NULL);
@@ -358,12 +334,12 @@ static ncclResult_t from_sysfs(const char* dump) {
 #endif
   netInfo.netPluginIndex = 0;
   netInfo.dmaBufSupport = dmabuf && ncclParamDmaBufEnable() != 0;
-  netInfo.getDevCount = netDevCount;
-  netInfo.setVirtDevCount = netSetVirtDevCount;
+  netInfo.getDevCount = ibPlugin ? ibDevCount : netDevCount;
+  netInfo.setVirtDevCount = ibPlugin ? ibSetVirtDevCount : netSetVirtDevCount;
   netInfo.name = "IB";
-  netInfo.getProperties = netProperties;
-  netInfo.makeVDevice = NULL;
-  netInfo.devices = netDevices;
+  netInfo.getProperties = ibPlugin ? ibProperties : netProperties;
+  netInfo.makeVDevice = ibPlugin ? ncclNetIb.makeVDevice : NULL;
+  netInfo.devices = ibPlugin ? ncclNetIb.devices : netDevices;
   NCCLCHECK(ncclTopoGetFusionEnv(&netInfo.mergeLevel, &netInfo.forceMerge));
   NCCLCHECK(ncclTopoProcessNet(xml, NULL, &netInfo));
   NCCLCHECK(ncclTopoTrimXml(xml));
@@ -399,14 +375,15 @@ static int usage() {
           "usage: nccl-harness TOPOLOGY.xml                 (NCCL's topology XML)\n"
           "       nccl-harness --sysfs ROOT [--cpu VENDOR,family=F,model=M]\n"
           "                    --gpu BUSID[,sm=90][,gdr=1][,nvswitch=18][,c2c=10]... [--net NAME[,gdr=1]...]\n"
-          "                    [--dmabuf yes|no] [--distances yes|no] [--dump FILE]\n"
+          "                    [--dmabuf yes|no] [--distances yes|no] [--data-direct NAME=PATH]... [--dump FILE]\n"
           "  ROOT holds the node's sys/ tree; BUSID as 0000:03:00.0; NAME an RDMA device\n"
           "  (sys/class/infiniband/NAME); gdr=0: the GPU or NIC cannot register GPU memory;\n"
           "  nvswitch=N: N NVLinks to NVSwitches, as NVML reports on an HGX board;\n"
           "  c2c=N: N active C2C links to the GPU's CPU, as NVML reports on Grace Hopper;\n"
           "  --cpu arm64: the CPUs an arm64 NCCL describes (no vendor, no cpuid).\n"
-          "  Without --net: the devices NCCL's IB plugin takes (ACTIVE ports, NCCL_IB_HCA),\n"
-          "  GPU memory registered where a peer client's files are; --dmabuf yes: the node\n"
+          "  Without --net: NCCL's own IB plugin over the verbs double (the node's devices);\n"
+          "  --data-direct NAME=PATH: mlx5 device NAME's Data Direct function, PATH as the\n"
+          "  kernel gives it (/devices/...); --dmabuf yes: the node\n"
           "  can register through DMA-BUF (CUDA's attribute, the kernel's ibv_reg_dmabuf_mr);\n"
           "  --distances yes: every NIC registers GPU memory, so each path is NCCL's distance\n");
   return 2;
@@ -426,6 +403,7 @@ int main(int argc, char** argv) {
   } else {
     const char* root = nullptr;
     const char* dump = nullptr;
+    std::string dataDirect;
     for (int i = 1; i < argc; i++) {
       if (i + 1 >= argc) return usage();
       char* value = argv[++i];
@@ -446,6 +424,10 @@ int main(int argc, char** argv) {
       } else if (strcmp(argv[i - 1], "--dmabuf") == 0) {
         // "--dmabuf yes": the node's DMA-BUF support (above)
         dmabuf = strcmp(value, "yes") == 0;
+      } else if (strcmp(argv[i - 1], "--data-direct") == 0) {
+        // "NAME=/devices/...": the kernel's answer for NAME's Data Direct
+        // function (verbs_double.cc, mlx5dv_get_data_direct_sysfs_path)
+        dataDirect += std::string(dataDirect.empty() ? "" : ";") + value;
       } else if (strcmp(argv[i - 1], "--cpu") == 0) {
         if (!parse(value, &cpuVendor, {{"family", &cpuFamily}, {"model", &cpuModel}})) return usage();
       } else {
@@ -453,8 +435,26 @@ int main(int argc, char** argv) {
       }
     }
     if (root == nullptr || gpus.empty()) return usage();
-    // node_files.cc serves /sys from here.
+    // node_files.cc serves /sys from here, and the verbs double reads it.
     setenv("NCCL_HARNESS_SYSFS_ROOT", root, 1);
+    // The verbs double beside this program (node_files.cc hands it to
+    // NCCL's dlopen of libibverbs and libmlx5), told the node's DMA-BUF
+    // support and Data Direct functions.
+    if (getenv("NCCL_HARNESS_VERBS_DOUBLE") == nullptr) {
+      char self[PATH_MAX];
+      ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+      if (n > 0) {
+        self[n] = '\0';
+        std::string dir(self);
+        dir = dir.substr(0, dir.rfind('/'));
+        setenv("NCCL_HARNESS_VERBS_DOUBLE", (dir + "/libverbs-double.so").c_str(), 1);
+      }
+    }
+    setenv("NCCL_HARNESS_DMABUF", dmabuf ? "1" : "0", 1);
+    setenv("NCCL_HARNESS_DATA_DIRECT", dataDirect.c_str(), 1);
+    // The IB plugin's out-of-band IP interface (net_ib.cc, ncclFindInterfaces):
+    // the loopback, which every host has; it decides no path.
+    setenv("NCCL_SOCKET_IFNAME", "lo", 0);
     what = root;
     result = from_sysfs(dump);
   }

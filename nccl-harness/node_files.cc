@@ -20,6 +20,9 @@
 //    files that stand for them, and without one there is none.
 //  - NVML (libnvidia-ml.so.1): never the build host's; the GPU's facts
 //    come with the description (harness.cc), as a topology file gives them.
+//  - rdma-core (libibverbs.so, libmlx5.so): the verbs double that
+//    NCCL_HARNESS_VERBS_DOUBLE names (verbs_double.cc), which reads the
+//    described node's devices; never the build host's.
 // Every other path is NCCL's own call.
 #include <cerrno>
 #include <climits>
@@ -151,5 +154,11 @@ extern "C" int __wrap_access(const char* path, int mode) {
 
 extern "C" void* __wrap_dlopen(const char* file, int mode) {
   if (file != nullptr && strstr(file, "libnvidia-ml") != nullptr) return nullptr;
+  // rdma-core's libraries are the verbs double (verbs_double.cc), whose
+  // devices are the described node's, never the build host's.
+  if (file != nullptr && (strncmp(file, "libibverbs.so", 13) == 0 || strncmp(file, "libmlx5.so", 10) == 0)) {
+    const char* double_ = getenv("NCCL_HARNESS_VERBS_DOUBLE");
+    return double_ != nullptr ? __real_dlopen(double_, mode) : nullptr;
+  }
   return __real_dlopen(file, mode);
 }

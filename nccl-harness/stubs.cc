@@ -17,6 +17,7 @@
 #include "gin.h"
 #include "rma.h"
 #include "socket.h"
+#include "cudawrap.h"
 #endif
 #include <cstdio>
 #include <cstdlib>
@@ -64,18 +65,7 @@ ncclResult_t bootstrapIntraNodeAllGather(void*, int*, int, int, void*, int) {
 // beside them: sockets, shared memory, CUDA host registration.
 ncclResult_t ncclGinGetDevCount(int, int*, int*) { unreached("ncclGinGetDevCount"); }
 ncclResult_t ncclRmaGetDevCount(int, int*, int*) { unreached("ncclRmaGetDevCount"); }
-ncclResult_t ncclSocketProgress(int, struct ncclSocket*, void*, int, int*, int*) {
-  unreached("ncclSocketProgress");
-}
-const char* ncclSocketToString(const union ncclSocketAddress*, char*, const int) {
-  unreached("ncclSocketToString");
-}
-int64_t ncclParamPollTimeOut() { unreached("ncclParamPollTimeOut"); }
-int64_t ncclParamRetryCnt() { unreached("ncclParamRetryCnt"); }
-int64_t ncclParamRetryTimeOut() { unreached("ncclParamRetryTimeOut"); }
 int64_t ncclParamSetCpuStackSize() { unreached("ncclParamSetCpuStackSize"); }
-int64_t ncclParamSocketMaxRecvBuff() { unreached("ncclParamSocketMaxRecvBuff"); }
-int64_t ncclParamSocketMaxSendBuff() { unreached("ncclParamSocketMaxSendBuff"); }
 extern "C" {
 cudaError_t cudaGetLastError(void) { unreached("cudaGetLastError"); }
 cudaError_t cudaHostGetDevicePointer(void**, void*, unsigned int) { unreached("cudaHostGetDevicePointer"); }
@@ -85,6 +75,35 @@ cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode*) {
   unreached("cudaThreadExchangeStreamCaptureMode");
 }
 }
+#endif
+
+// Unreached: the IB plugin's GIN (GPU-initiated networking) over DOCA
+// GPUNetIO, which a communicator sets up (transport/gdaki, 2.30.7
+// transport/net_ib/gdaki); its table in net_ib names these.
+ncclResult_t ncclGinGdakiDestroyContext(void*) { unreached("ncclGinGdakiDestroyContext"); }
+ncclResult_t ncclGinGdakiDeregMrSym(void*, void*) { unreached("ncclGinGdakiDeregMrSym"); }
+ncclResult_t ncclGinGdakiProgress(void*) { unreached("ncclGinGdakiProgress"); }
+ncclResult_t ncclGinGdakiQueryLastError(void*, bool*) { unreached("ncclGinGdakiQueryLastError"); }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0)
+ncclResult_t ncclGinGdakiCreateContext(void*, int, int, int, int, int, int, void**, ncclNetDeviceHandle_v7_t**) {
+  unreached("ncclGinGdakiCreateContext");
+}
+ncclResult_t ncclGinGdakiRegMrSym(void*, void*, size_t, int, uint64_t, void**, void**) {
+  unreached("ncclGinGdakiRegMrSym");
+}
+// The CUDA driver entry points (misc/cudawrap.cc fills them from
+// cuGetProcAddress) that 2.30's GIN code in net_ib/gin.cc names.
+static CUresult cuDeviceGetAttributeUnreached(int*, CUdevice_attribute, CUdevice) {
+  unreached("cuDeviceGetAttribute");
+}
+static CUresult cuGetErrorStringUnreached(CUresult, const char**) { unreached("cuGetErrorString"); }
+PFN_cuDeviceGetAttribute_v2000 pfn_cuDeviceGetAttribute = cuDeviceGetAttributeUnreached;
+PFN_cuGetErrorString_v6000 pfn_cuGetErrorString = cuGetErrorStringUnreached;
+#else
+ncclResult_t ncclGinGdakiCreateContext(void*, int, int, void**, ncclNetDeviceHandle_v7_t**) {
+  unreached("ncclGinGdakiCreateContext");
+}
+ncclResult_t ncclGinGdakiRegMrSym(void*, void*, size_t, int, void**, void**) { unreached("ncclGinGdakiRegMrSym"); }
 #endif
 
 // The CUDA runtime: there is no GPU here. NCCL's topology code asks it

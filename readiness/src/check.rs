@@ -174,11 +174,40 @@ pub fn check(host: &Host, programs: bool) -> Report {
     // NCCL's view of a pair: its topology file's distance where that
     // places both, else sysfs's, shortened to PXB by a Broadcom virtual
     // switch link; with what made it differ from sysfs's.
+    let merge_vfs = nccl_ib::merge_vfs(host);
     let nccl_view = |gpu: &PciDevice, nic: &Nic, nic_dev: &PciDevice, d: Distance| {
         if let Some(f) = &topo_file {
             if let Some(x) = f.distance(&gpu.address, &nic.name, &nic.address) {
                 return (x, Some(format!("in {}", f.shown)));
             }
+        }
+        // NCCL judges the NIC from the function its IB plugin names
+        // (nccl_ib::placed_at): the same place for a device behind a
+        // port, another function's on a root bus, or none.
+        let at = nccl_ib::placed_at(&nic.address, merge_vfs);
+        if at != nic.address {
+            let by = format!("as NCCL places it, at {at} (NCCL_IB_MERGE_VFS)");
+            return match devices.iter().find(|x| x.address == at) {
+                Some(there) => {
+                    let shape =
+                        |device: &str, index: usize| is_downstream(host, &devices, device, index);
+                    let merged = |usp: &str| bcm_upper_switch(host, &devices, usp);
+                    let x = topology::distance(gpu, there, &shape, &merged);
+                    (x, (x != d).then_some(by))
+                }
+                // On CPU -1: the GPU's CPU where its NUMA node is unset too.
+                None => {
+                    let x = if gpu.numa_node.is_none() {
+                        Distance::Phb
+                    } else {
+                        Distance::Sys
+                    };
+                    let by = format!(
+                        "as NCCL places it, at {at}, which the kernel does not show: on no known CPU (NCCL_IB_MERGE_VFS)"
+                    );
+                    (x, (x != d).then_some(by))
+                }
+            };
         }
         if d >= Distance::Phb && bcm_virtual_link(host, &devices, gpu, nic_dev) {
             let by = "over a Broadcom virtual switch link (/sys/kernel/pci_switch_link)";

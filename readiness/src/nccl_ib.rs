@@ -124,6 +124,36 @@ pub fn refusal(nic: &Nic, hca: Option<&Hca>) -> Option<String> {
         .then(|| format!("{} does not admit it", hca.shown))
 }
 
+/// Where NCCL's IB plugin places an RDMA device's PCI function
+/// (net_ib.cc `ncclIbGetPciPath`, 2.28.9; net_ib/init.cc, 2.30.7): the
+/// last digit of its sysfs path set to 0, merging an adapter's ports onto
+/// function 0, and, with `NCCL_IB_MERGE_VFS` (default 1), the two digits
+/// of its device number too, merging VFs. NCCL then reads that function's
+/// place in the tree; where the kernel shows no function there, it knows
+/// none and puts the NIC on CPU -1 (graph/xml.cc, ncclTopoGetXmlFromSys:
+/// "No information on /sys"). Behind a PCIe port a function is device 0
+/// already, so this moves only an adapter on a root bus (a VM's, or an
+/// integrated endpoint) or a second port or VF.
+pub fn placed_at(address: &str, merge_vfs: bool) -> String {
+    let mut a: Vec<char> = address.chars().collect();
+    let n = a.len();
+    if n >= 4 {
+        a[n - 1] = '0';
+        if merge_vfs {
+            a[n - 3] = '0';
+            a[n - 4] = '0';
+        }
+    }
+    a.into_iter().collect()
+}
+
+/// `NCCL_IB_MERGE_VFS` as NCCL reads it (NCCL_PARAM, default 1): false
+/// where a source sets it to 0.
+pub fn merge_vfs(host: &Host) -> bool {
+    !consumers::nccl_setting(host, "NCCL_IB_MERGE_VFS")
+        .is_some_and(|(v, _)| consumers::param_zero(&v))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,5 +206,14 @@ mod tests {
         assert!(refusal(&second, None).is_none());
         assert!(refusal(&second, Some(&hca("mlx5_0:1"))).is_some());
         assert!(refusal(&second, Some(&hca("mlx5_0:2"))).is_none());
+    }
+
+    #[test]
+    fn where_nccl_places_a_function() {
+        assert_eq!(placed_at("0000:41:00.0", true), "0000:41:00.0");
+        assert_eq!(placed_at("0000:41:00.1", true), "0000:41:00.0");
+        assert_eq!(placed_at("0000:00:07.0", true), "0000:00:00.0");
+        assert_eq!(placed_at("0000:3b:01.3", true), "0000:3b:00.0");
+        assert_eq!(placed_at("0000:3b:01.3", false), "0000:3b:01.0");
     }
 }

@@ -116,8 +116,10 @@ fn root_port_redirection_does_not_fail_a_phb_pair() {
 #[test]
 fn the_gdr_level_advice_is_a_value_nccl_parses() {
     let t = Tree::new("node-level");
-    t.gpu("pci0000:00/0000:00:01.0", 0x2330, 0, 128 * GIB);
-    t.nic("pci0000:40/0000:40:01.0", "mlx5_0", 0);
+    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
+    t.gpu("pci0000:00/0000:00:01.0/0000:01:00.0", 0x2330, 0, 128 * GIB);
+    t.bridge("pci0000:40/0000:40:01.0", 4, None, 0);
+    t.nic("pci0000:40/0000:40:01.0/0000:41:00.0", "mlx5_0", 0);
     t.nvidia_open_580();
     t.exports(&[("ib_umem_dmabuf_get", "ib_uverbs")]);
     let (_, out) = t.run(&[]);
@@ -338,4 +340,49 @@ fn the_cuda_drivers_gpudirect_rdma_attribute_is_heard() {
     assert!(json.contains("CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED is 0"));
     let (health, line) = t.run(&["--health"]);
     assert_eq!(health, 0, "{line}");
+}
+
+/// NCCL's IB plugin names a NIC's PCI function with its device and
+/// function digits zeroed (nccl_ib::placed_at): an adapter on a root bus
+/// at 0000:40:01.0 is judged from 0000:40:00.0. Where the kernel shows
+/// no function there, NCCL puts the NIC on no known CPU: SYS from a GPU
+/// whose NUMA node is known, where sysfs says NODE; where a function is
+/// there (an AMD root complex), from its place; NCCL_IB_MERGE_VFS=0 keeps
+/// the device number. NCCL's own code judges each tree the same
+/// (ci/test-nccl.sh, NVPM_NCCL_ORACLE).
+#[test]
+fn a_nic_on_a_root_bus_is_judged_where_nccl_places_it() {
+    let tree = |name: &str, root_complex: bool| {
+        let t = Tree::new(name);
+        t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
+        t.gpu("pci0000:00/0000:00:01.0/0000:01:00.0", 0x2330, 0, 128 * GIB);
+        if root_complex {
+            t.pci(
+                "pci0000:40/0000:40:00.0",
+                (0x1022, 0x14a4, 0x060000),
+                0,
+                &plain_resource(),
+                &[0u8; 64],
+            );
+        }
+        t.nic("pci0000:40/0000:40:01.0", "mlx5_0", 0);
+        t.nvidia_open_580();
+        t.mofed_with("nv_peer_mem");
+        t
+    };
+    let t = tree("root-bus-nic", false);
+    let (_, out) = t.run(&[]);
+    assert_line(
+        &out,
+        &[
+            "distance",
+            "is SYS from it as NCCL places it, at 0000:40:00.0, which the kernel does not show",
+            "(NODE in sysfs)",
+        ],
+    );
+    let (_, out) = t.run_with(&[], &[("NCCL_IB_MERGE_VFS", "0".into())]);
+    assert_line(&out, &["distance", "mlx5_0 (0000:40:01.0) is NODE from it"]);
+    let t = tree("root-bus-nic-rc", true);
+    let (_, out) = t.run(&[]);
+    assert_line(&out, &["distance", "mlx5_0 (0000:40:01.0) is NODE from it"]);
 }

@@ -102,6 +102,32 @@ pub fn build(release: &str) -> Result<PathBuf> {
             units.push(src.join("src").join(u));
         }
     }
+    // NCCL's own IB plugin, which finds the node's RDMA devices over the
+    // verbs double (docs/nccl-harness.md, "The IB plugin"): one file
+    // before 2.30, a directory from it; its verbs and mlx5 wrappers and
+    // the socket code that finds its IP interface.
+    let ib_file = src.join("src/transport/net_ib.cc");
+    if ib_file.is_file() {
+        units.push(ib_file);
+    } else {
+        let ib_dir = src.join("src/transport/net_ib");
+        let mut ib: Vec<PathBuf> = fs::read_dir(&ib_dir)
+            .with_context(|| format!("{}: neither net_ib.cc nor net_ib/", ib_dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "cc"))
+            .collect();
+        ib.sort();
+        units.extend(ib);
+    }
+    for u in [
+        "misc/ibvwrap.cc",
+        "misc/ibvsymbols.cc",
+        "misc/mlx5dvwrap.cc",
+        "misc/mlx5dvsymbols.cc",
+        "misc/socket.cc",
+    ] {
+        units.push(src.join("src").join(u));
+    }
     for u in ["harness.cc", "stubs.cc", "node_files.cc"] {
         units.push(workspace::path(&format!("nccl-harness/{u}")));
     }
@@ -148,6 +174,34 @@ pub fn build(release: &str) -> Result<PathBuf> {
         ensure!(
             status.success(),
             "linking the harness for NCCL {release} failed"
+        );
+    }
+    // The verbs double NCCL's IB plugin dlopens in place of libibverbs and
+    // libmlx5 (node_files.cc), beside the harness, with rdma-core's
+    // symbol versions (verbs_double.map).
+    let double = dir.join("libverbs-double.so");
+    let sources = [
+        workspace::path("nccl-harness/verbs_double.cc"),
+        workspace::path("nccl-harness/verbs_double.map"),
+    ];
+    let built = fs::metadata(&double).and_then(|m| m.modified()).ok();
+    let changed = sources
+        .iter()
+        .filter_map(|s| fs::metadata(s).and_then(|m| m.modified()).ok())
+        .max();
+    if built.is_none() || changed > built {
+        println!("==> [NCCL {release}] g++ -shared {}", sources[0].display());
+        let status = Command::new("g++")
+            .args(&flags)
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(&double)
+            .arg(&sources[0])
+            .arg(format!("-Wl,--version-script={}", sources[1].display()))
+            .status()
+            .context("running g++ (apt install g++)")?;
+        ensure!(
+            status.success(),
+            "building the verbs double for NCCL {release} failed"
         );
     }
     Ok(harness)

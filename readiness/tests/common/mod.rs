@@ -754,8 +754,12 @@ impl Tree {
 }
 
 impl Drop for Tree {
+    /// Removes the tree, unless `NVPM_KEEP_TREES` is set (to run a
+    /// harness or the check over it by hand).
     fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.root);
+        if std::env::var_os("NVPM_KEEP_TREES").is_none() {
+            let _ = fs::remove_dir_all(&self.root);
+        }
     }
 }
 
