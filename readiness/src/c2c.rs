@@ -171,7 +171,7 @@ impl Settings {
     /// NCCL's verdict over P2C: Some where the release's rule is known or
     /// both rules agree; None where they differ and no libnccl of either
     /// series is installed.
-    fn verdict(&self) -> Option<bool> {
+    pub fn verdict(&self) -> Option<bool> {
         let on = |r| within(r, self.given, self.c2c.0);
         match self.rule {
             Some(r) => Some(on(r)),

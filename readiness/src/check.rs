@@ -250,6 +250,9 @@ pub fn check(host: &Host, programs: bool) -> Report {
     let joined = std::cell::OnceCell::new();
     let pxn_disabled =
         consumers::nccl_setting(host, "NCCL_PXN_DISABLE").is_some_and(|(v, _)| v == "1");
+    // NCCL_PXN_C2C (paths.cc, default 1): a peer P2C from the NIC relays.
+    let pxn_c2c = !consumers::nccl_setting(host, "NCCL_PXN_C2C")
+        .is_some_and(|(v, _)| consumers::param_zero(&v));
     // C2C (c2c.rs): only on an arm64 node, asked only where a GPU's NIC is
     // on its own CPU and only in the forms that may run programs.
     let c2c_possible = c2c::possible(host);
@@ -299,13 +302,27 @@ pub fn check(host: &Host, programs: bool) -> Report {
                     }
                 })
                 .flatten();
+            // A peer P2C from a NIC relays too (NCCL_PXN_C2C): where its
+            // C2C link is up, None where that cannot be seen.
+            let over_c2c = |peer: &str| -> Option<bool> {
+                if !(c2c_possible && pxn_c2c) {
+                    return Some(false);
+                }
+                if !programs {
+                    return None;
+                }
+                c2c_linked
+                    .get_or_init(|| c2c::linked(host))
+                    .as_ref()
+                    .map(|up| up.contains(peer))
+            };
             let relay = || {
-                pxn::relay(&gpu.address, &views, None, pxn_disabled).and_then(|may| {
+                pxn::relay(&gpu.address, &views, None, pxn_disabled, &over_c2c).and_then(|may| {
                     if !programs {
                         return Some(may);
                     }
                     let seen = joined.get_or_init(|| nvlink::joined(host));
-                    pxn::relay(&gpu.address, &views, seen.as_ref(), pxn_disabled)
+                    pxn::relay(&gpu.address, &views, seen.as_ref(), pxn_disabled, &over_c2c)
                 })
             };
             let cuda_says_no = programs
@@ -329,12 +346,21 @@ pub fn check(host: &Host, programs: bool) -> Report {
                     nccl_sees,
                 ));
             } else if let Some(relay) = relay() {
+                let settings = relay.c2c.then(|| {
+                    c2c_settings.get_or_init(|| {
+                        c2c::Settings::read(
+                            host,
+                            nccl_installed.as_ref().map(|(_, v)| *v),
+                            &level.1,
+                        )
+                    })
+                });
                 relay_facts(
                     gpu,
                     nic,
                     nccl_distance,
                     &relay,
-                    &level,
+                    (&level, settings),
                     nccl_sees,
                     &mut facts,
                 );
@@ -689,7 +715,7 @@ fn relay_facts(
     nic: &Nic,
     direct: Distance,
     relay: &pxn::Relay,
-    level: &(usize, String),
+    (level, c2c): (&(usize, String), Option<&c2c::Settings>),
     sees: bool,
     facts: &mut Vec<Fact>,
 ) {
@@ -697,18 +723,40 @@ fn relay_facts(
         "closest RDMA device {} ({}) is {direct} from it",
         nic.name, nic.address
     );
+    let peer_path = if relay.c2c {
+        format!(
+            "P2C from {}: over its C2C link to its CPU, then PCIe, {} in sysfs",
+            relay.peer, relay.distance
+        )
+    } else {
+        format!("{} from {}", relay.distance, relay.peer)
+    };
     let through = format!(
-        "{} through GPU {} over NVLink (PXN; {} is {} from {})",
-        relay.nic, relay.peer, relay.nic, relay.distance, relay.peer
+        "{} through GPU {} over NVLink (PXN; {} is {peer_path})",
+        relay.nic, relay.peer, relay.nic
     );
     if !relay.seen {
-        let unseen = "whether NVLink joins them only nvidia-smi can tell (`nvidia-smi topo -m`; the check asks it in its default and --json forms)";
+        let unseen = if relay.c2c {
+            "whether NVLink joins them and the peer's C2C link is up only nvidia-smi can tell (`nvidia-smi topo -m`, `nvidia-smi c2c -s`; the check asks them in its default and --json forms)"
+        } else {
+            "whether NVLink joins them only nvidia-smi can tell (`nvidia-smi topo -m`; the check asks it in its default and --json forms)"
+        };
         facts.push(Fact::info(
             "distance",
             &gpu.address,
             format!("{own}: NCCL may reach {through}: {unseen}"),
         ));
-        facts.push(Fact::info("nccl", &gpu.address, format!("NCCL uses GPUDirect RDMA with {through} if NVLink joins them, else not with {}: {unseen}", nic.name)));
+        // Without the relay NCCL judges the GPU's own path by the level.
+        let name = consumers::level_name(level.0);
+        let otherwise = if sees && consumers::nccl_within(direct, level.0) {
+            format!(
+                "else with {} directly ({direct} within {name}, {})",
+                nic.name, level.1
+            )
+        } else {
+            format!("else not with {}", nic.name)
+        };
+        facts.push(Fact::info("nccl", &gpu.address, format!("NCCL uses GPUDirect RDMA with {through} if NVLink joins them, {otherwise}: {unseen}")));
         return;
     }
     facts.push(Fact::ok(
@@ -716,6 +764,22 @@ fn relay_facts(
         &gpu.address,
         format!("{own}; NCCL reaches {through}"),
     ));
+    // Over the peer's C2C link GPUDirect RDMA is judged by NCCL's rule for
+    // a P2C path (c2c.rs), which the releases may decide otherwise.
+    if let Some(s) = c2c.filter(|_| sees) {
+        let rule = match s.rule {
+            Some(c2c::Release::R2_28) => ", NCCL 2.28's rule",
+            Some(c2c::Release::R2_30) => ", NCCL 2.30's rule",
+            None => "",
+        };
+        let how = format!("{}; {}{rule}", s.level_from, s.c2c.1);
+        facts.push(match s.verdict() {
+            Some(true) => Fact::ok("nccl", &gpu.address, format!("NCCL uses GPUDirect RDMA with {through} ({how})")),
+            Some(false) => Fact::info("nccl", &gpu.address, format!("NCCL does not use GPUDirect RDMA with {through} ({how})")),
+            None => Fact::info("nccl", &gpu.address, format!("NCCL 2.28 uses GPUDirect RDMA with {through} and NCCL 2.30 does not ({how}: 2.28.9 counts a P2C path as C2C, 2.30.7 compares it as P2C): which NCCL the job loads decides (no libnccl of either series is installed)")),
+        });
+        return;
+    }
     let name = consumers::level_name(level.0);
     facts.push(if sees && consumers::nccl_within(relay.distance, level.0) {
         Fact::ok("nccl", &gpu.address, format!("NCCL uses GPUDirect RDMA with {through}, within {name} ({})", level.1))

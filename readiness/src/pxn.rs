@@ -4,13 +4,16 @@
 //! GPU p relays for GPU g when p is within PXB of n, NVLink joins p and g,
 //! and g's own path to n goes through a CPU (or p's has more bandwidth);
 //! ncclTopoCheckGdr then judges GPUDirect RDMA by p's distance to n).
-//! Left out, and said in docs/diagnostics.md: the bandwidth clause (the
-//! check never relays a GPU that has a NIC within PXB itself), NCCL's
-//! choice of a NIC's local GPU among equals by its channels (here the
-//! first by address), `NCCL_PXN_C2C` (a peer relaying over C2C; c2c.rs), and from 2.30
-//! that the relay must also be able to read GPU memory for the NIC
-//! (`NCCL_NET_GDR_READ=0` stops PXN there). NCCL's own code judges the
-//! same trees in ci/test-nccl.sh (readiness/tests/nccl_oracle.rs).
+//! With `NCCL_PXN_C2C` (default 1 in both releases) the peer may also be
+//! P2C from the NIC: over its C2C link to its CPU, whose PCIe has the NIC
+//! (NCCL's `pxnType`; c2c.rs), and GPUDirect RDMA is then judged by that
+//! P2C path. Left out, and said in docs/diagnostics.md: the bandwidth
+//! clause (the check never relays a GPU that has a NIC within PXB
+//! itself), NCCL's choice of a NIC's local GPU among equals by its
+//! channels (here the first by address), and from 2.30 that the relay
+//! must also be able to read GPU memory for the NIC (`NCCL_NET_GDR_READ=0`
+//! stops PXN there). NCCL's own code judges the same trees in
+//! ci/test-nccl.sh (readiness/tests/nccl_oracle.rs).
 
 use crate::topology::Distance;
 use std::collections::BTreeSet;
@@ -28,20 +31,28 @@ pub struct Relay {
     pub nic: String,
     /// The peer's distance to that NIC, which NCCL judges GDR by.
     pub distance: Distance,
-    /// Whether NVLink is known to join them (nvidia-smi answered); false:
-    /// NCCL relays only if it does, which the check could not see.
+    /// Whether NVLink is known to join them (nvidia-smi answered), and
+    /// where the peer reaches the NIC over C2C, that its link is known to
+    /// be up; false: NCCL relays only if they are, which the check could
+    /// not see.
     pub seen: bool,
+    /// The peer reaches the NIC over its C2C link (P2C; @distance is then
+    /// sysfs's, PHB or NODE).
+    pub c2c: bool,
 }
 
 /// The relay NCCL takes for @gpu, if any: none where PXN is off
 /// (@disabled), where the GPU has a NIC within PXB itself, or where no
-/// NIC's local GPU within PXB of it is (or, with @joined unknown, may be)
-/// joined to @gpu by NVLink.
+/// NIC's local GPU within PXB of it (or P2C: @over_c2c says whether a
+/// peer's C2C link carries it to a NIC on its own CPU, None where that is
+/// not known) is (or, with @joined unknown, may be) joined to @gpu by
+/// NVLink.
 pub fn relay(
     gpu: &str,
     views: &Views,
     joined: Option<&BTreeSet<(String, String)>>,
     disabled: bool,
+    over_c2c: &dyn Fn(&str) -> Option<bool>,
 ) -> Option<Relay> {
     if disabled {
         return None;
@@ -65,11 +76,21 @@ pub fn relay(
                 .iter()
                 .filter_map(|(g, ds)| ds.iter().find(|(n, _)| n == nic).map(|(_, d)| (g, *d)))
                 .min_by_key(|(_, d)| *d)?;
-            if peer == gpu || distance > Distance::Pxb {
+            if peer == gpu {
                 return None;
             }
+            // P2C: a NIC on the peer's own CPU, the peer's C2C link up.
+            let (c2c, c2c_seen) = match distance {
+                Distance::Pix | Distance::Pxb => (false, true),
+                Distance::Phb | Distance::Node => match over_c2c(peer) {
+                    Some(true) => (true, true),
+                    Some(false) => return None,
+                    None => (true, false),
+                },
+                Distance::Sys => return None,
+            };
             let seen = match linked(peer) {
-                Some(true) => true,
+                Some(true) => c2c_seen,
                 Some(false) => return None,
                 None => false,
             };
@@ -78,15 +99,20 @@ pub fn relay(
                 nic: nic.clone(),
                 distance,
                 seen,
+                c2c,
             })
         })
-        .min_by_key(|r| r.distance)
+        .min_by_key(|r| (r.c2c, r.distance))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use Distance::*;
+
+    fn no_c2c(_: &str) -> Option<bool> {
+        Some(false)
+    }
 
     fn views() -> Vec<(String, Vec<(String, Distance)>)> {
         // GPU a has mlx5_0 beside it; GPU b is across the CPUs from it.
@@ -99,17 +125,20 @@ mod tests {
     #[test]
     fn a_far_gpu_is_relayed_by_its_nvlink_peer() {
         let joined: BTreeSet<_> = [("a".to_owned(), "b".to_owned())].into();
-        let r = relay("b", &views(), Some(&joined), false).unwrap();
+        let r = relay("b", &views(), Some(&joined), false, &no_c2c).unwrap();
         assert_eq!(
             (r.peer.as_str(), r.nic.as_str(), r.distance, r.seen),
             ("a", "mlx5_0", Pix, true)
         );
         // not for the near GPU, not without NVLink, not with PXN off
-        assert_eq!(relay("a", &views(), Some(&joined), false), None);
-        assert_eq!(relay("b", &views(), Some(&BTreeSet::new()), false), None);
-        assert_eq!(relay("b", &views(), Some(&joined), true), None);
+        assert_eq!(relay("a", &views(), Some(&joined), false, &no_c2c), None);
+        assert_eq!(
+            relay("b", &views(), Some(&BTreeSet::new()), false, &no_c2c),
+            None
+        );
+        assert_eq!(relay("b", &views(), Some(&joined), true, &no_c2c), None);
         // NVLink unknown: a relay NCCL may take
-        assert!(!relay("b", &views(), None, false).unwrap().seen);
+        assert!(!relay("b", &views(), None, false, &no_c2c).unwrap().seen);
     }
 
     #[test]
@@ -118,6 +147,18 @@ mod tests {
             ("a".to_owned(), vec![("mlx5_0".to_owned(), Phb)]),
             ("b".to_owned(), vec![("mlx5_0".to_owned(), Sys)]),
         ];
-        assert_eq!(relay("b", &v, None, false), None);
+        assert_eq!(relay("b", &v, None, false, &no_c2c), None);
+        // unless the peer's C2C link carries it: P2C
+        let joined: BTreeSet<_> = [("a".to_owned(), "b".to_owned())].into();
+        let r = relay("b", &v, Some(&joined), false, &|_| Some(true)).unwrap();
+        assert_eq!(
+            (r.peer.as_str(), r.distance, r.c2c, r.seen),
+            ("a", Phb, true, true)
+        );
+        assert!(
+            !relay("b", &v, Some(&joined), false, &|_| None)
+                .unwrap()
+                .seen
+        );
     }
 }

@@ -650,6 +650,17 @@ fn catalogue() -> Vec<Case> {
     ] {
         cases.push(Case::plain(what, tree, env, false));
     }
+    // PXN over C2C (NCCL_PXN_C2C, default 1): NVLink joins two GH200s and
+    // only the first CPU has a NIC; the second GPU reaches it through the
+    // first, which is P2C from it.
+    let joined = grace_hopper("oracle-grace-nvl2", true, false);
+    joined.grace_joined(&["0009:01:00.0", "0019:01:00.0"]);
+    cases.push(Case::plain(
+        "two Grace Hoppers joined by NVLink, a NIC on the first CPU only",
+        joined,
+        vec![],
+        true,
+    ));
     // The CUDA driver's own word on each GPU (readiness/src/cuda.rs), as
     // the libcuda double serves it to the check's child (Tree::cuda):
     // NCCL's `gdr` of the GPU. On the 8-GPU node one GPU says no, listed

@@ -515,19 +515,7 @@ impl Tree {
     /// `nvidia-smi topo -m`, tab-separated, the header underlined, NV18
     /// between every pair; `index, 00000000:BB:DD.F`; 80 GB each).
     pub fn nvswitch(&self, gpus: &[&str]) -> PathBuf {
-        let names: Vec<String> = (0..gpus.len()).map(|i| format!("GPU{i}")).collect();
-        let mut topo = format!(
-            "\t\u{1b}[4m{}\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\u{1b}[0m\n",
-            names.join("\t")
-        );
-        for (i, name) in names.iter().enumerate() {
-            let cells: Vec<&str> = (0..gpus.len())
-                .map(|j| if i == j { " X " } else { "NV18" })
-                .collect();
-            topo.push_str(&format!("{name}\t{}\t0-63\t0\t\tN/A\n", cells.join("\t")));
-        }
-        topo.push_str("\nLegend:\n\n  X    = Self\n  NV#  = Connection traversing a bonded set of # NVLinks\n");
-        self.smi_for(gpus, 81559, &[("topo", &topo)])
+        self.smi_for(gpus, 81559, &[("topo", &nvswitch_topo(gpus.len()))])
     }
 
     /// A fake nvidia-smi answering the index and memory queries for @gpus
@@ -589,6 +577,20 @@ impl Tree {
         }
         self.write("c2c-gpus", gpus.join("\n"));
         self.smi_for(gpus, 97871, &[("c2c", &c2c)])
+    }
+
+    /// Tree::grace, with NVLink joining the GPUs as well (a GH200 NVL2
+    /// board): `topo -m` in the lent NVSwitch host's shape (Tree::nvswitch).
+    pub fn grace_joined(&self, gpus: &[&str]) -> PathBuf {
+        self.grace(gpus);
+        let c2c = fs::read_to_string(self.root.join("nvidia-smi")).unwrap();
+        let topo = format!(
+            "topo) cat <<'EOF'\n{}EOF\n;;\n*) exit 1",
+            nvswitch_topo(gpus.len())
+        );
+        let path = self.root.join("nvidia-smi");
+        fs::write(&path, c2c.replacen("*) exit 1", &topo, 1)).unwrap();
+        path
     }
 
     /// A fake nvidia-smi for V100s @gpus (compute capability 7.0, 32 GB),
@@ -897,6 +899,27 @@ pub fn far_gpu_and_near_pair(name: &str) -> Tree {
         1,
     );
     t
+}
+
+/// `nvidia-smi topo -m` for @n GPUs that NVSwitches join, as the lent 4 x
+/// H100 host printed it (tests/real/h100x4-vm): tab-separated, the header
+/// underlined, NV18 between every pair.
+fn nvswitch_topo(n: usize) -> String {
+    let names: Vec<String> = (0..n).map(|i| format!("GPU{i}")).collect();
+    let mut topo = format!(
+        "\t\u{1b}[4m{}\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\u{1b}[0m\n",
+        names.join("\t")
+    );
+    for (i, name) in names.iter().enumerate() {
+        let cells: Vec<&str> = (0..n)
+            .map(|j| if i == j { " X " } else { "NV18" })
+            .collect();
+        topo.push_str(&format!("{name}\t{}\t0-63\t0\t\tN/A\n", cells.join("\t")));
+    }
+    topo.push_str(
+        "\nLegend:\n\n  X    = Self\n  NV#  = Connection traversing a bonded set of # NVLinks\n",
+    );
+    topo
 }
 
 /// The directory of tests/doubles/libcuda.c built as `libcuda.so.1`, once

@@ -328,7 +328,12 @@ pub fn judge(
                 .unwrap_or_else(|| panic!("no distance in {distance}"));
             // NCCL has no NODE: its CPUs are NUMA nodes (paths.cc).
             let class = if class == "NODE" { "PHB" } else { class };
-            let uses = nccl.contains("NCCL uses GPUDirect RDMA") && !conditional;
+            // The "else" verdict: GPUDirect RDMA directly, or none.
+            let uses = if conditional {
+                nccl.contains(", else with ")
+            } else {
+                nccl.contains("NCCL uses GPUDirect RDMA")
+            };
             // NCCL: the pair with the check's NIC, and the nearest
             // of this GPU's pairs (paths.cc's order of path types).
             let the_pair =
