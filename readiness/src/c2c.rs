@@ -208,8 +208,21 @@ pub fn facts(
                 "nccl",
                 gpu,
                 format!(
-                    "NCCL uses GPUDirect RDMA with {} if the GPU's C2C link is up and NCCL's rule lets P2C through, else not: {unseen}",
-                    nic.name
+                    "NCCL uses GPUDirect RDMA with {} if the GPU's C2C link is up and NCCL's rule lets P2C through, {}: {unseen}",
+                    nic.name,
+                    // Without the link NCCL judges the PCIe path by its level.
+                    match s
+                        .given
+                        .filter(|l| sees && consumers::nccl_within(class, *l))
+                    {
+                        Some(l) => format!(
+                            "else with {} over PCIe ({class} within {}, {})",
+                            nic.name,
+                            consumers::level_name(l),
+                            s.level_from
+                        ),
+                        None => "else not".to_owned(),
+                    }
                 ),
             ),
         ];

@@ -650,6 +650,15 @@ fn catalogue() -> Vec<Case> {
     ] {
         cases.push(Case::plain(what, tree, env, false));
     }
+    // A GH200 whose nvidia-smi does not answer: whether C2C joins the GPU
+    // to its CPU cannot be seen (NCCL, told of no link, takes the PCIe
+    // path through the CPU).
+    cases.push(Case::plain(
+        "Grace Hopper, nvidia-smi not answering",
+        grace_hopper("oracle-grace-unseen", false, false),
+        vec![],
+        false,
+    ));
     // PXN over C2C (NCCL_PXN_C2C, default 1): NVLink joins two GH200s and
     // only the first CPU has a NIC; the second GPU reaches it through the
     // first, which is P2C from it.
