@@ -11,8 +11,8 @@ use crate::registration::{self, Path};
 use crate::report::{Fact, Gpu, Problem, Report, Status};
 use crate::topology::{self, Distance};
 use crate::{
-    c2c, consumers, cuda, gdr_reads, iommu, memory, nccl_ib, nccl_topo_file, nccl_version, nvlink,
-    peer_clients, pxn, service,
+    c2c, consumers, cuda, data_direct, gdr_reads, iommu, memory, nccl_ib, nccl_topo_file,
+    nccl_version, nvlink, peer_clients, pxn, service,
 };
 
 /// The checks over @host. @programs: whether the forms people read may
@@ -175,25 +175,62 @@ pub fn check(host: &Host, programs: bool) -> Report {
     // places both, else sysfs's, shortened to PXB by a Broadcom virtual
     // switch link; with what made it differ from sysfs's.
     let merge_vfs = nccl_ib::merge_vfs(host);
+    // mlx5 Data Direct (data_direct.rs): the DMA function NCCL reaches
+    // each adapter through, where the node can register DMA-BUF.
+    let dd_offered = data_direct::offered(host);
+    let dd_functions = data_direct::functions(host, &devices);
+    let mut dd_serving: Vec<(String, &PciDevice)> = Vec::new();
+    if dmabuf && dd_offered != data_direct::Offered::Own && !dd_functions.is_empty() {
+        for nic in &nics {
+            let Some(dev) = devices.iter().find(|d| d.address == nic.address) else {
+                continue;
+            };
+            match data_direct::serving(host, dev, &dd_functions) {
+                Ok(Some(f)) => dd_serving.push((nic.name.clone(), f)),
+                Ok(None) => {}
+                Err(why) => facts.push(Fact::info(
+                    "nccl",
+                    &nic.name,
+                    format!("NCCL may reach {} through a ConnectX-8 Data Direct function ({}) as {}_dma: which adapter a function serves is read from the VPD ({why})", nic.name, dd_functions.iter().map(|f| f.address.as_str()).collect::<Vec<_>>().join(", "), nic.name),
+                )),
+            }
+        }
+    }
     let nccl_view = |gpu: &PciDevice, nic: &Nic, nic_dev: &PciDevice, d: Distance| {
         if let Some(f) = &topo_file {
             if let Some(x) = f.distance(&gpu.address, &nic.name, &nic.address) {
                 return (x, Some(format!("in {}", f.shown)));
             }
         }
+        // NCCL offers the adapter at its Data Direct function (as
+        // <name>_dma), and with NCCL_IB_DATA_DIRECT=2 at its own too.
+        if let Some((_, f)) = dd_serving.iter().find(|(n, _)| *n == nic.name) {
+            let shape = |device: &str, index: usize| is_downstream(host, &devices, device, index);
+            let merged = |usp: &str| bcm_upper_switch(host, &devices, usp);
+            let x = topology::distance(gpu, f, &shape, &merged);
+            if dd_offered == data_direct::Offered::DataDirect || x < d {
+                let by = format!(
+                    "through its Data Direct function {}, as NCCL offers it ({}_dma)",
+                    f.address, nic.name
+                );
+                return (x, (x != d).then_some(by));
+            }
+        }
         // NCCL judges the NIC from the function its IB plugin names
         // (nccl_ib::placed_at): the same place for a device behind a
         // port, another function's on a root bus, or none.
         let at = nccl_ib::placed_at(&nic.address, merge_vfs);
-        if at != nic.address {
-            let by = format!("as NCCL places it, at {at} (NCCL_IB_MERGE_VFS)");
-            return match devices.iter().find(|x| x.address == at) {
+        let (placed, there, moved) = if at == nic.address {
+            (d, nic_dev, None)
+        } else {
+            match devices.iter().find(|x| x.address == at) {
                 Some(there) => {
                     let shape =
                         |device: &str, index: usize| is_downstream(host, &devices, device, index);
                     let merged = |usp: &str| bcm_upper_switch(host, &devices, usp);
                     let x = topology::distance(gpu, there, &shape, &merged);
-                    (x, (x != d).then_some(by))
+                    let by = format!("as NCCL places it, at {at} (NCCL_IB_MERGE_VFS)");
+                    (x, there, (x != d).then_some(by))
                 }
                 // On CPU -1: the GPU's CPU where its NUMA node is unset too.
                 None => {
@@ -205,15 +242,15 @@ pub fn check(host: &Host, programs: bool) -> Report {
                     let by = format!(
                         "as NCCL places it, at {at}, which the kernel does not show: on no known CPU (NCCL_IB_MERGE_VFS)"
                     );
-                    (x, (x != d).then_some(by))
+                    return (x, (x != d).then_some(by));
                 }
-            };
-        }
-        if d >= Distance::Phb && bcm_virtual_link(host, &devices, gpu, nic_dev) {
+            }
+        };
+        if placed >= Distance::Phb && bcm_virtual_link(host, &devices, gpu, there) {
             let by = "over a Broadcom virtual switch link (/sys/kernel/pci_switch_link)";
             return (Distance::Pxb, Some(by.to_owned()));
         }
-        (d, None)
+        (placed, moved)
     };
     // Each GPU's distances to every NIC, and to those NCCL takes as NCCL
     // sees them (the nearest is the one it is judged with); all GPUs'
@@ -290,7 +327,11 @@ pub fn check(host: &Host, programs: bool) -> Report {
         ));
         if let Some(&(nic, nic_dev, distance, nccl_distance, ref by)) = closest {
             let on_own_cpu = matches!(nccl_distance, Distance::Phb | Distance::Node);
-            let link = (c2c_possible && on_own_cpu)
+            // A PCIe path beyond NCCL's level that paths.cc diverts
+            // through the GPU's CPU: over a C2C link, a P2C route.
+            let diverted = matches!(nccl_distance, Distance::Pix | Distance::Pxb)
+                && !consumers::nccl_within(nccl_distance, level.0);
+            let link = (c2c_possible && (on_own_cpu || diverted))
                 .then(|| {
                     if !programs {
                         return Some(c2c::Link::Unknown);
@@ -333,7 +374,21 @@ pub fn check(host: &Host, programs: bool) -> Report {
                     == Some(&false);
             if cuda_says_no {
                 unsupported_gpu_facts(gpu, nic, nccl_distance, &mut facts);
-            } else if let Some(link) = link {
+            } else if diverted && link == Some(c2c::Link::Up) {
+                let settings = c2c_settings.get_or_init(|| {
+                    c2c::Settings::read(host, nccl_installed.as_ref().map(|(_, v)| *v), &level.1)
+                });
+                let seen = (nccl_distance, by.as_deref());
+                diverted_facts(
+                    gpu,
+                    nic,
+                    distance,
+                    seen,
+                    (&level, settings),
+                    nccl_sees,
+                    &mut facts,
+                );
+            } else if let Some(link) = link.filter(|_| on_own_cpu) {
                 let settings = c2c_settings.get_or_init(|| {
                     c2c::Settings::read(host, nccl_installed.as_ref().map(|(_, v)| *v), &level.1)
                 });
@@ -787,6 +842,61 @@ fn relay_facts(
         Fact::info("nccl", &gpu.address, format!("NCCL does not use GPUDirect RDMA with {through}: {} is beyond {name} ({})", relay.distance, level.1))
     } else {
         Fact::info("nccl", &gpu.address, format!("NCCL does not use GPUDirect RDMA with {through}: it finds no GPUDirect RDMA support on this node (see the nccl line)"))
+    });
+}
+
+/// @gpu's closest NIC within PCIe switches but beyond NCCL's level, on a
+/// GPU whose C2C link is up: paths.cc (ncclTopoComputePaths) diverts the
+/// pair through the GPU's CPU where ncclTopoCheckGdr says no, and that
+/// route is P2C, which NCCL's C2C rule judges (c2c.rs: 2.28.9 lets it
+/// through at any level, 2.30.7 only up to P2C).
+fn diverted_facts(
+    gpu: &PciDevice,
+    nic: &Nic,
+    sysfs: Distance,
+    seen: (Distance, Option<&str>),
+    (level, s): (&(usize, String), &c2c::Settings),
+    sees: bool,
+    facts: &mut Vec<Fact>,
+) {
+    let verdict = if sees { s.verdict() } else { Some(false) };
+    if verdict == Some(false) {
+        distance_fact(gpu, nic, sysfs, seen, level, facts);
+        nccl_pair_fact(gpu, nic, seen.0, level, sees, facts);
+        return;
+    }
+    let (nccl, by) = seen;
+    let by = by.map(|b| format!(" {b}")).unwrap_or_default();
+    let also = if nccl != sysfs {
+        format!(" ({sysfs} in sysfs)")
+    } else {
+        String::new()
+    };
+    let name = consumers::level_name(level.0);
+    let route = format!(
+        "beyond {name} ({}), NCCL routes it through the GPU's CPU over its C2C link: P2C",
+        level.1
+    );
+    facts.push(Fact::info(
+        "distance",
+        &gpu.address,
+        format!(
+            "closest RDMA device {} ({}) is {nccl} from it{by}{also}; {route}",
+            nic.name, nic.address
+        ),
+    ));
+    let how = format!("{}; {}", s.level_from, s.c2c.1);
+    facts.push(match verdict {
+        Some(_) => Fact::ok(
+            "nccl",
+            &gpu.address,
+            format!("NCCL uses GPUDirect RDMA with {} over the GPU's C2C link ({how}, NCCL 2.28's rule for P2C)", nic.name),
+        ),
+        None => Fact::info(
+            "nccl",
+            &gpu.address,
+            format!("NCCL 2.28 uses GPUDirect RDMA with {} over the GPU's C2C link and NCCL 2.30 does not ({how}: 2.28.9 counts a P2C path as C2C, 2.30.7 compares it as P2C): which NCCL the job loads decides (no libnccl of either series is installed)", nic.name),
+        ),
     });
 }
 

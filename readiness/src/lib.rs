@@ -9,6 +9,7 @@ pub mod check;
 pub mod config_space;
 pub mod consumers;
 pub mod cuda;
+pub mod data_direct;
 pub mod elf;
 pub mod gdr_reads;
 pub mod health;

@@ -670,6 +670,27 @@ fn catalogue() -> Vec<Case> {
         vec![],
         true,
     ));
+    // A ConnectX-8's Data Direct function beside the GPU (rdma_topo's
+    // DMA complex): NCCL offers mlx5_0 there as mlx5_0_dma; with
+    // NCCL_IB_DATA_DIRECT=0 at its PF, over the GPU's C2C link.
+    for (what, env) in [
+        (
+            "Grace Blackwell, a ConnectX-8 Data Direct function beside the GPU",
+            vec![],
+        ),
+        (
+            "Grace Blackwell Data Direct, NCCL_IB_DATA_DIRECT=0",
+            vec![("NCCL_IB_DATA_DIRECT", "0")],
+        ),
+        (
+            "Grace Blackwell Data Direct, NCCL_IB_DATA_DIRECT=2",
+            vec![("NCCL_IB_DATA_DIRECT", "2")],
+        ),
+    ] {
+        let t = grace_blackwell_data_direct("oracle-data-direct");
+        t.grace(&["0009:06:00.0"]);
+        cases.push(Case::plain(what, t, env, false));
+    }
     // The CUDA driver's own word on each GPU (readiness/src/cuda.rs), as
     // the libcuda double serves it to the check's child (Tree::cuda):
     // NCCL's `gdr` of the GPU. On the 8-GPU node one GPU says no, listed

@@ -386,3 +386,39 @@ fn a_nic_on_a_root_bus_is_judged_where_nccl_places_it() {
     let (_, out) = t.run(&[]);
     assert_line(&out, &["distance", "mlx5_0 (0000:40:01.0) is NODE from it"]);
 }
+
+/// A ConnectX-8's Data Direct function (readiness/src/data_direct.rs):
+/// paired with mlx5_0 by the V3 UUID of their VPDs, as rdma-core's
+/// rdma_topo pairs them, NCCL reaches mlx5_0 there (as mlx5_0_dma): PXB
+/// from the GPU through the two switches, where its PF is on another
+/// root port. NCCL_IB_DATA_DIRECT=0, another UUID, or no DMA-BUF: the
+/// PF's place.
+#[test]
+fn a_data_direct_function_is_where_nccl_reaches_its_adapter() {
+    let t = grace_blackwell_data_direct("data-direct");
+    t.nvidia_open_580();
+    t.mofed_with("nv_peer_mem");
+    let (_, out) = t.run(&[]);
+    assert_line(
+        &out,
+        &[
+            "distance",
+            "0009:06:00.0",
+            "mlx5_0 (0000:01:00.0) is PXB from it through its Data Direct function 0009:03:00.0, as NCCL offers it (mlx5_0_dma)",
+        ],
+    );
+    let (_, out) = t.run_with(&[], &[("NCCL_IB_DATA_DIRECT", "0".into())]);
+    assert!(!out.contains("Data Direct function"), "{out}");
+    let t = grace_blackwell_data_direct("data-direct-other");
+    t.nvidia_open_580();
+    t.mofed_with("nv_peer_mem");
+    t.write(
+        "sys/devices/pci0000:00/0000:00:00.0/0000:01:00.0/vpd",
+        vpd_with_v3("0f0e0d0c0b0a09080706050403020100"),
+    );
+    // The function serves another adapter: the kernel answers ENODEV for
+    // mlx5_0 (what NCCL's code is told).
+    std::fs::remove_file(t.root.join("data-direct")).unwrap();
+    let (_, out) = t.run(&[]);
+    assert!(!out.contains("Data Direct function"), "{out}");
+}

@@ -972,6 +972,87 @@ pub fn grace_hopper(name: &str, second: bool, second_nic: bool) -> Tree {
     t
 }
 
+/// A Grace Blackwell-like node with a ConnectX-8's Data Direct function,
+/// in the shape rdma-core's rdma_topo matches for one (kernel-boot/
+/// rdma_topo, `__get_nvcx_complex`: a Grace root port, below it a ConnectX
+/// switch whose downstream ports lead to the DMA function, 15b3:2100, and
+/// to a second switch with the GPU; the adapter's PF elsewhere, paired
+/// with the DMA function by the V3 UUID of their VPDs). Here: an arm64
+/// CPU, the GPU (0x2941) at 0009:06:00.0 below the two switches of root
+/// port 0009:00:00.0, the DMA function at 0009:03:00.0 with mlx5_ib bound,
+/// mlx5_0 (its PF) on root port 0000:00:00.0 of the same CPU. The ports'
+/// ids are the tests' generic ones and the DMA function's class an
+/// InfiniBand controller's: neither source gives them, and neither the
+/// check nor NCCL reads them. The kernel's answer for mlx5_0's Data Direct
+/// path is listed in `data-direct` beside the tree, for the oracle (the
+/// harness's `--data-direct`).
+pub fn grace_blackwell_data_direct(name: &str) -> Tree {
+    let t = Tree::new(name);
+    t.arm64();
+    let rp = "pci0009:00/0009:00:00.0";
+    t.bridge(rp, 4, None, 0);
+    let usp = format!("{rp}/0009:01:00.0");
+    t.bridge(&usp, 5, None, 0);
+    t.bridge(&format!("{usp}/0009:02:00.0"), 6, None, 0);
+    t.bridge(&format!("{usp}/0009:02:01.0"), 6, None, 0);
+    let usp2 = format!("{usp}/0009:02:01.0/0009:04:00.0");
+    t.bridge(&usp2, 5, None, 0);
+    t.bridge(&format!("{usp2}/0009:05:00.0"), 6, None, 0);
+    t.gpu(
+        &format!("{usp2}/0009:05:00.0/0009:06:00.0"),
+        0x2941,
+        0,
+        128 * GIB,
+    );
+    let dma = format!("{usp}/0009:02:00.0/0009:03:00.0");
+    t.pci(
+        &dma,
+        (0x15b3, 0x2100, 0x020700),
+        0,
+        &nic_resource(),
+        &[0u8; 4096],
+    );
+    fs::create_dir_all(t.sys().join("bus/pci/drivers/mlx5_ib")).unwrap();
+    let up = "../".repeat(dma.split('/').count() + 1);
+    symlink(
+        format!("{up}bus/pci/drivers/mlx5_ib"),
+        t.sys().join("devices").join(&dma).join("driver"),
+    )
+    .unwrap();
+    t.bridge("pci0000:00/0000:00:00.0", 4, None, 0);
+    let pf = "pci0000:00/0000:00:00.0/0000:01:00.0";
+    t.nic(pf, "mlx5_0", 0);
+    let uuid = "3b2c0a0e5d7f4c1a9e0b6d2f1a3c5e7b";
+    t.write(&format!("sys/devices/{dma}/vpd"), vpd_with_v3(uuid));
+    t.write(&format!("sys/devices/{pf}/vpd"), vpd_with_v3(uuid));
+    t.write("data-direct", format!("mlx5_0 /devices/{dma}\n"));
+    t
+}
+
+/// A VPD as PCI 3.0 section 6.4 lays it out: the identifier string, the
+/// read-only section (PN, SN, V3, RV), the end tag.
+pub fn vpd_with_v3(v3: &str) -> Vec<u8> {
+    let mut ro = Vec::new();
+    for (k, v) in [
+        ("PN", "900-9X81E-00EX-ST0"),
+        ("SN", "MT2420X00000"),
+        ("V3", v3),
+    ] {
+        ro.extend_from_slice(k.as_bytes());
+        ro.push(v.len() as u8);
+        ro.extend_from_slice(v.as_bytes());
+    }
+    ro.extend_from_slice(b"RV\x01\x00");
+    let name = b"NVIDIA ConnectX-8 SuperNIC";
+    let mut out = vec![0x82, name.len() as u8, 0];
+    out.extend_from_slice(name);
+    out.push(0x90);
+    out.extend_from_slice(&(ro.len() as u16).to_le_bytes());
+    out.extend_from_slice(&ro);
+    out.push(0x78);
+    out
+}
+
 /// Two V100s (0x1db1, compute capability 7.0): 03:00.0 and mlx5_0 below
 /// one switch on root port 00:01.0 (PIX), 05:00.0 on root port 00:02.0.
 /// No driver, no RDMA core; Tree::volta adds nvidia-smi's answers.

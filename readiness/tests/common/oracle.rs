@@ -60,12 +60,15 @@ pub fn nccl_over_tree(
 
 /// The distance NCCL computes for each pair (`--distances yes`: every NIC
 /// registers GPU memory, so no route is diverted through the CPU, as
-/// paths.cc does where GPUDirect RDMA is off).
+/// paths.cc does where GPUDirect RDMA is off); @dmabuf as for
+/// nccl_over_tree (NCCL's IB plugin looks for Data Direct functions only
+/// where DMA-BUF registers).
 pub fn nccl_distances(
     harness: &Path,
     t: &Tree,
     gpus: &[String],
     env: &[(&str, PathBuf)],
+    dmabuf: bool,
 ) -> Result<Vec<String>, String> {
     let mut open: Vec<(&str, PathBuf)> = env
         .iter()
@@ -73,7 +76,15 @@ pub fn nccl_distances(
         .cloned()
         .collect();
     open.push(("NCCL_NET_GDR_LEVEL", PathBuf::from("SYS")));
-    nccl_run(harness, t, gpus, &[], &open, &["--distances", "yes"])
+    let dmabuf = if dmabuf { "yes" } else { "no" };
+    nccl_run(
+        harness,
+        t,
+        gpus,
+        &[],
+        &open,
+        &["--distances", "yes", "--dmabuf", dmabuf],
+    )
 }
 
 fn nccl_run(
@@ -100,6 +111,12 @@ fn nccl_run(
     // None given: the devices NCCL's IB plugin takes from the tree.
     for n in nets {
         cmd.args(["--net", n]);
+    }
+    // The kernel's Data Direct answers, where the tree lists them
+    // (grace_blackwell_data_direct).
+    let dd = std::fs::read_to_string(t.root.join("data-direct")).unwrap_or_default();
+    for (name, path) in dd.lines().filter_map(|l| l.split_once(' ')) {
+        cmd.args(["--data-direct", &format!("{name}={path}")]);
     }
     cmd.env("NCCL_HOSTID", "nccl-harness")
         .env_remove("NCCL_NET_GDR_LEVEL")
@@ -272,7 +289,7 @@ pub fn judge(
         // traffic through the GPU's CPU (paths.cc, ncclTopoComputePaths:
         // addInterStep via the local CPU), and the path it then reports is
         // that route, PHB or SYS.
-        let raw = nccl_distances(harness, t, gpus_, nccl_env).unwrap_or_default();
+        let raw = nccl_distances(harness, t, gpus_, nccl_env, dmabuf).unwrap_or_default();
         for (rank, gpu) in gpus.iter().enumerate() {
             compared += 1;
             let at = format!("{what}, GPU {gpu}, NCCL {release}");
@@ -336,8 +353,15 @@ pub fn judge(
             };
             // NCCL: the pair with the check's NIC, and the nearest
             // of this GPU's pairs (paths.cc's order of path types).
+            // Where the check judges the adapter at its Data Direct
+            // function, NCCL names it <name>_dma.
+            let name = if distance.contains(&format!("as NCCL offers it ({nic}_dma)")) {
+                format!("{nic}_dma")
+            } else {
+                nic.to_string()
+            };
             let the_pair =
-                |lines: &[String]| lines.iter().find(|p| field(p, "name") == nic).cloned();
+                |lines: &[String]| lines.iter().find(|p| field(p, "name") == name).cloned();
             let order = ["PIX", "PXB", "P2C", "PXN", "PHB", "SYS"];
             let rank_of = |p: &str| order.iter().position(|o| *o == p).unwrap_or(9);
             let nearest = mine

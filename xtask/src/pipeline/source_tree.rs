@@ -54,7 +54,7 @@ pub const SHARED_PACKAGING_FILES: [&str; 13] = [
 /// gpudirect-rdma-check as the packages build it: the crate's sources
 /// (not its tests) and its manual page. `readiness_files_are_listed` keeps
 /// the list in step with readiness/src/.
-pub const READINESS_FILES: [&str; 40] = [
+pub const READINESS_FILES: [&str; 41] = [
     "readiness/Cargo.toml",
     "readiness/gpudirect-rdma-check.8",
     "readiness/src/boot_loader.rs",
@@ -63,6 +63,7 @@ pub const READINESS_FILES: [&str; 40] = [
     "readiness/src/config_space.rs",
     "readiness/src/consumers.rs",
     "readiness/src/cuda.rs",
+    "readiness/src/data_direct.rs",
     "readiness/src/elf.rs",
     "readiness/src/gdr_reads.rs",
     "readiness/src/health.rs",
