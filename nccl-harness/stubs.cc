@@ -62,7 +62,8 @@ ncclResult_t bootstrapIntraNodeAllGather(void*, int*, int, int, void*, int) {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0)
 // 2.30's GIN and RMA plugins (ncclTopoGetSystem imports their devices),
 // and what os/linux.cc, the home of 2.30's sysfs readers, references
-// beside them: sockets, shared memory, CUDA host registration.
+// beside them: a thread stack size, CUDA host registration (its socket
+// functions are misc/socket.cc's, compiled for the IB plugin).
 ncclResult_t ncclGinGetDevCount(int, int*, int*) { unreached("ncclGinGetDevCount"); }
 ncclResult_t ncclRmaGetDevCount(int, int*, int*) { unreached("ncclRmaGetDevCount"); }
 int64_t ncclParamSetCpuStackSize() { unreached("ncclParamSetCpuStackSize"); }
