@@ -16,8 +16,11 @@
 #                                     as the headers' scripts/ link expects;
 #   boot/vmlinuz-<release>            from linux-image-<release>-unsigned;
 #   bin/busybox                       busybox-static for the arm64 initramfs.
-# Prints the root. Every package is taken at exactly the version of the amd64
-# headers installed on this host, so the two arches' builds are comparable.
+# Prints the root. The kernel's packages are taken at exactly the version of
+# the amd64 headers installed on this host, so the two arches' builds are
+# comparable; linux-kbuild at the host's own version (ci/lib/kernel-deps.sh).
+# The unpacked root is the cache: a later run needs no download, whatever
+# the archive still holds.
 set -euo pipefail
 amd64=${1:?usage: ci/fetch-arm64-kernel.sh <amd64 kernel release, e.g. 6.1.0-56-amd64>}
 case "$amd64" in
@@ -28,8 +31,12 @@ abi=${amd64%-amd64}
 release=$abi-arm64
 version=$(dpkg-query -W -f='${Version}' "linux-headers-$amd64" 2>/dev/null) || {
     echo "fetch-arm64-kernel.sh: linux-headers-$amd64 is not installed; run: bash ci/setup-host.sh" >&2; exit 2; }
-# linux-kbuild-6.1 / linux-kbuild-6.12.95+deb12: named in the headers' Depends.
-kbuild=$(dpkg-query -W -f='${Depends}' "linux-headers-$amd64" | tr ',' '\n' | sed -n 's/^ *\(linux-kbuild-[^ ]*\).*/\1/p' | head -n1)
+# The -common headers at the headers' version; linux-kbuild-6.1 /
+# linux-kbuild-6.12.95+deb12 (amd64 tools, for this host) at the version the
+# host has, which the headers' Depends allows (ci/lib/kernel-deps.sh).
+. "$(dirname "$0")/lib/kernel-deps.sh"
+deps=$(header_deps "$amd64") || exit 1
+kbuild=$(grep '^linux-kbuild-' <<<"$deps" | head -n1)
 [ -n "$kbuild" ] || { echo "fetch-arm64-kernel.sh: cannot find linux-kbuild in linux-headers-$amd64's dependencies" >&2; exit 1; }
 
 cache=${NVPM_CACHE:-/var/cache/nv-peer-mem-ci}
@@ -71,10 +78,11 @@ if ! have_index; then
 fi
 
 pkgs=("linux-headers-$release:arm64=$version" "linux-headers-$abi-common=$version"
-      "$kbuild:amd64=$version" "linux-image-$release-unsigned:arm64=$version" "busybox-static:arm64")
+      "${kbuild%%=*}:amd64=${kbuild#*=}" "linux-image-$release-unsigned:arm64=$version" "busybox-static:arm64")
 echo "==> $release $version: download and unpack (once; cached in $out)" >&2
 rm -rf "$apt_dir/debs" && mkdir -p "$apt_dir/debs"
-(cd "$apt_dir/debs" && apt-get "${apt_opts[@]}" download -qq "${pkgs[@]}" >&2)
+(cd "$apt_dir/debs" && apt-get "${apt_opts[@]}" download -qq "${pkgs[@]}" >&2) || {
+    echo "fetch-arm64-kernel.sh: the archive lacks one of ${pkgs[*]} (apt-get download failed, above); a version gone from the archive: apt-get update && bash ci/setup-host.sh" >&2; exit 1; }
 rm -rf "$out.tmp"
 mkdir -p "$out.tmp/root"
 for deb in "$apt_dir"/debs/*.deb; do

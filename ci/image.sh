@@ -20,15 +20,17 @@
 #
 # Kernel debs: /var/cache/nv-peer-mem-ci/kernels (where `cargo xtask
 # test-vm` keeps linux-image-<kver>-unsigned): linux-image-<kver>-unsigned,
-# linux-headers-<kver>, its -common and linux-kbuild, all at exactly the
-# version of the host's installed linux-headers-<kver>, so modules built on
-# the host for <kver> (the test's stand-ins) have the image's symbol CRCs.
+# linux-headers-<kver> and its -common at exactly the version of the host's
+# installed linux-headers-<kver>, so modules built on the host for <kver>
+# (the test's stand-ins) have the image's symbol CRCs; linux-kbuild at the
+# host's version (ci/lib/kernel-deps.sh).
 #
 # System tarballs: /var/cache/nv-peer-mem-ci/images/bookworm-<yyyymmdd>-<key>.tar,
 # <key> a hash of the package list, the sources and the kernel debs'
 # names; reused for NVPM_IMAGE_MAX_AGE_DAYS (default 7) days, like
 # ci/chroot.sh's chroots.
 set -euo pipefail
+. "$(dirname "$0")/lib/kernel-deps.sh"
 
 top=${NVPM_CACHE:-/var/cache/nv-peer-mem-ci}
 kernels=$top/kernels
@@ -60,28 +62,30 @@ sources() {
 }
 
 # The debs of kernel KVER at the host's linux-headers-KVER version, one path
-# a line: image, headers, headers-common, kbuild.
+# a line: image, headers, then what the headers depend on (the -common
+# headers at their exact version, linux-kbuild at the version the headers'
+# Depends allows and the host has: ci/lib/kernel-deps.sh). Each is
+# downloaded once into $kernels and found there by later runs, so a run
+# does not depend on the archive keeping old versions.
 kernel_debs() {
     local kver=$1 version
     version=$(dpkg-query -W -f='${Version}' "linux-headers-$kver" 2>/dev/null) ||
         die "linux-headers-$kver is not installed on this host; run: sudo bash ci/setup-host.sh"
-    # linux-headers-KVER's own Depends name the -common and linux-kbuild
-    # packages (6.1: linux-kbuild-6.1; 6.12 backports: linux-kbuild-6.12.95+deb12).
-    local deps
-    deps=$(apt-cache show "linux-headers-$kver=$version" | sed -n 's/^Depends: //p' | head -n 1 |
-        tr ',' '\n' | sed -n 's/^ *\(linux-\(headers\|kbuild\)-[^ ]*\).*/\1/p')
-    [ -n "$deps" ] || die "apt-cache knows no linux-headers-$kver=$version; run: sudo apt-get update"
+    local -a wanted
+    mapfile -t wanted < <(header_deps "$kver") || true
+    [ ${#wanted[@]} -gt 0 ] || die "cannot resolve linux-headers-$kver's dependencies (see above)"
     mkdir -p "$kernels"
-    local pkg deb
-    for pkg in "linux-image-$kver-unsigned" "linux-headers-$kver" $deps; do
-        deb=$(find_deb "$pkg" "$version")
+    local spec pkg ver deb
+    for spec in "linux-image-$kver-unsigned=$version" "linux-headers-$kver=$version" "${wanted[@]}"; do
+        pkg=${spec%%=*} ver=${spec#*=}
+        deb=$(find_deb "$pkg" "$ver")
         if [ -z "$deb" ]; then
-            echo "==> downloading $pkg=$version into $kernels (once)" >&2
+            echo "==> downloading $pkg=$ver into $kernels (once)" >&2
             # apt's _apt sandbox user may not write to the cache: download as root.
-            (cd "$kernels" && apt-get download -q -o APT::Sandbox::User=root "$pkg=$version" >&2) ||
-                die "apt-get download $pkg=$version failed (the 6.12 kernels need bookworm-backports: sudo bash ci/setup-host.sh)"
-            deb=$(find_deb "$pkg" "$version")
-            [ -n "$deb" ] || die "apt-get download left no $pkg $version deb in $kernels"
+            (cd "$kernels" && apt-get download -q -o APT::Sandbox::User=root "$pkg=$ver" >&2) ||
+                die "the archive has no $pkg at $ver (apt-get download failed; the 6.12 kernels need bookworm-backports: sudo bash ci/setup-host.sh; a version gone from the archive: sudo apt-get update && sudo bash ci/setup-host.sh)"
+            deb=$(find_deb "$pkg" "$ver")
+            [ -n "$deb" ] || die "apt-get download left no $pkg $ver deb in $kernels"
         fi
         echo "$deb"
     done
