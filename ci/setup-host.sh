@@ -22,6 +22,9 @@ echo "==> installing build and test packages (kernels $KVER_BOOKWORM, $KVER_BACK
 pkgs=(
   # module build
   build-essential bc kmod libelf-dev dwarves binutils rustc-web rust-web-src
+  # kernel trees prepared from Debian's linux-source (ci/config-trees.sh):
+  # Kconfig's lexer and parser are generated with flex and bison
+  flex bison
   "linux-headers-$KVER_BOOKWORM" "linux-headers-$KVER_BACKPORTS/bookworm-backports"
   # packaging tests
   rpm rpmlint dpkg-dev debhelper dh-dkms dkms lintian equivs fakeroot git

@@ -252,6 +252,82 @@ verifier_catches_sse() {
 }
 check "object verifier rejects SSE registers" verifier_catches_sse
 
+echo "== code generation options of other distributions' kernels (ci/config-trees.sh; docs/kmod-build.md, \"Code generation options\")"
+# Each option set of kmod/tests/kernel-configs is a kernel tree from Debian's
+# linux-source with Debian's configuration changed to that distribution's
+# code generation options, prepared for external modules (cached). The
+# module is built on it as DKMS builds it and strict; objtool must be
+# silent, and rustc must have had the set's flags.
+tree_release() { cat "$1/include/config/kernel.release"; }
+rust_cmd_has() {  # rust_cmd_has FLAG...: the Rust object's command line has each flag
+    local flag; for flag in "$@"; do
+        grep -q -- " $flag\( \|$\)" kmod/.nv_peer_mem_rust.o.cmd || { echo "no $flag in:"; cat kmod/.nv_peer_mem_rust.o.cmd; return 1; }
+    done
+}
+objtool_silent() { grep -q 'verified .*objtool silent' "$log/build" || { grep -i objtool "$log/build" | head; return 1; }; }
+for set in $(bash ci/config-trees.sh list); do
+    read -r series arch want_flags < <(bash ci/config-trees.sh info "$set")
+    tree=$(bash ci/config-trees.sh kdir "$set" 2>"$log/tree") || { cat "$log/tree"; tree=""; }
+    check "$set ($series $arch): tree prepared, the set's options kept by olddefconfig" test -f "$tree/.prepared"
+    [ -n "$tree" ] || continue
+    kver=$(tree_release "$tree")
+    tree_make=(KDIR="$tree")
+    [ "$arch" = arm64 ] && tree_make+=(ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu-)
+    # As dkms.conf's MAKE[0] runs it: not strict.
+    check "$set: builds as DKMS builds it" build "$kver" "${tree_make[@]}" NVPM_STRICT= OFA_KERNEL=none NV_SRC=none
+    if [ "$arch" = arm64 ]; then
+        check "$set: object verified (branch protection as the glue's)" grep -q 'verified .*arm64' "$log/build"
+    else
+        check "$set: object verified, objtool silent" objtool_silent
+    fi
+    check "$set: builds strict (warnings are errors)" build "$kver" "${tree_make[@]}" OFA_KERNEL=none NV_SRC=none
+    check "$set: rustc had the flags its options give ($want_flags)" rust_cmd_has $want_flags
+done
+# The suite can fail: the frame-pointer tree without rust-flags.sh's frame
+# pointers must fail on objtool's warnings (issue 56's Ubuntu build).
+without_frame_pointers() {
+    local tree; tree=$(bash ci/config-trees.sh kdir ubuntu-frame-pointer 2>&1) || { echo "$tree"; return 1; }
+    local m; m=$(mktemp -d); cp -a kmod "$m/" && echo "$version" >"$m/kmod/VERSION"
+    make -s -C "$m/kmod" clean >/dev/null 2>&1
+    sed -i '/need CONFIG_FRAME_POINTER -Cforce-frame-pointers=y/d' "$m/kmod/scripts/rust-flags.sh"
+    grep -q 'need CONFIG_FRAME_POINTER' "$m/kmod/scripts/rust-flags.sh" && { echo "mutation not applied"; rm -rf "$m"; return 1; }
+    fails_with 'objtool: .*call without frame pointer save/setup' make -C "$m/kmod" KVER="$(tree_release "$tree")" KDIR="$tree" OFA_KERNEL=none NV_SRC=none
+    local rc=$?; rm -rf "$m"; return $rc
+}
+check "mutation: without rust-flags.sh's frame-pointer flag the ubuntu-frame-pointer build fails (objtool)" without_frame_pointers
+# Options the module cannot follow stop the build, naming them.
+flags_stop() {  # flags_stop 'CONFIG_X=y ...' PATTERN [rustc]: rust-flags.sh fails naming it
+    local cfg; cfg=$(mktemp)
+    { cat "/usr/src/linux-headers-$KVER_BOOKWORM/.config"; printf '%s\n' $1; } >"$cfg"
+    fails_with "$2" sh kmod/scripts/rust-flags.sh "$cfg" "${3:-$(sh kmod/scripts/find-rustc.sh)}"
+    local rc=$?; rm -f "$cfg"; return $rc
+}
+check "CONFIG_CFI_CLANG (kCFI): rust-flags.sh stops, naming it" flags_stop 'CONFIG_CFI_CLANG=y' 'sets CONFIG_CFI_CLANG, which the module cannot follow'
+check "CONFIG_CALL_PADDING without a padding size: stops, naming it" flags_stop 'CONFIG_CALL_PADDING=y CONFIG_FUNCTION_PADDING_BYTES=' 'sets CONFIG_CALL_PADDING'
+rustc_without_rethunk() {
+    # A rustc that has no -Zfunction-return (older than 1.76): RETHUNK
+    # cannot be followed, and the build must say so, not drop it.
+    local dir; dir=$(mktemp -d)
+    printf '#!/bin/sh\nfor a; do case "$a" in -Zfunction-return*) echo "error: unknown unstable option: function-return" >&2; exit 1;; esac; done\nexec %s "$@"\n' \
+        "$(sh kmod/scripts/find-rustc.sh)" >"$dir/rustc"; chmod +x "$dir/rustc"
+    flags_stop 'CONFIG_RETHUNK=y' "sets CONFIG_RETHUNK, which the module cannot follow: it needs the rustc flag(s) '-Zfunction-return=thunk-extern'" "$dir/rustc"
+    local rc=$?; rm -rf "$dir"; return $rc
+}
+check "a rustc without a flag a kernel option needs (RETHUNK): stops, naming the option and the flag" rustc_without_rethunk
+
+echo "== Debian 11's 5.10 (ci/fetch-bullseye-headers.sh): the oldest kernel built here"
+kdir_510=$(bash ci/fetch-bullseye-headers.sh 2>"$log/fetch-510") || { cat "$log/fetch-510"; kdir_510=""; }
+check "bullseye 5.10 headers and gcc-10 unpacked from Debian's archive" test -f "$kdir_510/.config"
+if [ -n "$kdir_510" ]; then
+    kver_510=$(basename "$kdir_510"); kver_510=${kver_510#linux-headers-}
+    # The headers' Makefile names gcc-10 (Debian 11's compiler) as CC.
+    path_510=${kdir_510%/usr/src/*}/usr/bin:$PATH
+    check "$kver_510: builds as DKMS builds it" env PATH="$path_510" bash -c "$(declare -f offline build); log=$log; build $kver_510 KDIR=$kdir_510 NVPM_STRICT= OFA_KERNEL=none NV_SRC=none"
+    check "$kver_510: builds strict, object verified, objtool silent" env PATH="$path_510" bash -c "$(declare -f offline build); log=$log; build $kver_510 KDIR=$kdir_510 OFA_KERNEL=none NV_SRC=none && grep -q 'objtool silent' $log/build"
+    check "$kver_510: modinfo license, version, vermagic, parameters" modinfo_ok "$kver_510"
+    check "$kver_510: builds with NVIDIA 535's nv-p2p.h, nv_mem_nc compiled in" env PATH="$path_510" bash -c "$(declare -f offline build nc_compiled symbols); log=$log; build $kver_510 KDIR=$kdir_510 NV_SRC=$nv_src && nc_compiled"
+fi
+
 echo "== arm64: cross build for Debian's arm64 kernel (docs/kmod-build.md, \"arm64\")"
 # The arm64 kernel of the bookworm ABI, unpacked from Debian's archive
 # without installing it (ci/fetch-arm64-kernel.sh), built with the cross

@@ -9,7 +9,10 @@
 #      readiness's bench          gpudirect-rdma-check's run time over the
 #                                 largest tree and the real nodes' dumps
 #                                 (figures beside the real hosts')
-#   3. ci/test-kmod.sh            module builds on Debian 6.1 / 6.12 kernels
+#   3. ci/test-kmod.sh            module builds on Debian 6.1 / 6.12 kernels,
+#                                 on trees with other distributions' code
+#                                 generation options (ci/config-trees.sh)
+#                                 and on Debian 11's 5.10
 #      cargo xtask bench-kmod     build cost and size beside the C module
 #                                 (figures; fails only if a build fails)
 #   4. ci/test-service.sh         the service helper and its status diagnoses

@@ -117,8 +117,12 @@ if [ "$arch" = arm64 ]; then
         need CONFIG_ARM64_PTR_AUTH_KERNEL -Zbranch-protection=pac-ret
     fi
     if enabled CONFIG_SHADOW_CALL_STACK; then
-        need CONFIG_SHADOW_CALL_STACK -Zfixed-x18
-        enabled CONFIG_DYNAMIC_SCS || need CONFIG_SHADOW_CALL_STACK -Zsanitizer=shadow-call-stack
+        # rustc accepts the sanitizer on this target only with x18 reserved.
+        if enabled CONFIG_DYNAMIC_SCS; then
+            need CONFIG_SHADOW_CALL_STACK -Zfixed-x18
+        else
+            need CONFIG_SHADOW_CALL_STACK -Zfixed-x18 -Zsanitizer=shadow-call-stack
+        fi
     fi
     # CONFIG_UNWIND_TABLES (Linux 6.12 arch/arm64/Makefile, for the
     # dynamic shadow call stack's patching): unwind tables in every
