@@ -202,6 +202,16 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 return (x, Some(format!("in {}", f.shown)));
             }
         }
+        // A device NCCL finds nowhere in sysfs (a VMD domain's) is on no
+        // known CPU for it (topology::nccl_finds).
+        if !topology::nccl_finds(&gpu.address) || !topology::nccl_finds(&nic_dev.address) {
+            let x = topology::unplaced_distance(gpu, nic_dev);
+            let which = if topology::nccl_finds(&gpu.address) { &nic_dev.address } else { &gpu.address };
+            let by = format!(
+                "as NCCL places it: NCCL finds no sysfs path for {which}, whose PCI domain has five digits (an Intel VMD domain), and puts it on no known CPU"
+            );
+            return (x, (x != d).then_some(by));
+        }
         // NCCL offers the adapter at its Data Direct function (as
         // <name>_dma), and with NCCL_IB_DATA_DIRECT=2 at its own too.
         if let Some((_, f)) = dd_serving.iter().find(|(n, _)| *n == nic.name) {
@@ -935,10 +945,23 @@ fn distance_fact(
                 consumers::level_name(level.0),
                 level.1
             ),
-            Some(format!(
-                "put the GPU and an RDMA adapter under one PCIe switch; or, if measured faster, NCCL_NET_GDR_LEVEL={}",
-                consumers::nccl_name(distance)
-            )),
+            Some(
+                match [gpu.address.as_str(), nic.address.as_str()]
+                    .into_iter()
+                    .find(|a| !topology::nccl_finds(a))
+                {
+                    // A place NCCL cannot read: out of the VMD domain NCCL
+                    // judges the device where it is (tests/nccl_oracle.rs).
+                    Some(vmd) => format!(
+                        "take {vmd} out of its VMD domain (the firmware's VMD setting for its root port), and NCCL sees it {sysfs} from the GPU; or, if measured faster, NCCL_NET_GDR_LEVEL={}",
+                        consumers::nccl_name(distance)
+                    ),
+                    None => format!(
+                        "put the GPU and an RDMA adapter under one PCIe switch; or, if measured faster, NCCL_NET_GDR_LEVEL={}",
+                        consumers::nccl_name(distance)
+                    ),
+                },
+            ),
         ));
     }
 }

@@ -73,6 +73,32 @@ pub fn bcm_generation(ids: [u16; 4], level: u64) -> Option<u8> {
     }
 }
 
+/// Whether NCCL finds the device at @address in sysfs at all. It looks a
+/// device up as `/sys/class/pci_bus/<the bus id's first 7 characters>/../../
+/// <its first 12>` (graph/xml.cc, getPciPath: BUSID_REDUCED_SIZE,
+/// BUSID_SIZE, NCCL 2.28.9 and 2.30.7), so a device of a PCI domain of
+/// five or more digits (an Intel VMD domain, 10000 and up, whose buses the
+/// kernel names `10000:e1`) is never found, and NCCL attaches it to CPU -1
+/// with nothing between ("No information on /sys, attach GPU to unknown
+/// CPU", ncclTopoGetXmlFromSys): SYS from a GPU on a known CPU.
+pub fn nccl_finds(address: &str) -> bool {
+    address.find(':') == Some(4)
+}
+
+/// The distance NCCL sees between @a and @b where it finds one of them
+/// nowhere (nccl_finds): both on CPU -1 meet there (PHB); one on CPU -1
+/// and one placed meet there only if the placed one's NUMA node is unset
+/// too (NCCL's `cpu` of numaid -1: NODE, as two devices of one CPU on
+/// different root buses), else SYS.
+pub fn unplaced_distance(a: &PciDevice, b: &PciDevice) -> Distance {
+    match (nccl_finds(&a.address), nccl_finds(&b.address)) {
+        (false, false) => Distance::Phb,
+        (true, false) if a.numa_node.is_none() => Distance::Node,
+        (false, true) if b.numa_node.is_none() => Distance::Node,
+        _ => Distance::Sys,
+    }
+}
+
 /// The distance between @a and @b; `is_downstream(address, index)` tells
 /// switch downstream ports from other bridges; `merged_into(upstream
 /// port)` names the upstream port of the switch NCCL makes one with it

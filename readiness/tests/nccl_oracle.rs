@@ -324,6 +324,10 @@ fn catalogue() -> Vec<Case> {
     t.mofed_with("nv_peer_mem");
     out.push(("one switch: GPU and NIC below it", t));
     out.push((
+        "a NIC in an Intel VMD domain, the GPU on a root port of the same socket",
+        vmd_nic("oracle-vmd"),
+    ));
+    out.push((
         "8 GPUs and 8 NICs, a switch per pair, two sockets",
         eight_by_eight(0),
     ));

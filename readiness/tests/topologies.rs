@@ -1424,3 +1424,43 @@ fn the_installed_nccl_is_named_with_the_releases_the_rules_hold_for() {
         ],
     );
 }
+
+/// Issue 57: a NIC in an Intel VMD domain. NCCL finds no sysfs path for
+/// `10000:e1:00.0` (graph/xml.cc, getPciPath) and puts it on CPU -1: SYS
+/// from the GPU, whatever sysfs shows (NODE here), so NCCL_NET_GDR_LEVEL=PHB
+/// changes nothing and the fix names the VMD domain; NCCL's own code agrees
+/// at every level (tests/nccl_oracle.rs's catalogue).
+#[test]
+fn a_vmd_nic_is_where_nccl_places_it() {
+    let t = vmd_nic("vmd");
+    t.mofed_with("nv_peer_mem");
+    let phb = vec![("NCCL_NET_GDR_LEVEL", std::path::PathBuf::from("PHB"))];
+    for env in [Vec::new(), phb] {
+        let (status, out) = t.run_with(&[], &env);
+        assert_ne!(status, 0, "{out}");
+        assert!(out.contains("\nNOT READY (topology)"), "{out}");
+        assert_line(
+            &out,
+            &[
+                "WARN",
+                "distance",
+                "0000:01:00.0",
+                "closest RDMA device mlx5_0 (10000:e1:00.0) is SYS from it as NCCL places it: NCCL finds no sysfs path for 10000:e1:00.0",
+                "(NODE in sysfs)",
+            ],
+        );
+        assert_line(
+            &out,
+            &[
+                "take 10000:e1:00.0 out of its VMD domain",
+                "NCCL sees it NODE from the GPU; or, if measured faster, NCCL_NET_GDR_LEVEL=SYS",
+            ],
+        );
+        assert!(!out.contains("under one PCIe switch"), "{out}");
+    }
+    // The tree is a kernel's: the VMD domain's buses are named as the
+    // kernel names them, not by NCCL's 7-character cut.
+    assert!(t.sys().join("class/pci_bus/10000:e1").exists());
+    assert!(!t.sys().join("class/pci_bus/10000:e").exists());
+    check_shapes(&t.sys());
+}

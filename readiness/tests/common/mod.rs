@@ -220,9 +220,14 @@ impl Tree {
     /// the bridge); its `subsystem` link to bus/pci; its link's
     /// `max_link_speed` and `max_link_width` (drivers/pci/pci-sysfs.c; a
     /// Gen5 x16 link as the lent H100 hosts' GPUs print it).
+    /// The bus is named `<domain>:<bus>` as the kernel names it
+    /// (drivers/pci/probe.c, pci_alloc_bus's dev_set_name "%04x:%02x"): a
+    /// VMD domain's is `10000:e1`, five digits, not the first seven
+    /// characters of the address, which is what NCCL looks up
+    /// (graph/xml.cc, getPciPath: BUSID_REDUCED_SIZE).
     fn kernel_links(&self, chain: &str) {
         let (parent, address) = chain.rsplit_once('/').unwrap();
-        let bus = &address[..7];
+        let bus = &address[..address.rfind(':').unwrap()];
         let bus_dir = self
             .sys()
             .join("devices")
@@ -848,6 +853,32 @@ pub fn one_switch(name: &str, gpu_port_acs: Option<(u16, u16)>) -> Tree {
         "mlx5_0",
         0,
     );
+    t.nvidia_open_580();
+    t
+}
+
+/// An Intel VMD domain holding the NIC (issue 57): the GPU on root port
+/// 00:01.0 of socket 0; the VMD controller 00:0e.0 (8086:28c0, class
+/// 0x010400) on the same host bridge opens domain 10000, its root bus
+/// `pci10000:e0` below the controller's directory (drivers/pci/controller/
+/// vmd.c, pci_create_root_bus under the VMD device), root port
+/// 10000:e0:06.0 and mlx5_0 at 10000:e1:00.0, NUMA node 0 as the kernel
+/// gives the domain its controller's node.
+pub fn vmd_nic(name: &str) -> Tree {
+    let t = Tree::new(name);
+    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
+    t.gpu("pci0000:00/0000:00:01.0/0000:01:00.0", 0x2330, 0, 128 * GIB);
+    t.pci(
+        "pci0000:00/0000:00:0e.0",
+        (0x8086, 0x28c0, 0x010400),
+        0,
+        &nic_resource(),
+        &[0u8; 4096],
+    );
+    t.bind("pci0000:00/0000:00:0e.0", "vmd");
+    let domain = "pci0000:00/0000:00:0e.0/pci10000:e0";
+    t.bridge(&format!("{domain}/10000:e0:06.0"), 4, None, 0);
+    t.nic(&format!("{domain}/10000:e0:06.0/10000:e1:00.0"), "mlx5_0", 0);
     t.nvidia_open_580();
     t
 }
