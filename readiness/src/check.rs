@@ -206,7 +206,11 @@ pub fn check(host: &Host, programs: bool) -> Report {
         // known CPU for it (topology::nccl_finds).
         if !topology::nccl_finds(&gpu.address) || !topology::nccl_finds(&nic_dev.address) {
             let x = topology::unplaced_distance(gpu, nic_dev);
-            let which = if topology::nccl_finds(&gpu.address) { &nic_dev.address } else { &gpu.address };
+            let which = if topology::nccl_finds(&gpu.address) {
+                &nic_dev.address
+            } else {
+                &gpu.address
+            };
             let by = format!(
                 "as NCCL places it: NCCL finds no sysfs path for {which}, whose PCI domain has five digits (an Intel VMD domain), and puts it on no known CPU"
             );
@@ -315,6 +319,16 @@ pub fn check(host: &Host, programs: bool) -> Report {
     // where a GPU has a NIC to judge and in the forms that may run programs.
     let cuda_gdr = std::cell::OnceCell::new();
     let mut summaries = Vec::new();
+    // RDMA devices with every port down that are nearer to some GPU than
+    // the device it is judged with (or that GPU has none): bringing their
+    // ports up is that GPU's fix (issue 57).
+    let down = |n: &Nic| {
+        refused.iter().any(|(r, _)| r.name == n.name)
+            && n.ports
+                .as_ref()
+                .is_some_and(|p| !p.is_empty() && !p.iter().any(rdma::Port::active))
+    };
+    let mut down_needed: Vec<String> = Vec::new();
     for (gpu, (all, viewed)) in gpus.iter().zip(&seen) {
         // The first of the nearest NCCL takes, by name, as NCCL sees them.
         let closest = viewed.iter().min_by_key(|v| v.3);
@@ -335,6 +349,17 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 numa(gpu)
             ),
         ));
+        let judged_at = closest.map(|v| v.2);
+        let nearer_down = all
+            .iter()
+            .filter(|(n, _, d)| down(n) && judged_at.is_none_or(|j| *d < j))
+            .min_by_key(|(_, _, d)| *d);
+        if let Some((n, _, _)) = nearer_down {
+            if !down_needed.contains(&n.name) {
+                down_needed.push(n.name.clone());
+            }
+        }
+        let facts_before = facts.len();
         if let Some(&(nic, nic_dev, distance, nccl_distance, ref by)) = closest {
             let on_own_cpu = matches!(nccl_distance, Distance::Phb | Distance::Node);
             // A PCIe path beyond NCCL's level that paths.cc diverts
@@ -477,14 +502,37 @@ pub fn check(host: &Host, programs: bool) -> Report {
             );
             gate_fact(gpu, nic, distance, gate, vm.is_some(), &mut facts);
         }
+        // This GPU's distance warning: a nearer device whose ports are
+        // down is the fix, not moving hardware (the GPU and that device
+        // may share a switch already).
+        if let Some((n, _, d)) = nearer_down {
+            for f in facts[facts_before..]
+                .iter_mut()
+                .filter(|f| f.check == "distance" && f.fix.is_some())
+            {
+                f.fix = Some(format!(
+                    "bring up {}'s port, {d} from this GPU, which NCCL skips while no port is ACTIVE: {}",
+                    n.name,
+                    port_fixes(n)
+                ));
+            }
+        }
         bar1_fact(gpu, memory.get(&gpu.address).copied(), programs, &mut facts);
     }
     for (nic, why) in &refused {
-        facts.push(Fact::info(
-            "nic",
-            &nic.name,
-            format!("NCCL does not use {}: {why}", nic.name),
-        ));
+        let message = format!("NCCL does not use {}: {why}", nic.name);
+        facts.push(if down_needed.contains(&nic.name) {
+            Fact::problem(
+                "nic",
+                &nic.name,
+                Status::Warn,
+                Problem::Topology,
+                format!("{message}; it is the nearest RDMA device of a GPU"),
+                Some(port_fixes(nic)),
+            )
+        } else {
+            Fact::info("nic", &nic.name, message)
+        });
     }
     for nic in &nics {
         let dev = devices.iter().find(|d| d.address == nic.address);
@@ -908,6 +956,16 @@ fn diverted_facts(
             format!("NCCL 2.28 uses GPUDirect RDMA with {} over the GPU's C2C link and NCCL 2.30 does not ({how}: 2.28.9 counts a P2C path as C2C, 2.30.7 compares it as P2C): which NCCL the job loads decides (no libnccl of either series is installed)", nic.name),
         ),
     });
+}
+
+/// What brings @nic's ports up, port by port (rdma::Port::why_down).
+fn port_fixes(nic: &Nic) -> String {
+    nic.ports
+        .iter()
+        .flatten()
+        .map(rdma::Port::why_down)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The distance between @gpu and its closest NIC as NCCL judges it: the

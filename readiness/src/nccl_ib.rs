@@ -193,6 +193,7 @@ mod tests {
             number: n,
             state: state.to_owned(),
             link_layer: layer.to_owned(),
+            phys_state: None,
         };
         assert!(refusal(&nic(vec![port(1, "4: ACTIVE", "InfiniBand")]), None).is_none());
         assert!(refusal(&nic(vec![port(1, "4: ACTIVE", "Ethernet")]), None).is_none());

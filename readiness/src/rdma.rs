@@ -29,9 +29,44 @@ pub struct Port {
     pub state: String,
     /// `InfiniBand`, `Ethernet`
     pub link_layer: String,
+    /// The physical link: `5: LinkUp`, `2: Polling`, `3: Disabled`, ...
+    /// (sysfs.c phys_state_show, "%u: %s" of ib_port_phys_state); None
+    /// where the file is missing.
+    pub phys_state: Option<String>,
 }
 
 impl Port {
+    /// Why the port is not ACTIVE and what brings it up, from its link's
+    /// physical state and its logical state (the IBTA's port states, as
+    /// the kernel names them: ib_port_phys_state, ib_port_state): no link
+    /// (Polling: nothing answers at the other end), a disabled port, or a
+    /// link that is up but not activated (InfiniBand: the subnet manager
+    /// activates ports).
+    pub fn why_down(&self) -> String {
+        let phys = self.phys_state.as_deref().unwrap_or("");
+        let code = |s: &str| s.split(':').next().map(str::trim).unwrap_or("").to_owned();
+        let shown = match &self.phys_state {
+            Some(p) => format!("port {} {}, phys_state {p}", self.number, self.state),
+            None => format!("port {} {}", self.number, self.state),
+        };
+        let what = match (code(phys).as_str(), code(&self.state).as_str()) {
+            ("3", _) => {
+                "the port is disabled: enable it where it was disabled (its switch port, the subnet manager or the port's own settings)"
+            }
+            ("2", _) | ("1", _) => {
+                "no link: nothing answers at the other end; check the cable and the switch port it plugs into"
+            }
+            ("5", "2") | ("5", "3") if self.link_layer == "InfiniBand" => {
+                "the link is up but the port is not activated: a subnet manager (opensm, or the switch's) must run on this fabric"
+            }
+            _ if self.link_layer == "Ethernet" => {
+                "no Ethernet link: check the cable, the switch port and the port's network interface"
+            }
+            _ => "the port is not up: check its cable and its switch port",
+        };
+        format!("{shown}: {what} (`ibstat` shows the ports)")
+    }
+
     /// A port NCCL's IB plugin takes (net_ib.cc, ncclIbInitDevices, 2.28.9
     /// and 2.30.7): IBV_PORT_ACTIVE (4), link layer InfiniBand or Ethernet.
     pub fn active(&self) -> bool {
@@ -49,6 +84,7 @@ fn ports(host: &Host, name: &str, problems: &mut Vec<Unreadable>) -> Option<Vec<
             let Ok(number) = n.parse::<u32>() else {
                 continue;
             };
+            let phys = dir.join(&n).join("phys_state");
             out.push(Port {
                 number,
                 state: host.text(&dir.join(&n).join("state"))?.trim().to_owned(),
@@ -56,6 +92,11 @@ fn ports(host: &Host, name: &str, problems: &mut Vec<Unreadable>) -> Option<Vec<
                     .text(&dir.join(&n).join("link_layer"))?
                     .trim()
                     .to_owned(),
+                phys_state: if host.exists(&phys) {
+                    Some(host.text(&phys)?.trim().to_owned())
+                } else {
+                    None
+                },
             });
         }
         out.sort_by_key(|p| p.number);

@@ -328,6 +328,10 @@ fn catalogue() -> Vec<Case> {
         vmd_nic("oracle-vmd"),
     ));
     out.push((
+        "the NIC below the GPU's own switch with its port down, another NIC on a root port",
+        own_switch_nic_down("oracle-down-port", "1: DOWN", "2: Polling"),
+    ));
+    out.push((
         "8 GPUs and 8 NICs, a switch per pair, two sockets",
         eight_by_eight(0),
     ));

@@ -1464,3 +1464,68 @@ fn a_vmd_nic_is_where_nccl_places_it() {
     assert!(!t.sys().join("class/pci_bus/10000:e").exists());
     check_shapes(&t.sys());
 }
+
+/// Issue 57: the NIC below the GPU's own switch has no ACTIVE port, so
+/// NCCL skips it (net_ib.cc) and takes mlx5_1 beyond its level; the fix is
+/// that NIC's port, said from its link state, not a move of hardware.
+#[test]
+fn a_down_port_below_the_gpus_switch_is_the_fix() {
+    for (state, phys, says) in [
+        (
+            "1: DOWN",
+            "2: Polling",
+            "port 1 1: DOWN, phys_state 2: Polling: no link: nothing answers at the other end; check the cable and the switch port it plugs into (`ibstat` shows the ports)",
+        ),
+        (
+            "1: DOWN",
+            "3: Disabled",
+            "port 1 1: DOWN, phys_state 3: Disabled: the port is disabled: enable it where it was disabled",
+        ),
+        (
+            "2: INIT",
+            "5: LinkUp",
+            "port 1 2: INIT, phys_state 5: LinkUp: the link is up but the port is not activated: a subnet manager (opensm, or the switch's) must run on this fabric",
+        ),
+    ] {
+        let t = own_switch_nic_down("down-port", state, phys);
+        t.mofed_with("nv_peer_mem");
+        let (status, out) = t.run(&[]);
+        assert_eq!(status, 6, "{out}");
+        assert_line(
+            &out,
+            &["WARN", "distance", "0000:03:00.0", "mlx5_1", "is PHB"],
+        );
+        assert_line(
+            &out,
+            &[
+                "fix: bring up mlx5_0's port, PIX from this GPU, which NCCL skips while no port is ACTIVE",
+                says,
+            ],
+        );
+        assert!(!out.contains("under one PCIe switch"), "{out}");
+        assert_line(
+            &out,
+            &[
+                "WARN",
+                "nic",
+                "mlx5_0",
+                "NCCL does not use mlx5_0: no port is ACTIVE",
+                "it is the nearest RDMA device of a GPU",
+            ],
+        );
+        check_shapes(&t.sys());
+    }
+    // A down device no GPU needs (each has a nearer one up) stays an
+    // info line: a spare port is no reason to drain a node.
+    let t = one_switch("spare-down", None);
+    t.bridge("pci0000:00/0000:00:02.0", 4, None, 0);
+    t.nic("pci0000:00/0000:00:02.0/0000:05:00.0", "mlx5_1", 0);
+    t.port("mlx5_1", 1, "1: DOWN", "InfiniBand");
+    t.mofed_with("nv_peer_mem");
+    let (status, out) = t.run(&[]);
+    assert_eq!(status, 0, "{out}");
+    assert!(
+        out.contains("\n     nic       mlx5_1: NCCL does not use mlx5_1: no port is ACTIVE"),
+        "{out}"
+    );
+}

@@ -323,9 +323,23 @@ impl Tree {
     /// the kernel prints them (drivers/infiniband/core/sysfs.c: state_show
     /// "%d: %s" of ib_port_state, `1: DOWN`, `4: ACTIVE`; link_layer_show
     /// `InfiniBand` or `Ethernet`).
+    /// Its `phys_state` too, as the kernel always prints it (phys_state_show
+    /// "%u: %s" of ib_port_phys_state): an ACTIVE or INIT port's link is
+    /// `5: LinkUp`, a DOWN one's `2: Polling` (no peer); port_phys sets
+    /// another.
     pub fn port(&self, name: &str, number: u32, state: &str, link_layer: &str) {
+        let phys = if state.starts_with("1:") {
+            "2: Polling"
+        } else {
+            "5: LinkUp"
+        };
+        self.port_phys(name, number, state, phys, link_layer);
+    }
+
+    pub fn port_phys(&self, name: &str, number: u32, state: &str, phys: &str, link_layer: &str) {
         let dir = format!("sys/class/infiniband/{name}/ports/{number}");
         self.write(&format!("{dir}/state"), format!("{state}\n"));
+        self.write(&format!("{dir}/phys_state"), format!("{phys}\n"));
         self.write(&format!("{dir}/link_layer"), format!("{link_layer}\n"));
     }
 
@@ -878,8 +892,23 @@ pub fn vmd_nic(name: &str) -> Tree {
     t.bind("pci0000:00/0000:00:0e.0", "vmd");
     let domain = "pci0000:00/0000:00:0e.0/pci10000:e0";
     t.bridge(&format!("{domain}/10000:e0:06.0"), 4, None, 0);
-    t.nic(&format!("{domain}/10000:e0:06.0/10000:e1:00.0"), "mlx5_0", 0);
+    t.nic(
+        &format!("{domain}/10000:e0:06.0/10000:e1:00.0"),
+        "mlx5_0",
+        0,
+    );
     t.nvidia_open_580();
+    t
+}
+
+/// Issue 57's down ports: the GPU and mlx5_0 below one switch, mlx5_0's
+/// only port in @state with its link in @phys; mlx5_1 ACTIVE on root port
+/// 00:02.0 of the same host bridge (PHB from the GPU).
+pub fn own_switch_nic_down(name: &str, state: &str, phys: &str) -> Tree {
+    let t = one_switch(name, None);
+    t.port_phys("mlx5_0", 1, state, phys, "InfiniBand");
+    t.bridge("pci0000:00/0000:00:02.0", 4, None, 0);
+    t.nic("pci0000:00/0000:00:02.0/0000:05:00.0", "mlx5_1", 0);
     t
 }
 
