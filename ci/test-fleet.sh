@@ -317,6 +317,65 @@ check "build-repo refuses republishing a file name with other contents" repo_ref
 check "build-repo refuses an unknown signing key" repo_refused "no secret key" --suite bookworm --sign-key 0000000000000000DEADBEEF "$p2"
 check "build-repo refuses .deb and .rpm together" repo_refused "both .deb and .rpm" --suite bookworm "$p2" "$work"/rpms/*.rpm
 check "build-repo refuses an apt repository without --suite" repo_refused "--suite is needed" "$p2"
+check "build-repo refuses a --repo whose parent does not exist (exit 2, naming it), nothing created" bash -c "
+    '$xtask' build-repo --repo '$work/no-such-dir/repo' --suite bookworm '$p2' >'$work/noparent.out' 2>&1; rc=\$?; cat '$work/noparent.out'
+    [ \$rc = 2 ] && grep -q 'its parent directory $work/no-such-dir does not exist; create it first' '$work/noparent.out' && [ ! -e '$work/no-such-dir' ]"
+
+# Issue 58: the publisher, its clock and its paths.
+# Back-to-back publishes share a Date rather than dating the Release
+# ahead of the clock, which every node's apt then refuses ("is not valid
+# yet", Acquire::Max-FutureTime 10 s); each publish still reaches the node.
+burst() {
+    local i conf
+    for i in $(seq 30); do "$xtask" build-repo --repo "$work/burst" --suite bookworm --sign-key "$key" --refresh "$p1" >/dev/null || return 1; done
+    local date; date=$(date -d "$(sed -n 's/^Date: //p' "$work/burst/dists/bookworm/Release")" +%s) || return 1
+    echo "Release dated $date, clock $(date +%s)"
+    [ "$date" -le "$(date +%s)" ] || return 1
+    conf=$(node_apt burst "$work/status-base" "deb [signed-by=$work/repo-key.gpg] file://$work/burst bookworm main")
+    APT_CONFIG=$conf apt-get update >"$work/burst.out" 2>&1; local rc=$?; cat "$work/burst.out"
+    [ $rc = 0 ] && ! grep -q 'not valid yet' "$work/burst.out"
+}
+check "30 publishes in a row: the Release is never dated after the clock, and a node's apt-get update takes it" burst
+validity() { echo $(( $(date -d "$(sed -n 's/^Valid-Until: //p' "$1")" +%s) - $(date -d "$(sed -n 's/^Date: //p' "$1")" +%s) )); }
+keeps_validity() {
+    "$xtask" build-repo --repo "$work/short" --suite bookworm --sign-key "$key" --valid-for 1 "$p1" >/dev/null &&
+        "$xtask" build-repo --repo "$work/short" --suite bookworm --sign-key "$key" --refresh | tee "$work/short.out" &&
+        [ "$(validity "$work/short/dists/bookworm/Release")" = 86400 ] && grep -q 'valid for 1 day:' "$work/short.out" &&
+        "$xtask" build-repo --repo "$work/short" --suite bookworm --sign-key "$key" --refresh --valid-for 7 >/dev/null &&
+        [ "$(validity "$work/short/dists/bookworm/Release")" = $((7 * 86400)) ]
+}
+check "--refresh keeps the published --valid-for (1 day), and --valid-for changes it" keeps_validity
+linked_repo() {
+    # A served path that is a symbolic link, given with tab completion's
+    # trailing slash: the linked directory is the repository; the link
+    # stays a link, the lock is the directory's own.
+    mkdir -p "$work/linked/real" && ln -sfn "$work/linked/real" "$work/link" || return 1
+    "$xtask" build-repo --repo "$work/link/" --suite bookworm --sign-key "$key" "$p1" >/dev/null || return 1
+    "$xtask" build-repo --repo "$work/link" --suite bookworm --sign-key "$key" "$p2" >/dev/null || return 1
+    [ -L "$work/link" ] && [ -f "$work/linked/real/dists/bookworm/InRelease" ] &&
+        ls "$work/linked/real/pool/bookworm/main"/*/*/"$(basename "$p1")" "$work/linked/real/pool/bookworm/main"/*/*/"$(basename "$p2")" &&
+        [ -e "$work/linked/.real.lock" ] && [ ! -e "$work/.link.lock" ]
+}
+check "--repo link/ (a symbolic link, trailing slash): publishes into the linked directory, the link kept, one lock" linked_repo
+interrupted() {
+    # SIGTERM while gpg signs the staged Release: build-repo stops its gpg,
+    # removes its staged copy and exits 143; the repository is as it was.
+    # The gpg on PATH is a slow one that dies with its sleep on SIGTERM.
+    local bin=$work/slow-gpg; mkdir -p "$bin"
+    printf '#!/bin/sh\ncase "$*" in *--clearsign*) trap '"'"'kill $!; exit 143'"'"' TERM; sleep 60 & wait $!;; esac\nexec /usr/bin/gpg "$@"\n' >"$bin/gpg"
+    chmod +x "$bin/gpg"
+    local before; before=$(tree_sum "$repo")
+    PATH="$bin:$PATH" "$xtask" build-repo --repo "$repo" --suite bookworm --sign-key "$key" --refresh >"$work/term.out" 2>&1 &
+    local pid=$! i
+    for i in $(seq 300); do pgrep -f "$bin/gpg.*--clearsign" >/dev/null && break; sleep 0.1; done
+    ls -d "$(dirname "$repo")"/.repo.staging-* || { kill $pid; return 1; }
+    kill -TERM $pid; wait $pid; local rc=$?
+    cat "$work/term.out"; echo "exit $rc"
+    [ $rc = 143 ] && grep -q 'stopped by signal 15; removed .*\.repo\.staging-' "$work/term.out" &&
+        [ -z "$(ls -A "$(dirname "$repo")" | grep '^\.repo\.staging')" ] &&
+        [ "$(tree_sum "$repo")" = "$before" ] && ! pgrep -f "$bin/gpg" >/dev/null
+}
+check "SIGTERM mid-publish: gpg stopped, the staged copy removed, exit 143, the repository as it was" interrupted
 
 # The kernel update within the suite's series: Debian publishes
 # linux-image-amd64 for its next kernel; until this repository has its
@@ -405,7 +464,20 @@ series_repos() {
         "$xtask" build-repo --repo "$work/kernels-stable" --suite bookworm --sign-key "$key" \
             "$work/stubs/linux-image-amd64_${m1}_amd64.deb" "$work/stubs/linux-image-${k1}_${m1}_amd64.deb" >/dev/null &&
         "$xtask" build-repo --repo "$work/kernels-backports" --suite bookworm-backports --sign-key "$key" \
-            "$work/stubs/linux-image-amd64_${m2}_amd64.deb" "$work/stubs/linux-image-${k2}_${m2}_amd64.deb" >/dev/null
+            "$work/stubs/linux-image-amd64_${m2}_amd64.deb" "$work/stubs/linux-image-${k2}_${m2}_amd64.deb" >/dev/null &&
+        as_debian_backports "$work/kernels-backports/dists/bookworm-backports"
+}
+# Debian's bookworm-backports Release says `NotAutomatic: yes` and
+# `ButAutomaticUpgrades: yes` (deb.debian.org's InRelease, read on this
+# host's apt lists): apt pins it to 100, and nothing comes from it unless
+# asked (-t bookworm-backports, or pkg/bookworm-backports). The stand-in
+# says so too, signed again as Debian's is (issue 58: without it, README's
+# backports install resolved here and failed on a real node).
+as_debian_backports() {
+    sed -i '/^Date: /a NotAutomatic: yes\nButAutomaticUpgrades: yes' "$1/Release" &&
+        grep -q '^NotAutomatic: yes$' "$1/Release" &&
+        gpg --batch --yes --quiet --local-user "$key" --clearsign -o "$1/InRelease" "$1/Release" &&
+        gpg --batch --yes --quiet --local-user "$key" --detach-sign -o "$1/Release.gpg" "$1/Release"
 }
 stub_meta "$m2" "$k2"
 check "a repository with both series' module packages; Debian's kernels of each series apart" series_repos
@@ -436,25 +508,33 @@ readme_stable() {
 check "README, a node that follows the suite's kernels: apt-get install nvidia-peer-memory nvidia-peer-memory-modules-amd64 takes $k1's module, no kernel change" readme_stable
 readme_backports() {
     local sim=$work/series-backports.sim
-    series_sim series-backports "$work/status-base" backports install nvidia-peer-memory nvidia-peer-memory-modules-amd64-backports &&
+    series_sim series-backports "$work/status-base" backports install -t bookworm-backports nvidia-peer-memory nvidia-peer-memory-modules-amd64-backports &&
         grep -q "^Inst linux-image-amd64 .*($m2 " "$sim" && grep -q "^Inst linux-image-$k2 " "$sim" &&
         grep -q "^Inst nvidia-peer-memory-modules-$k2 " "$sim" &&
         grep -q '^Inst nvidia-peer-memory-modules-amd64-backports ' "$sim" && ! grep -q '^Remv' "$sim"
 }
-check "README, a node that follows bookworm-backports' kernels: apt-get install nvidia-peer-memory nvidia-peer-memory-modules-amd64-backports takes linux-image-amd64 $m2, $k2 and its module" readme_backports
+check "README, a node that follows bookworm-backports' kernels: apt-get install -t bookworm-backports nvidia-peer-memory nvidia-peer-memory-modules-amd64-backports takes linux-image-amd64 $m2, $k2 and its module" readme_backports
+backports_pinned() {
+    # Without -t, Debian's pin keeps the backports kernel out: apt says so
+    # (issue 58's "held broken packages"), as on a real node.
+    local conf; conf=$(series_node series-pinned "$work/status-base" backports) || return 1
+    ! APT_CONFIG=$conf apt-get -s install nvidia-peer-memory nvidia-peer-memory-modules-amd64-backports >"$work/pinned.out" 2>&1
+    local rc=$?; cat "$work/pinned.out"; [ $rc = 0 ] && grep -q 'held broken packages\|but it is not going to be installed' "$work/pinned.out"
+}
+check "the backports stand-in is pinned as Debian's (NotAutomatic): the install without -t bookworm-backports fails, naming the kernel" backports_pinned
 stays_in_series() {
     local sim=$work/series-held.sim
     series_sim series-held "$work/status-modules" backports --with-new-pkgs upgrade &&
-        grep -q 'kept back' "$sim" && ! grep -q '^Inst linux-image' "$sim"
+        ! grep -q '^Inst linux-image' "$sim" && ! grep -q '^Inst nvidia-peer-memory-modules' "$sim"
 }
-check "a node on the suite's series, backports' kernels in its sources: apt upgrade keeps linux-image-amd64 back, though $k2's module is published" stays_in_series
+check "a node on the suite's series, backports' kernels in its sources: apt upgrade takes no backports kernel (Debian's pin), though $k2's module is published" stays_in_series
 moves_series() {
     local sim=$work/series-move.sim
-    series_sim series-move "$work/status-modules" backports install nvidia-peer-memory-modules-amd64-backports &&
+    series_sim series-move "$work/status-modules" backports install -t bookworm-backports nvidia-peer-memory-modules-amd64-backports &&
         grep -q "^Inst linux-image-$k2 " "$sim" && grep -q "^Inst nvidia-peer-memory-modules-$k2 " "$sim" &&
         [ "$(grep '^Remv' "$sim")" = "Remv nvidia-peer-memory-modules-amd64 [$m1+$version.1]" ]
 }
-check "moving it to the backports series (apt-get install nvidia-peer-memory-modules-amd64-backports): $k2 and its module come, only the suite's metapackage goes ($k1's module stays)" moves_series
+check "moving it to the backports series (apt-get install -t bookworm-backports nvidia-peer-memory-modules-amd64-backports): $k2 and its module come, only the suite's metapackage goes ($k1's module stays)" moves_series
 # What one metapackage for both series did (before this layout): the
 # backports kernel's metapackage under the suite's name makes README's
 # install fail on a node that follows the suite's kernels.

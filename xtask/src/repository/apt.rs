@@ -129,7 +129,8 @@ pub fn pool_path(suite: &str, component: &str, deb: &Deb) -> String {
 
 /// How a Release is dated.
 pub struct Dating {
-    /// Now: the publish time (never earlier than the Release it replaces).
+    /// Now: the publish time (the Release is never dated before the one
+    /// it replaces).
     pub now: u64,
     /// Seconds the Release stays valid (`Valid-Until`); nodes refuse it
     /// after that (apt.conf(5), Acquire::Check-Valid-Until), so a stale
@@ -137,11 +138,31 @@ pub struct Dating {
     pub valid_for: u64,
 }
 
+/// How long the suite's published Release in @repo is valid (Valid-Until
+/// less Date, in seconds), if it has one: `--refresh` keeps it unless told
+/// another --valid-for (issue 58: a repository published with
+/// `--valid-for 1` was refreshed to the default 30 days).
+pub fn published_validity(repo: &Path, suite: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(repo.join("dists").join(suite).join("Release")).ok()?;
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(crate::render::parse_rfc2822)
+    };
+    let (date, until) = (field("Date: ")?, field("Valid-Until: ")?);
+    until.checked_sub(date).filter(|v| *v > 0)
+}
+
 /// Writes the suite's Packages (per architecture) and Release into @repo,
-/// signed with @key when given. The Release is dated now, one second after
-/// the Release it replaces at the least: apt keeps a cached Release over a
-/// fetched one dated earlier, so a publish from an older checkout or
-/// SOURCE_DATE_EPOCH would never reach the nodes. The indexes are also
+/// signed with @key when given. The Release is dated now, and never before
+/// the Release it replaces: apt keeps a cached Release over a fetched one
+/// whose Date is earlier (apt 2.6 acquire-item.cc, VerifyVendor: "Did we
+/// get a file older than what we have?", `LastDate > Date`), so a publish
+/// from a host whose clock is behind would never reach the nodes. An equal
+/// Date is taken, so back-to-back publishes within a second share one and
+/// the Date never runs ahead of the clock (apt refuses a Release dated
+/// after its own clock: "is not valid yet", beyond Acquire::Max-FutureTime,
+/// 10 s; issue 58). The indexes are also
 /// kept by hash (`Acquire-By-Hash`, by-hash/<algorithm>/<digest>, written
 /// by apt-ftparchive's DoByHash) for this Release and the one before it: a
 /// node that fetched the old InRelease just before the swap still finds
@@ -176,7 +197,7 @@ pub fn index(
         .lines()
         .find_map(|l| l.strip_prefix("Date: "))
         .and_then(crate::render::parse_rfc2822);
-    let date = dating.now.max(old_date.map_or(0, |d| d + 1));
+    let date = dating.now.max(old_date.unwrap_or(0));
     // Every index but the by-hash copies goes: this Release's are written
     // again, the previous one's copies stay for nodes in between.
     remove_except_by_hash(&dists)?;

@@ -9,6 +9,7 @@
 
 mod apt;
 mod gpg;
+mod interrupt;
 mod rpm;
 mod stage;
 
@@ -33,7 +34,8 @@ byte-identical repository (rpm signatures too, with an RSA or EdDSA key: they ar
 dated at SOURCE_DATE_EPOCH, or when the key was made if later), the metadata's \
 signatures and the apt Release's Date and Valid-Until apart: \
 a Release is dated when it is published (never before the one it replaces, which \
-nodes would keep) and valid for --valid-for days; run `build-repo --refresh` (from \
+nodes would keep, nor after the clock) and valid for --valid-for days (default: what \
+the published Release has, else 30); run `build-repo --refresh` (from \
 cron) well within that to date and sign it again. One build-repo at a time changes \
 a repository: a second one waits for the first (a lock beside it, .<name>.lock) and \
 adds to its result. NVPM_PUBLISH_TIME (seconds since the epoch) stands in for the \
@@ -61,9 +63,10 @@ pub struct BuildRepoArgs {
     #[arg(long, value_name = "KEY")]
     pub sign_key: Option<String>,
     /// Days an apt Release stays valid (its Valid-Until): nodes refuse it
-    /// after that, so refresh it before.
-    #[arg(long, value_name = "DAYS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3650))]
-    pub valid_for: u64,
+    /// after that, so refresh it before. Default: what the repository's
+    /// Release has now, else 30.
+    #[arg(long, value_name = "DAYS", value_parser = clap::value_parser!(u64).range(1..=3650))]
+    pub valid_for: Option<u64>,
     /// Date and sign the repository's metadata again (packages optional):
     /// what a cron job runs well within --valid-for.
     #[arg(long)]
@@ -83,8 +86,12 @@ enum Format {
 pub fn build_repo_command(args: &BuildRepoArgs) -> Result<()> {
     // Checked before anything is created, then again under the lock,
     // where what is published cannot change under the check.
-    check(args, &args.repo).map_err(BadInput::wrap)?;
-    let lock = Lock::take(&args.repo)?;
+    // `link/` (as tab completion writes a directory) is `link`: one
+    // repository, one lock, and a symbolic link resolved (stage.rs).
+    let repo: PathBuf = args.repo.components().collect();
+    interrupt::watch().context("blocking the signals build-repo cleans up after")?;
+    check(args, &repo).map_err(BadInput::wrap)?;
+    let lock = Lock::take(&repo)?;
     let (format, additions) = check(args, &lock.target).map_err(BadInput::wrap)?;
     let epoch = match std::env::var("SOURCE_DATE_EPOCH") {
         Ok(value) => value.parse().map_err(|_| {
@@ -127,23 +134,34 @@ pub fn build_repo_command(args: &BuildRepoArgs) -> Result<()> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
     };
+    let suite = args.suite.as_deref().unwrap_or_default();
     let dating = apt::Dating {
         now,
-        valid_for: args.valid_for * 86_400,
+        valid_for: valid_for(args, &lock.target),
     };
     let key = args.sign_key.as_deref();
     match format {
-        Format::Apt => apt::index(
-            &stage.dir,
-            args.suite.as_deref().unwrap_or_default(),
-            &args.component,
-            key,
-            &dating,
-        )?,
+        Format::Apt => apt::index(&stage.dir, suite, &args.component, key, &dating)?,
         Format::Rpm => rpm::index(&stage.dir, key, epoch)?,
     }
     stage.publish()?;
-    print_report(&report(args, format, &added, additions.len()))
+    print_report(&report(
+        args,
+        format,
+        &added,
+        additions.len(),
+        dating.valid_for,
+    ))
+}
+
+/// Seconds an apt Release is made valid for: --valid-for, else what the
+/// published Release in @repo has, else 30 days.
+fn valid_for(args: &BuildRepoArgs, repo: &Path) -> u64 {
+    match args.valid_for {
+        Some(days) => days * 86_400,
+        None => apt::published_validity(repo, args.suite.as_deref().unwrap_or_default())
+            .unwrap_or(30 * 86_400),
+    }
 }
 
 /// Checks everything before the repository is touched: the packages and
@@ -226,6 +244,17 @@ fn check(args: &BuildRepoArgs, repo: &Path) -> Result<(Format, Vec<(PathBuf, Str
             );
         }
     }
+    let parent = repo
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    ensure!(
+        parent.is_dir(),
+        "--repo {}: its parent directory {} does not exist; create it first (mkdir -p {})",
+        repo.display(),
+        parent.display(),
+        parent.display()
+    );
     if repo.exists() {
         ensure!(
             repo.is_dir(),
@@ -277,7 +306,13 @@ pub fn replace_file(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// What was done and how nodes use the repository.
-fn report(args: &BuildRepoArgs, format: Format, added: &[String], given: usize) -> String {
+fn report(
+    args: &BuildRepoArgs,
+    format: Format,
+    added: &[String],
+    given: usize,
+    valid_for: u64,
+) -> String {
     let repo = args.repo.display();
     let mut text = String::new();
     for path in added {
@@ -293,10 +328,7 @@ fn report(args: &BuildRepoArgs, format: Format, added: &[String], given: usize) 
         text.push_str(&format!(
             "Refreshed: {repo}'s metadata dated and signed again{}.\n",
             if format == Format::Apt {
-                format!(
-                    ", valid for {} days: refresh again before then",
-                    args.valid_for
-                )
+                format!(", valid for {}: refresh again before then", days(valid_for))
             } else {
                 String::new()
             }
@@ -319,4 +351,13 @@ fn report(args: &BuildRepoArgs, format: Format, added: &[String], given: usize) 
         )),
     }
     text
+}
+
+/// @seconds as people read a validity: whole days, else hours.
+fn days(seconds: u64) -> String {
+    match (seconds % 86_400, seconds / 86_400) {
+        (0, 1) => "1 day".to_owned(),
+        (0, n) => format!("{n} days"),
+        _ => format!("{} hours", seconds.div_ceil(3_600)),
+    }
 }

@@ -9,9 +9,11 @@
 //! one on its database, for the same reason) is held from the first read
 //! of the repository to the swap, so a second publisher waits and then
 //! builds on the first one's result: nothing published is lost. The kernel
-//! drops the lock with its holder, so a killed publisher leaves none; its
-//! staged copy (`.<name>.staging-<pid>`) is removed by the next publisher,
-//! which alone may hold the lock.
+//! drops the lock with its holder, so a killed publisher leaves none; a
+//! publisher stopped by SIGTERM, SIGINT or SIGHUP removes its staged copy
+//! itself (interrupt.rs), and one killed outright (SIGKILL) leaves it
+//! (`.<name>.staging-<pid>`) to the next publisher, which alone may hold
+//! the lock.
 
 use anyhow::{Context, Result, bail};
 use std::ffi::CString;
@@ -137,6 +139,7 @@ impl<'a> Stage<'a> {
                 dir.display()
             )
         })?;
+        super::interrupt::staged(Some(dir.clone()));
         let stage = Stage {
             dir,
             target: target.to_owned(),
@@ -164,6 +167,7 @@ impl<'a> Stage<'a> {
 impl Drop for Stage<'_> {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+        super::interrupt::staged(None);
     }
 }
 
