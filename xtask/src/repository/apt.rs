@@ -164,10 +164,10 @@ pub fn published_validity(repo: &Path, suite: &str) -> Option<u64> {
 /// after its own clock: "is not valid yet", beyond Acquire::Max-FutureTime,
 /// 10 s; issue 58). The indexes are also
 /// kept by hash (`Acquire-By-Hash`, by-hash/<algorithm>/<digest>, written
-/// by apt-ftparchive's DoByHash) for this Release and the one before it: a
-/// node that fetched the old InRelease just before the swap still finds
-/// the Packages it names (no "Hash Sum mismatch"), as reprepro and
-/// Debian's archive keep them.
+/// by apt-ftparchive's DoByHash) for this Release, the one before it and
+/// any written in the last day (BY_HASH_KEEP): a node that fetched an
+/// older InRelease before the swap still finds the Packages it names (no
+/// "Hash Sum mismatch"), as reprepro and Debian's archive keep them.
 pub fn index(
     repo: &Path,
     suite: &str,
@@ -250,7 +250,7 @@ pub fn index(
         None => bail!("apt-ftparchive wrote a Release without checksums:\n{release}"),
     };
     replace_file(&dists.join("Release"), release.as_bytes())?;
-    prune_by_hash(&dists, &[&old, &release])?;
+    prune_by_hash(&dists, &[&old, &release], date)?;
     if let Some(key) = key {
         gpg::sign(
             key,
@@ -289,30 +289,48 @@ fn remove_except_by_hash(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// How long a by-hash copy no Release names any more stays: a node or a
+/// mirror that read an InRelease up to this long ago still finds the
+/// indexes it names, however many publishes came since (issue 58: keeping
+/// only the previous Release's failed 2 of 24 updates with a publish every
+/// 0.8 s). The cost is one copy of each index per publish per day.
+const BY_HASH_KEEP: u64 = 86_400;
+
 /// Removes the by-hash copies below @dists that none of @releases names
-/// (the digests in their checksum lists).
-fn prune_by_hash(dists: &Path, releases: &[&str]) -> Result<()> {
+/// (the digests in their checksum lists) and that are older than
+/// BY_HASH_KEEP at @now (their files' modification time: written when
+/// their index was).
+fn prune_by_hash(dists: &Path, releases: &[&str], now: u64) -> Result<()> {
     let named: BTreeSet<&str> = releases
         .iter()
         .flat_map(|r| r.lines())
         .filter(|l| l.starts_with(' '))
         .filter_map(|l| l.split_whitespace().next())
         .collect();
-    fn walk(dir: &Path, named: &BTreeSet<&str>) -> Result<()> {
+    let oldest_kept = now.saturating_sub(BY_HASH_KEEP);
+    fn walk(dir: &Path, named: &BTreeSet<&str>, oldest_kept: u64) -> Result<()> {
         for entry in std::fs::read_dir(dir)? {
             let entry = entry?;
             if !entry.file_type()?.is_dir() {
                 continue;
             }
             if entry.file_name() != "by-hash" {
-                walk(&entry.path(), named)?;
+                walk(&entry.path(), named, oldest_kept)?;
                 continue;
             }
             // by-hash/<algorithm>/<digest>
             for algorithm in std::fs::read_dir(entry.path())? {
                 for copy in std::fs::read_dir(algorithm?.path())? {
                     let copy = copy?;
-                    if !named.contains(copy.file_name().to_string_lossy().as_ref()) {
+                    if named.contains(copy.file_name().to_string_lossy().as_ref()) {
+                        continue;
+                    }
+                    let written = copy
+                        .metadata()?
+                        .modified()?
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_secs());
+                    if written < oldest_kept {
                         std::fs::remove_file(copy.path())?;
                     }
                 }
@@ -320,7 +338,7 @@ fn prune_by_hash(dists: &Path, releases: &[&str]) -> Result<()> {
         }
         Ok(())
     }
-    walk(dists, &named)
+    walk(dists, &named, oldest_kept)
 }
 
 /// apt-ftparchive lists packages in directory order; sorting the paragraphs
