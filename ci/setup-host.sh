@@ -34,6 +34,8 @@ pkgs=(
   # the fleet route's repositories (ci/test-fleet.sh): apt-ftparchive, gpg,
   # and openssl for a throwaway module signing key
   apt-utils gnupg openssl
+  # a mirror's two-pass sync, as docs/fleet.md prints it
+  rsync
   # arm64: cross compiler for the module and the VM test modules
   gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu
   # NCCL's access probe in the guests, static (xtask/src/vm/nccl_probe.rs)

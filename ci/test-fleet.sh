@@ -376,6 +376,22 @@ interrupted() {
         [ "$(tree_sum "$repo")" = "$before" ] && ! pgrep -f "$bin/gpg" >/dev/null
 }
 check "SIGTERM mid-publish: gpg stopped, the staged copy removed, exit 143, the repository as it was" interrupted
+mirror_two_passes() {
+    # docs/fleet.md's mirror sync: the first pass leaves the Release files
+    # out, so a node reading the mirror between passes sees the old
+    # Release and the new files; the second makes the mirror the repository.
+    local src=$work/mirror-src m=$work/mirror
+    rm -rf "$src" "$m" && cp -a "$repo" "$src" && mkdir -p "$m" && rsync -a "$src/" "$m/" || return 1
+    "$xtask" build-repo --repo "$src" --suite bookworm --sign-key "$key" "$p2" >/dev/null || return 1
+    rsync -a --exclude 'dists/*/InRelease' --exclude 'dists/*/Release*' "$src/" "$m/" || return 1
+    cmp -s "$src/dists/bookworm/InRelease" "$m/dists/bookworm/InRelease" && { echo "the first pass copied InRelease"; return 1; }
+    local conf; conf=$(node_apt mirror "$work/status-base" "deb [signed-by=$work/repo-key.gpg] file://$m bookworm main")
+    APT_CONFIG=$conf apt-get update >"$work/mirror.out" 2>&1 || { cat "$work/mirror.out"; return 1; }
+    rsync -a --delete-after "$src/" "$m/" && diff -r "$src" "$m" &&
+        APT_CONFIG=$conf apt-get update >"$work/mirror.out" 2>&1 && cat "$work/mirror.out" &&
+        APT_CONFIG=$conf apt-cache show "$(dpkg-deb -f "$p2" Package)" >/dev/null
+}
+check "a mirror synced in two passes (docs/fleet.md): a node updates from it between the passes and after" mirror_two_passes
 
 # The kernel update within the suite's series: Debian publishes
 # linux-image-amd64 for its next kernel; until this repository has its
