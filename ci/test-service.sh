@@ -455,6 +455,28 @@ removing_module="$kernel_only
 nvidia-peer-memory-modules-$k_new 1.4.0-1~deb12 - - **REMOVE**"
 check "apt guard: the module package removed in the same run: refused" \
     guard_says 1 "nvidia-peer-memory-modules-$k_old nvidia-peer-memory-modules-$k_new" "" "$removing_module" -- "nvidia-peer-memory-modules-$k_new"
+# Issue 58 item 8: full-upgrade removes a module package (its MLNX_OFED
+# provider upgraded: the module depends on it with =) and unpacks no kernel.
+provider_up="mlnx-ofed-kernel-modules-$k_old 25.10-1 < 25.10-2 /var/cache/apt/archives/mlnx-ofed-kernel-modules-${k_old}_25.10-2_amd64.deb
+nvidia-peer-memory-modules-$k_old 1.4.0-1~deb12 - - **REMOVE**"
+check "apt guard: a run that removes a kernel's module package, the kernel staying: refused (exit 1), naming the package and the build" \
+    guard_says 1 "nvidia-peer-memory-modules-$k_old linux-image-$k_old" "" "$provider_up" -- \
+    "apt would remove nvidia-peer-memory-modules-$k_old while"
+check "apt guard: the same with -o NvPeerMem::Allow-Kernel-Without-Module=true: let through, saying what it does" \
+    guard_says 0 "nvidia-peer-memory-modules-$k_old linux-image-$k_old" "NvPeerMem::Allow-Kernel-Without-Module=true" "$provider_up" -- \
+    "removing nvidia-peer-memory-modules-$k_old while kernel $k_old stays"
+check "apt guard: the module package removed with its kernel: let through, silent" \
+    guard_says 0 "nvidia-peer-memory-modules-$k_old linux-image-$k_old" "" "$provider_up
+linux-image-$k_old 6.1.192-2 - - **REMOVE**" -- ""
+check "apt guard: the module package removed for -dkms: let through" \
+    guard_says 0 "nvidia-peer-memory-modules-$k_old linux-image-$k_old" "" "$provider_up
+nvidia-peer-memory-dkms - < 1.4.0-1~deb12 /var/cache/apt/archives/nvidia-peer-memory-dkms_1.4.0-1~deb12_all.deb" -- ""
+check "apt guard: nv_peer_mem removed altogether (nvidia-peer-memory too): let through" \
+    guard_says 0 "nvidia-peer-memory-modules-$k_old linux-image-$k_old nvidia-peer-memory" "" "$provider_up
+nvidia-peer-memory 1.4.0-1~deb12 - - **REMOVE**" -- ""
+check "apt guard: the module package upgraded in the same run (removed and unpacked): let through" \
+    guard_says 0 "nvidia-peer-memory-modules-$k_old linux-image-$k_old" "" "$provider_up
+nvidia-peer-memory-modules-$k_old 1.4.0-1~deb12 < 1.4.0-2~deb12 /var/cache/apt/archives/nvidia-peer-memory-modules-${k_old}_1.4.0-2~deb12_amd64.deb" -- ""
 # The driver branch (issue 40 item 8): a module package built against
 # another NVIDIA driver than the node's. A real .deb (dpkg-deb) whose
 # nv_peer_mem.ko the guard takes out and hands to the check with --module;
