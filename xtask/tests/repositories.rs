@@ -4,127 +4,18 @@
 //! apt-get on scratch nodes. Publishes at once lose nothing, a node
 //! updating throughout publishes never fails, a publish from an older
 //! checkout reaches the node, an expired Release is refused and
-//! `--refresh` renews it, the previous Release's indexes stay by hash, and
-//! control fields never become paths outside the repository. The key and
+//! `--refresh` renews it, indexes stay by hash, and control fields never
+//! become paths outside the repository. (`--remove`: repository_removal.rs;
+//! the helpers both use: apt_common/.) The key and
 //! helpers shared with rpm_repositories.rs (dnf) are in repository_common/.
 
+mod apt_common;
 mod repository_common;
 
+use apt_common::{apt, build_repo, deb, node, packages, release_field, text};
 use repository_common::{key, ok, scratch};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-/// A binary package @name @version (architecture all) built by dpkg-deb,
-/// with @source as its Source field when given.
-fn deb(dir: &Path, name: &str, version: &str, source: Option<&str>) -> PathBuf {
-    let tree = dir.join(format!("tree-{name}-{version}"));
-    std::fs::create_dir_all(tree.join("DEBIAN")).unwrap();
-    std::fs::create_dir_all(tree.join(format!("usr/share/doc/{name}"))).unwrap();
-    std::fs::write(tree.join(format!("usr/share/doc/{name}/README")), name).unwrap();
-    let source = source.map_or(String::new(), |s| format!("Source: {s}\n"));
-    std::fs::write(
-        tree.join("DEBIAN/control"),
-        format!("Package: {name}\n{source}Version: {version}\nArchitecture: all\nMaintainer: tests <test@invalid>\nDescription: a test package\n"),
-    )
-    .unwrap();
-    let out = dir.join(format!("{name}.deb"));
-    let built = Command::new("dpkg-deb")
-        .args(["--root-owner-group", "--nocheck", "--build"])
-        .arg(&tree)
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    out
-}
-
-/// `cargo xtask build-repo` into @repo, signed by @gnupg's @key.
-fn build_repo(
-    repo: &Path,
-    (gnupg, key): &(PathBuf, String),
-    args: &[&str],
-    debs: &[&Path],
-) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_xtask"));
-    c.env("GNUPGHOME", gnupg)
-        .env("SOURCE_DATE_EPOCH", "1700000000")
-        .arg("build-repo")
-        .arg("--repo")
-        .arg(repo)
-        .args(["--suite", "bookworm", "--sign-key", key])
-        .args(args)
-        .args(debs);
-    c
-}
-
-/// A scratch node that follows @repo (signed-by the test key): its
-/// APT_CONFIG file. Nothing of this machine's apt configuration reaches it
-/// (Dir::Etc::parts too: a build machine may turn Check-Valid-Until off).
-fn node(dir: &Path, repo: &Path, name: &str) -> PathBuf {
-    let n = dir.join(format!("node-{name}"));
-    for d in [
-        "state/lists/partial",
-        "cache/archives/partial",
-        "empty",
-        "log",
-    ] {
-        std::fs::create_dir_all(n.join(d)).unwrap();
-    }
-    std::fs::write(n.join("status"), "").unwrap();
-    std::fs::write(
-        n.join("sources.list"),
-        format!(
-            "deb [signed-by={}] file://{} bookworm main\n",
-            dir.join("key.gpg").display(),
-            repo.display()
-        ),
-    )
-    .unwrap();
-    let p = |s: &str| n.join(s).display().to_string();
-    let conf = format!(
-        "Dir::State \"{}\";\nDir::State::status \"{}\";\nDir::Cache \"{}\";\nDir::Etc::sourcelist \"{}\";\nDir::Etc::sourceparts \"{}\";\nDir::Etc::preferencesparts \"{}\";\nDir::Etc::trustedparts \"{}\";\nDir::Etc::trusted \"{}\";\nDir::Etc::parts \"{}\";\nDir::Log \"{}\";\nAPT::Architecture \"amd64\";\nAPT::Architectures {{ \"amd64\"; }};\nDebug::NoLocking \"true\";\n",
-        p("state"),
-        p("status"),
-        p("cache"),
-        p("sources.list"),
-        p("empty"),
-        p("empty"),
-        p("empty"),
-        p("empty/none.gpg"),
-        p("empty"),
-        p("log"),
-    );
-    std::fs::write(n.join("apt.conf"), conf).unwrap();
-    n.join("apt.conf")
-}
-
-fn apt(conf: &Path, args: &[&str]) -> Output {
-    Command::new("apt-get")
-        .env("APT_CONFIG", conf)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
-}
-
-fn packages(repo: &Path) -> String {
-    std::fs::read_to_string(repo.join("dists/bookworm/main/binary-amd64/Packages")).unwrap()
-}
-
-fn release_field(repo: &Path, field: &str) -> String {
-    std::fs::read_to_string(repo.join("dists/bookworm/Release"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}: ")).map(str::to_owned))
-        .unwrap_or_default()
-}
+use std::process::Command;
 
 #[test]
 fn publishes_at_once_lose_nothing() {
@@ -355,8 +246,14 @@ fn indexes_stay_by_hash_for_a_day_or_while_a_release_names_them() {
             .output()
             .unwrap(),
     );
-    assert!(!by_hash(&first).exists(), "older than a day and unnamed: pruned");
-    assert!(!by_hash(&second).exists(), "older than a day and unnamed: pruned");
+    assert!(
+        !by_hash(&first).exists(),
+        "older than a day and unnamed: pruned"
+    );
+    assert!(
+        !by_hash(&second).exists(),
+        "older than a day and unnamed: pruned"
+    );
     assert!(by_hash(&third).is_file() && by_hash(&sha256_of_packages_gz(&repo)).is_file());
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -10,6 +10,8 @@
 mod apt;
 mod gpg;
 mod interrupt;
+mod removal;
+mod report;
 mod rpm;
 mod stage;
 
@@ -40,6 +42,8 @@ cron) well within that to date and sign it again. One build-repo at a time chang
 a repository: a second one waits for the first (a lock beside it, .<name>.lock) and \
 adds to its result. NVPM_PUBLISH_TIME (seconds since the epoch) stands in for the \
 clock, for tests.\n\n\
+`--remove NAME[=VERSION]` takes published packages out (an old kernel's module packages), \
+refusing, as bad input, to leave a published package depending on one that goes.\n\n\
 Exit status: 0 on success; 2 on bad input (no packages, a file that is not a package, \
 .deb and .rpm mixed, a file name already published with other contents, an unknown \
 signing key, a --repo that is not a repository), with a message naming the fix, and the \
@@ -71,13 +75,18 @@ pub struct BuildRepoArgs {
     /// what a cron job runs well within --valid-for.
     #[arg(long)]
     pub refresh: bool,
+    /// Take a published package out (repeatable): NAME, every version of
+    /// it, or NAME=VERSION. Refused when a package left would depend on
+    /// it (the kernel series' metapackage on its module): remove that too.
+    #[arg(long, value_name = "NAME[=VERSION]")]
+    pub remove: Vec<String>,
     /// The packages: .deb (apt) or .rpm (dnf/zypper) files, not both.
-    #[arg(value_name = "PACKAGE", required_unless_present = "refresh")]
+    #[arg(value_name = "PACKAGE", required_unless_present_any = ["refresh", "remove"])]
     pub packages: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Format {
+pub(crate) enum Format {
     Apt,
     Rpm,
 }
@@ -92,7 +101,11 @@ pub fn build_repo_command(args: &BuildRepoArgs) -> Result<()> {
     interrupt::watch().context("blocking the signals build-repo cleans up after")?;
     check(args, &repo).map_err(BadInput::wrap)?;
     let lock = Lock::take(&repo)?;
-    let (format, additions) = check(args, &lock.target).map_err(BadInput::wrap)?;
+    let Checked {
+        format,
+        additions,
+        removed,
+    } = check(args, &lock.target).map_err(BadInput::wrap)?;
     let epoch = match std::env::var("SOURCE_DATE_EPOCH") {
         Ok(value) => value.parse().map_err(|_| {
             BadInput::error(format!(
@@ -124,6 +137,27 @@ pub fn build_repo_command(args: &BuildRepoArgs) -> Result<()> {
         file.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(epoch))?;
         added.push(destination.clone());
     }
+    for file in &removed {
+        let path = stage.dir.join(file);
+        std::fs::remove_file(&path)
+            .with_context(|| format!("removing {file} from the staged repository"))?;
+        // Its source's directory (and letter's) in the pool goes with its
+        // last package; the pool itself stays, apt-ftparchive reads it.
+        let pool = match format {
+            Format::Apt => stage.dir.join(format!(
+                "pool/{}/{}",
+                args.suite.as_deref().unwrap_or_default(),
+                args.component
+            )),
+            Format::Rpm => stage.dir.join("packages"),
+        };
+        let mut dir = path.parent();
+        while let Some(d) =
+            dir.filter(|d| d.starts_with(&pool) && *d != pool && std::fs::remove_dir(d).is_ok())
+        {
+            dir = d.parent();
+        }
+    }
     let now = match std::env::var("NVPM_PUBLISH_TIME") {
         Ok(value) => value.parse().map_err(|_| {
             BadInput::error(format!(
@@ -145,11 +179,10 @@ pub fn build_repo_command(args: &BuildRepoArgs) -> Result<()> {
         Format::Rpm => rpm::index(&stage.dir, key, epoch)?,
     }
     stage.publish()?;
-    print_report(&report(
+    print_report(&report::report(
         args,
         format,
-        &added,
-        additions.len(),
+        (&added, additions.len(), &removed),
         dating.valid_for,
     ))
 }
@@ -167,7 +200,7 @@ fn valid_for(args: &BuildRepoArgs, repo: &Path) -> u64 {
 /// Checks everything before the repository is touched: the packages and
 /// where each goes, the format, the suite, the key and @repo (--repo, or
 /// the directory it links to).
-fn check(args: &BuildRepoArgs, repo: &Path) -> Result<(Format, Vec<(PathBuf, String)>)> {
+fn check(args: &BuildRepoArgs, repo: &Path) -> Result<Checked> {
     let mut format = None;
     for path in &args.packages {
         let this = match path.extension().and_then(|e| e.to_str()) {
@@ -187,11 +220,20 @@ fn check(args: &BuildRepoArgs, repo: &Path) -> Result<(Format, Vec<(PathBuf, Str
     }
     let format = match format {
         Some(f) => f,
-        // --refresh alone: the repository says which it is
-        None if args.refresh && repo.join("dists").is_dir() => Format::Apt,
-        None if args.refresh && repo.join("repodata").is_dir() => Format::Rpm,
-        None if args.refresh => bail!(
-            "--refresh: {} is not a repository build-repo made (no dists/ or repodata/)",
+        // --refresh or --remove alone: the repository says which it is
+        None if (args.refresh || !args.remove.is_empty()) && repo.join("dists").is_dir() => {
+            Format::Apt
+        }
+        None if (args.refresh || !args.remove.is_empty()) && repo.join("repodata").is_dir() => {
+            Format::Rpm
+        }
+        None if args.refresh || !args.remove.is_empty() => bail!(
+            "{}: {} is not a repository build-repo made (no dists/ or repodata/)",
+            if args.refresh {
+                "--refresh"
+            } else {
+                "--remove"
+            },
             repo.display()
         ),
         None => bail!("no packages given; pass the .deb or .rpm files to publish"),
@@ -277,10 +319,55 @@ fn check(args: &BuildRepoArgs, repo: &Path) -> Result<(Format, Vec<(PathBuf, Str
             }
         );
     }
+    let removed = if args.remove.is_empty() {
+        Vec::new()
+    } else {
+        let removals = args
+            .remove
+            .iter()
+            .map(|r| removal::Removal::parse(r))
+            .collect::<Result<Vec<_>>>()?;
+        let pool = match format {
+            Format::Apt => format!(
+                "pool/{}/{}",
+                args.suite.as_deref().unwrap_or_default(),
+                args.component
+            ),
+            Format::Rpm => "packages".to_owned(),
+        };
+        let mut published = removal::published(format, repo, &pool)?;
+        // What this run adds is there after it too: a metapackage may be
+        // replaced by one that needs the removed module no more.
+        for (source, destination) in &additions {
+            if !published.iter().any(|p| p.file == *destination) {
+                published.push(removal::read(format, source, destination.clone())?);
+            }
+        }
+        let files = removal::plan(format, &published, &removals)?;
+        if let Some(both) = files
+            .iter()
+            .find(|f| additions.iter().any(|(_, d)| d == *f))
+        {
+            bail!("{both} is both given to publish and named by --remove; do one or the other");
+        }
+        files
+    };
     if let Some(key) = &args.sign_key {
         gpg::check_key(key)?;
     }
-    Ok((format, additions))
+    Ok(Checked {
+        format,
+        additions,
+        removed,
+    })
+}
+
+/// What check() found: the format, the packages to add (their source and
+/// place) and the published files to remove.
+struct Checked {
+    format: Format,
+    additions: Vec<(PathBuf, String)>,
+    removed: Vec<String>,
 }
 
 fn same_bytes(a: &Path, b: &Path) -> Result<bool> {
@@ -303,61 +390,4 @@ fn same_package(format: Format, given: &Path, published: &Path) -> Result<bool> 
 /// over it): the staged repository shares inodes with the served one.
 pub fn replace_file(path: &Path, bytes: &[u8]) -> Result<()> {
     crate::tarball::write_atomically(path, bytes)
-}
-
-/// What was done and how nodes use the repository.
-fn report(
-    args: &BuildRepoArgs,
-    format: Format,
-    added: &[String],
-    given: usize,
-    valid_for: u64,
-) -> String {
-    let repo = args.repo.display();
-    let mut text = String::new();
-    for path in added {
-        text.push_str(&format!("Published: {repo}/{path}\n"));
-    }
-    if added.len() < given {
-        text.push_str(&format!(
-            "{} package(s) were already published with the same contents.\n",
-            given - added.len()
-        ));
-    }
-    if args.refresh {
-        text.push_str(&format!(
-            "Refreshed: {repo}'s metadata dated and signed again{}.\n",
-            if format == Format::Apt {
-                format!(", valid for {}: refresh again before then", days(valid_for))
-            } else {
-                String::new()
-            }
-        ));
-    }
-    let signed = args.sign_key.is_some();
-    if !signed {
-        text.push_str("\nWARNING: the repository is not signed (no --sign-key); apt and dnf refuse it. Rebuild it with --sign-key.\n");
-    }
-    match format {
-        Format::Apt => text.push_str(&format!(
-            "\nOn each node (the key from `gpg --export {key} > nv-peer-mem.gpg`):\n    /etc/apt/sources.list.d/nv-peer-mem.list:\n    deb [signed-by=/etc/apt/keyrings/nv-peer-mem.gpg] <URL of {repo}> {suite} {component}\n    apt-get update && apt-get install nvidia-peer-memory nvidia-peer-memory-modules-<flavour>\n",
-            key = args.sign_key.as_deref().unwrap_or("<KEY>"),
-            suite = args.suite.as_deref().unwrap_or_default(),
-            component = args.component
-        )),
-        Format::Rpm => text.push_str(&format!(
-            "\nOn each node, /etc/yum.repos.d/nv-peer-mem.repo (zypper: /etc/zypp/repos.d/):\n    [nv-peer-mem]\n    name=nv_peer_mem\n    baseurl=<URL of {repo}>\n    gpgcheck=1\n    repo_gpgcheck=1\n    gpgkey=<URL of the key from `gpg --export --armor {key}`>\n",
-            key = args.sign_key.as_deref().unwrap_or("<KEY>"),
-        )),
-    }
-    text
-}
-
-/// @seconds as people read a validity: whole days, else hours.
-fn days(seconds: u64) -> String {
-    match (seconds % 86_400, seconds / 86_400) {
-        (0, 1) => "1 day".to_owned(),
-        (0, n) => format!("{n} days"),
-        _ => format!("{} hours", seconds.div_ceil(3_600)),
-    }
 }
