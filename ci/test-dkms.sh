@@ -351,7 +351,7 @@ if [ -n "$our_standin" ]; then
     check "a provider update (MLNX_OFED's stand-in, 99:1-test, a file under /usr/src) fires the trigger: DKMS's build redone for ${kernels[*]}, installed" \
         provider_update_rebuilds
 else
-    echo "skipped: the provider update trigger (a real MLNX_OFED package is installed here, which this test does not update)"
+    skip "the provider update trigger: a real MLNX_OFED package is installed here, which this test does not update"
 fi
 check "dpkg -P $package" dpkg -P "$package"
 leftovers() {

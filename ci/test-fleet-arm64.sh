@@ -22,9 +22,7 @@ require_root_and_tools test-fleet-arm64.sh cargo dpkg-deb lintian readelf modinf
 k=${KVER_BOOKWORM%-amd64}-arm64
 built=$root/target/test-vm/$k
 if [ ! -f "$built/ofa_kernel/Module.symvers" ] || [ ! -f "$built/nvidia_src/Module.symvers" ]; then
-    echo "SKIP: the arm64 fleet route: no MLNX_OFED and NVIDIA builds for $k in $built (run: cargo xtask test-vm --arch arm64 --kernel 6.1); nothing was tested"
-    echo "0 passed, 0 failed (skipped)"
-    exit 0
+    skip_suite "the arm64 fleet route: no MLNX_OFED and NVIDIA builds for $k in $built (run: cargo xtask test-vm --arch arm64 --kernel 6.1); nothing was tested"
 fi
 rm -rf "$work" && mkdir -p "$work/out" "$work/x" "$work/prebuilt/$k" "$work/ofa/aarch64" "$work/modules/$k"
 : >"$work/log"

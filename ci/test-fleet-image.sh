@@ -89,9 +89,7 @@ require_root_and_tools test-fleet-image.sh cargo dpkg-buildpackage dpkg-deb mmde
     virt-fw-vars pe-listsigs softhsm2-util jq
 fixture=${NVPM_FIXTURES:-$root/../shared/fixtures}/mlnx-ofa_kernel-25.10.1.7.1.1.tar.gz
 if [ ! -f "$fixture" ]; then
-    echo "test-fleet-image: skipped: fixture $fixture not found (set NVPM_FIXTURES); nothing was tested"
-    echo "0 passed, 0 failed, 1 skipped"
-    exit 0
+    skip_suite "test-fleet-image: fixture $fixture not found (set NVPM_FIXTURES); nothing was tested"
 fi
 . "$here/kernels.sh" || exit 2
 k1=$KVER_BOOKWORM k2=$KVER_BACKPORTS

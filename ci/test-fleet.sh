@@ -45,9 +45,7 @@ require_root_and_tools test-fleet.sh cargo dpkg-deb lintian apt-ftparchive apt-g
 
 fixtures=${NVPM_FIXTURES:-$root/../shared/fixtures}
 if [ ! -f "$fixtures/mlnx-ofa_kernel-25.10.1.7.1.1.tar.gz" ]; then
-    echo "SKIP: the fleet route: no MLNX_OFED fixture at $fixtures (set NVPM_FIXTURES); nothing was tested"
-    echo "0 passed, 0 failed (skipped)"
-    exit 0
+    skip_suite "the fleet route: no MLNX_OFED fixture at $fixtures (set NVPM_FIXTURES); nothing was tested"
 fi
 
 . "$here/kernels.sh" || exit 2
@@ -754,7 +752,7 @@ if [ -f "$fixtures/kernel-srpm-macros/macros.kmp" ]; then
     check "sles15 with another kernel than linux-obj's: exit 2 naming kernel-default-devel" sles_refused "zypper install kernel-default-devel kernel-syms" --kernel 6.4.0-1-default
     check "fedora: exit 2 naming build-dkms" rpm_refused "build-dkms --distro fedora" --distro fedora --kernel "$r1"
 else
-    echo "SKIP: the RHEL family's kmods per kernel: no kernel-srpm-macros in $fixtures"
+    skip "the RHEL family's kmods per kernel: no kernel-srpm-macros in $fixtures"
 fi
 
 

@@ -25,7 +25,7 @@ with_fixture_drivers() {
     local label=$1 v; shift
     for v in 580.142 595.45.04; do
         if [ -z "${nv_fixture[$v]}" ]; then
-            echo "SKIP: $label: NVIDIA $v: no fixture open-gpu-kernel-modules-$v-kernel-open.tar.gz (set NVPM_FIXTURES)"
+            skip "$label: NVIDIA $v: no fixture open-gpu-kernel-modules-$v-kernel-open.tar.gz (set NVPM_FIXTURES)"
             continue
         fi
         check "$label: builds with NVIDIA $v's nv-p2p.h" build "$@" NV_SRC="${nv_fixture[$v]}"

@@ -34,4 +34,17 @@ xtask_tests() {
 }
 check "C/Rust contract: nv_peer_mem_glue.h = platform.rs + kernel.rs" xtask_tests contract::
 check "xtask tidy: no import loops, no long files without a reason" xtask_tests tidy::
+# Issue 60: under CI=true a suite that cannot run what it should fails,
+# naming what is missing; a user without the fixtures sees it skipped.
+# ci/test-nccl.sh stops before building anything when its fixtures are
+# missing, so it shows both for the cost of a shell.
+without_fixtures() {  # without_fixtures CI-VALUE WANT-EXIT PATTERN
+    env CI="$1" NVPM_FIXTURES=/nonexistent NVPM_TEST_DIR="$work/nccl" bash ci/test-nccl.sh >"$work/skip.out" 2>&1
+    local rc=$?; cat "$work/skip.out"
+    [ $rc = "$2" ] && grep -qF -- "$3" "$work/skip.out"
+}
+check "CI=true, a suite without its fixtures: exit 1, FAIL naming the missing file" \
+    without_fixtures true 1 "FAIL: not run, and CI=true: NCCL 2.28.9-1: no /nonexistent/nccl-2.28.9-1.tar.gz"
+check "without CI, the same suite: SKIP naming it, exit 0" \
+    without_fixtures false 0 "SKIP: NCCL 2.28.9-1: no /nonexistent/nccl-2.28.9-1.tar.gz"
 finish

@@ -46,7 +46,7 @@ if [ -f "$fixture" ]; then
     check "NHC: the check missing, crashing or given bad arguments fails with a reason" \
         run_test nhc_fails_when_the_check_is_missing_crashes_or_is_misused
 else
-    echo "SKIP: NHC: fixture $fixture not found (set NVPM_FIXTURES); nothing was tested"
+    skip "NHC: fixture $fixture not found (set NVPM_FIXTURES); nothing was tested"
     skipped=$((skipped + 3))
 fi
 
@@ -138,7 +138,7 @@ node_says() {
     return 1
 }
 if [ -z "${NVPM_NHC_TREE:-}" ]; then
-    echo "SKIP: Slurm: no NHC (its fixture is missing); nothing was tested"
+    skip "Slurm: no NHC (its fixture is missing); nothing was tested"
     skipped=$((skipped + 3))
 elif ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
     fail "Slurm: slurmctld, slurmd or munged missing; run: sudo bash ci/setup-host.sh"

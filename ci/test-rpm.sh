@@ -153,7 +153,7 @@ export -f kabi_compatible
 export NVPM_RUST_CACHE=$work/rust-cache
 lint_rpms=("$srpm")
 if [ ! -f "$fixtures/kernel-srpm-macros/macros.kmp" ] || [ ! -f "$fixtures/suse-kmp/macros.kernel-source" ]; then
-    echo "SKIP: rpmbuild --rebuild per family: the kernel module macros are not in $fixtures (set NVPM_FIXTURES to the fixtures directory)"
+    skip "rpmbuild --rebuild per family: the kernel module macros are not in $fixtures (set NVPM_FIXTURES to the fixtures directory)"
     rpm_ids=
 fi
 # find-requires.ksyms runs `awk --non-decimal-data` (gawk, RHEL's awk):
@@ -437,7 +437,7 @@ fails_without_ofa() {
 # mlnx-ofa_kernel-devel installs for the kernel; where there is none, the
 # build stops at %build naming the fix, and no package is written.
 if [ -z "$rpm_ids" ]; then
-    echo "SKIP: build inputs: no rpmbuild ran (see above)"
+    skip "build inputs: no rpmbuild ran (see above)"
 else
     top=$work/rpmbuild-rhel9-no-ofa
     rm -rf "$top"
@@ -499,7 +499,7 @@ swaps() {
         rpm -q --root "$root" "$2" nvidia_peer_memory-common && ! rpm -q --root "$root" "$1"
 }
 if [ -z "$rpm_ids" ]; then
-    echo "SKIP: relations: no rpmbuild ran (see above)"
+    skip "relations: no rpmbuild ran (see above)"
 elif [ -z "${rhel9_module:-}" ] || [ ! -f "$rhel9_module" ] || [ ! -d "$providers/rpms" ]; then
     fail "relations: rhel9's kmod or the providers' stand-ins were not built (see above)"
 else
@@ -528,7 +528,7 @@ echo "== upgrade from Mellanox's nvidia_peer_memory 1.3 rpm (rhel9's packages)"
 # %config(noreplace).
 fixture13=$fixtures/nv_peer_memory-1.3.tar.gz
 if [ ! -f "$fixture13" ]; then
-    echo "SKIP: upgrade from 1.3: no fixture at $fixture13 (set NVPM_FIXTURES)"
+    skip "upgrade from 1.3: no fixture at $fixture13 (set NVPM_FIXTURES)"
 elif [ -z "${rhel9_common:-}" ] || [ ! -f "${rhel9_module:-}" ]; then
     fail "upgrade from 1.3: rhel9's -common and kmod were not built (see above)"
 else
@@ -614,7 +614,7 @@ install_on() {
     return $rc
 }
 if [ ! -f "$fixtures/kernel-srpm-macros/macros.kmp" ] || [ ! -f "$fixture13" ]; then
-    echo "SKIP: kABI tracking: needs kernel-srpm-macros/ and nv_peer_memory-1.3.tar.gz (its stand-ins) in $fixtures (set NVPM_FIXTURES)"
+    skip "kABI tracking: needs kernel-srpm-macros/ and nv_peer_memory-1.3.tar.gz (its stand-ins) in $fixtures (set NVPM_FIXTURES)"
 elif [ -z "${rhel9_module:-}" ] || [ ! -f "$rhel9_module" ] || [ ! -f "$standins/nvidia.ko" ]; then
     fail "kABI tracking: rhel9's kmod or the 1.3 test's stand-ins were not built (see above)"
 elif [ -z "$other" ]; then
@@ -1060,9 +1060,9 @@ fedora_common=$fedora_top/x86_64/nvidia_peer_memory-common-$version-$release.x86
 fedora_dkms=$fedora_top/noarch/nvidia_peer_memory-dkms-$version-$release.noarch.rpm
 node=$work/dnf5-node
 if [ ! -f "$fedora_common" ] || [ ! -f "$fedora_dkms" ]; then
-    echo "SKIP: dnf5's guard: no Fedora packages were built (rpmbuild --rebuild per family skipped)"
+    skip "dnf5's guard: no Fedora packages were built (rpmbuild --rebuild per family skipped)"
 elif ! command -v mmdebstrap >/dev/null; then
-    echo "SKIP: dnf5's guard: no mmdebstrap for the sid chroot (ci/setup-host.sh installs it)"
+    skip "dnf5's guard: no mmdebstrap for the sid chroot (ci/setup-host.sh installs it)"
 else
     check "Fedora's -common installs dnf5's guard as %config" sh -c \
         "rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' '$fedora_common' | grep -qx 'cn /etc/dnf/libdnf5-plugins/actions.d/nv_peer_mem.actions' &&
@@ -1270,7 +1270,7 @@ SPEC
         }
         check "dnf5 remove nvidia_peer_memory-common: its own actions do not fail the removal (exit 0)" common_removed
     else
-        echo "SKIP: dnf5's provider watch: rhel9's kmod or the providers' stand-ins were not built"
+        skip "dnf5's provider watch: rhel9's kmod or the providers' stand-ins were not built"
     fi
     rm -rf "$node"
 fi
@@ -1323,7 +1323,7 @@ if [ -f "${rhel9_common:-/nonexistent}" ] && [ -f "$rhel9_dkms" ] && [ -d "$work
     }
     check "the same with no DKMS registration (no client wanted): dnf exits 0, nothing said" dkms_kernel_no_client
 else
-    echo "SKIP: dnf 4 on the -dkms route: rhel9's packages or the kernel-core stand-ins were not built"
+    skip "dnf 4 on the -dkms route: rhel9's packages or the kernel-core stand-ins were not built"
 fi
 
 echo "== rpmlint"

@@ -73,7 +73,7 @@ for v in 580.142 595.45.04; do
     if nv_src[$v]=$(bash "$here/fixture-nvidia-src.sh" "$v" 2>>"$work/log"); then
         nv_versions+=("$v")
     else
-        echo "SKIP: NVIDIA $v builds: no fixture open-gpu-kernel-modules-$v-kernel-open.tar.gz (set NVPM_FIXTURES)"
+        skip "NVIDIA $v builds: no fixture open-gpu-kernel-modules-$v-kernel-open.tar.gz (set NVPM_FIXTURES)"
     fi
 done
 [ -f "$work/deb/$tarball" ] && [ -f "$standin_deb" ] || finish
@@ -187,7 +187,7 @@ for suite in "${suites[@]}"; do
         fi
         from13=1
     else
-        echo "SKIP: $suite: upgrade from Mellanox 1.3: no fixture at $fixture (set NVPM_FIXTURES)"
+        skip "$suite: upgrade from Mellanox 1.3: no fixture at $fixture (set NVPM_FIXTURES)"
     fi
 
     # No MLNX_OFED or NVIDIA symbols for $kver yet: DKMS skips it with one
