@@ -90,6 +90,21 @@ static ncclResult_t decide(struct ncclXml* xml) {
              gpuBus, gpu->gpu.rank, net->net.dev, name ? name : "?", topoPathTypeStr[path->type], path->bw,
              path->count, gdrMode(read), gdrMode(write), proxy);
     }
+    // The NIC NCCL gives this GPU's rank on channel 0 (topo.cc,
+    // ncclTopoGetLocalNet: the nearest NICs by bandwidth then path type,
+    // one picked by the GPU's device number), named as above.
+    int64_t localId;
+    int localDev;
+    if (system->nodes[NET].count > 0 &&
+        ncclTopoGetLocalNet(system, gpu->gpu.rank, 0, &localId, &localDev) == ncclSuccess) {
+      char dev[16];
+      snprintf(dev, sizeof(dev), "%d", localDev);
+      struct ncclXmlNode* xmlNet;
+      const char* name = nullptr;
+      NCCLCHECK(xmlFindTagKv(xml, "net", &xmlNet, "dev", dev));
+      if (xmlNet != nullptr) NCCLCHECK(xmlGetAttr(xmlNet, "name", &name));
+      printf("local gpu %s rank %d name %s\n", gpuBus, gpu->gpu.rank, name ? name : "?");
+    }
   }
   return ncclSuccess;
 }

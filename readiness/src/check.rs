@@ -11,8 +11,8 @@ use crate::registration::{self, Path};
 use crate::report::{Fact, Gpu, Problem, Report, Status};
 use crate::topology::{self, Distance};
 use crate::{
-    c2c, consumers, cuda, data_direct, gdr_reads, iommu, memory, nccl_ib, nccl_topo_file,
-    nccl_version, nvlink, peer_clients, pxn, service,
+    c2c, consumers, cuda, data_direct, gdr_reads, iommu, memory, nccl_ib, nccl_local_net,
+    nccl_topo_file, nccl_version, nvlink, peer_clients, pxn, service,
 };
 
 /// The checks over @host. @programs: whether the forms people read may
@@ -330,8 +330,43 @@ pub fn check(host: &Host, programs: bool) -> Report {
     };
     let mut down_needed: Vec<String> = Vec::new();
     for (gpu, (all, viewed)) in gpus.iter().zip(&seen) {
-        // The first of the nearest NCCL takes, by name, as NCCL sees them.
-        let closest = viewed.iter().min_by_key(|v| v.3);
+        // The NIC NCCL gives this GPU among the nearest it takes
+        // (nccl_local_net.rs), by the installed NCCL's rule, else the
+        // newest's; the first nearest by name where the model has none.
+        let cuda_off = programs
+            && !viewed.is_empty()
+            && cuda_gdr
+                .get_or_init(|| cuda::gdr_supported(host))
+                .as_ref()
+                .and_then(|m| m.get(&gpu.address))
+                == Some(&false);
+        let pick = |rule| nccl_local_net::pick(&views, &gpu.address, rule);
+        let (by_228, by_230) = (
+            pick(nccl_local_net::Rule::Nccl228),
+            pick(nccl_local_net::Rule::Nccl230),
+        );
+        let by_rule = match nccl_installed.as_ref().map(|(_, v)| *v) {
+            Some((2, minor, _)) if minor < 30 => by_228.clone(),
+            _ => by_230.clone(),
+        };
+        let nearest = viewed.iter().min_by_key(|v| v.3);
+        let closest = if cuda_off {
+            nearest
+        } else {
+            viewed
+                .iter()
+                .find(|v| Some(&v.0.name) == by_rule.as_ref())
+                .or(nearest)
+        };
+        if !cuda_off && nccl_installed.is_none() && by_228 != by_230 {
+            if let (Some(a), Some(b)) = (&by_230, &by_228) {
+                facts.push(Fact::info(
+                    "nccl",
+                    &gpu.address,
+                    format!("NCCL 2.30 gives this GPU {a}, NCCL 2.28 gives it {b} (topo.cc, ncclTopoGetLocalNet: the nearest NICs shared by device number): which NCCL the job loads decides; judged with {a}"),
+                ));
+            }
+        }
         summaries.push(Gpu {
             address: gpu.address.clone(),
             device_id: gpu.device,

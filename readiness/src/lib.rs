@@ -18,6 +18,7 @@ pub mod iommu;
 pub mod kernel_modules;
 pub mod memory;
 pub mod nccl_ib;
+pub mod nccl_local_net;
 pub mod nccl_topo_file;
 pub mod nccl_version;
 pub mod next_boot;

@@ -423,6 +423,56 @@ fn catalogue() -> Vec<Case> {
         t.switch_ids(chain, (0x1000, 0xc030), (0x1000, *subsystem));
     }
     out.push(("Broadcom Gen5 PEX switch (two levels in sysfs)", t));
+    // Issue 57: 8 GPUs and 8 NICs, two of each below one Broadcom Gen5
+    // switch (each device below a lower level of it, which NCCL flattens),
+    // a switch per root port, two per socket. Every GPU is as near to both
+    // NICs of its switch; NCCL gives the GPUs one each, by device number.
+    let t = Tree::new("oracle-broadcom-8x8");
+    let mut bus = 0x10u32;
+    let mut next = || {
+        bus += 1;
+        bus
+    };
+    for s in 0..4u32 {
+        let (root, numa) = if s < 2 {
+            ("pci0000:00", 0)
+        } else {
+            ("pci0000:80", 1)
+        };
+        let rbus = if s < 2 { 0x00 } else { 0x80 };
+        let rp = format!("{root}/0000:{rbus:02x}:{:02x}.0", s % 2 + 1);
+        t.bridge(&rp, 4, None, numa);
+        let ub = next() + if s < 2 { 0 } else { 0x80 };
+        let usp = format!("{rp}/0000:{ub:02x}:00.0");
+        t.bridge(&usp, 5, None, numa);
+        t.switch_ids(&usp, (0x1000, 0xc030), (0x1000, 0x0001));
+        let db = next() + if s < 2 { 0 } else { 0x80 };
+        for (i, end) in ["gpu", "gpu", "nic", "nic"].iter().enumerate() {
+            let dsp = format!("{usp}/0000:{db:02x}:{i:02x}.0");
+            let lb = next() + if s < 2 { 0 } else { 0x80 };
+            let usp2 = format!("{dsp}/0000:{lb:02x}:00.0");
+            let lb2 = next() + if s < 2 { 0 } else { 0x80 };
+            let dsp2 = format!("{usp2}/0000:{lb2:02x}:00.0");
+            let eb = next() + if s < 2 { 0 } else { 0x80 };
+            let device = format!("{dsp2}/0000:{eb:02x}:00.0");
+            for (chain, kind, subsystem) in
+                [(&dsp, 6, 0x0001), (&usp2, 5, 0x1001), (&dsp2, 6, 0x1001)]
+            {
+                t.bridge(chain, kind, None, numa);
+                t.switch_ids(chain, (0x1000, 0xc030), (0x1000, subsystem));
+            }
+            let n = 2 * s + (i as u32 % 2);
+            if *end == "gpu" {
+                t.gpu(&device, 0x2330, numa, 128 * GIB);
+            } else {
+                t.nic(&device, &format!("mlx5_{n}"), numa);
+            }
+        }
+    }
+    out.push((
+        "8 GPUs and 8 NICs, two of each below each Broadcom Gen5 two-level switch",
+        t,
+    ));
     // The NIC set: NCCL's IB plugin takes ACTIVE ports only, of an
     // InfiniBand or Ethernet (RoCE) link, that NCCL_IB_HCA admits.
     let pix_and_phb = |name: &str| {

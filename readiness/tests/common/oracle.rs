@@ -147,7 +147,7 @@ fn nccl_run(
     Ok(String::from_utf8(out.stdout)
         .unwrap()
         .lines()
-        .filter(|l| l.starts_with("gpu "))
+        .filter(|l| l.starts_with("gpu ") || l.starts_with("local "))
         .map(str::to_owned)
         .collect())
 }
@@ -290,6 +290,11 @@ pub fn judge(
         // addInterStep via the local CPU), and the path it then reports is
         // that route, PHB or SYS.
         let raw = nccl_distances(harness, t, gpus_, nccl_env, dmabuf).unwrap_or_default();
+        // The NIC NCCL gives each rank (the harness's `local` lines, of the
+        // run with NCCL's own decisions), apart from the pairs.
+        let (locals, pairs): (Vec<String>, Vec<String>) =
+            pairs.into_iter().partition(|l| l.starts_with("local "));
+        let raw: Vec<String> = raw.into_iter().filter(|l| l.starts_with("gpu ")).collect();
         for (rank, gpu) in gpus.iter().enumerate() {
             compared += 1;
             let at = format!("{what}, GPU {gpu}, NCCL {release}");
@@ -393,11 +398,32 @@ pub fn judge(
             // check says where sends do without it.
             let uses_read = uses && !nccl.contains("for receives only");
             let agrees = (read, write) == (uses_read, uses);
-            if !same_path || nearest != path || (!agrees && !undecided) {
+            // The NIC itself: the one NCCL gives this rank (a relayed or
+            // conditional verdict names a peer's, judged above).
+            let local = locals
+                .iter()
+                .find(|l| field(l, "rank") == rank.to_string())
+                .map(|l| field(l, "name"));
+            // Where NCCL does not use GPUDirect RDMA for the GPU (CUDA's
+            // word, or its level), it routes the GPU's NICs through its
+            // CPU and picks among them, which the check does not model
+            // (nccl_local_net.rs); where the releases give different NICs
+            // and none is installed, the check names both.
+            let gdr_off =
+                !uses || nccl.contains("the CUDA driver reports no GPUDirect RDMA support");
+            let other_release = |l: &str| {
+                release.starts_with("2.28.") && out.contains(&format!("NCCL 2.28 gives it {l} "))
+            };
+            let same_nic = relayed
+                || conditional
+                || gdr_off
+                || local.is_none_or(|l| l == name || other_release(l));
+            if !same_path || !same_nic || nearest != path || (!agrees && !undecided) {
                 differ.push(format!(
-                    "{at}:\n  check: {}\n         {}\n  NCCL:  {pair}\n  NCCL's distance: {distance_pair} (nearest {nearest})",
+                    "{at}:\n  check: {}\n         {}\n  NCCL:  {pair}\n  NCCL's distance: {distance_pair} (nearest {nearest}; NCCL's NIC for it {})",
                     distance.trim(),
-                    nccl.trim()
+                    nccl.trim(),
+                    local.unwrap_or("none")
                 ));
             }
         }
