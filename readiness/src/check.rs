@@ -436,12 +436,8 @@ pub fn check(host: &Host, programs: bool) -> Report {
                     pxn::relay(&gpu.address, &views, seen.as_ref(), pxn_disabled, &over_c2c)
                 })
             };
-            let cuda_says_no = programs
-                && cuda_gdr
-                    .get_or_init(|| cuda::gdr_supported(host))
-                    .as_ref()
-                    .and_then(|m| m.get(&gpu.address))
-                    == Some(&false);
+            // Asked above (cuda_off): this GPU has a NIC here.
+            let cuda_says_no = cuda_off;
             if cuda_says_no {
                 unsupported_gpu_facts(gpu, nic, nccl_distance, &mut facts);
             } else if diverted && link == Some(c2c::Link::Up) {
