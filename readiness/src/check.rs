@@ -358,15 +358,20 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 .find(|v| Some(&v.0.name) == by_rule.as_ref())
                 .or(nearest)
         };
-        if !cuda_off && nccl_installed.is_none() && by_228 != by_230 {
-            if let (Some(a), Some(b)) = (&by_230, &by_228) {
-                facts.push(Fact::info(
+        // Said after the GPU's verdict (below), which stays its first
+        // `nccl` line.
+        let releases_differ = match (&by_230, &by_228) {
+            (Some(a), Some(b)) if !cuda_off && nccl_installed.is_none() && a != b => {
+                Some(Fact::info(
                     "nccl",
                     &gpu.address,
-                    format!("NCCL 2.30 gives this GPU {a}, NCCL 2.28 gives it {b} (topo.cc, ncclTopoGetLocalNet: the nearest NICs shared by device number): which NCCL the job loads decides; judged with {a}"),
-                ));
+                    format!(
+                        "NCCL 2.30 gives this GPU {a}, NCCL 2.28 gives it {b} (topo.cc, ncclTopoGetLocalNet: the nearest NICs shared by device number): which NCCL the job loads decides; judged with {a}"
+                    ),
+                ))
             }
-        }
+            _ => None,
+        };
         summaries.push(Gpu {
             address: gpu.address.clone(),
             device_id: gpu.device,
@@ -548,6 +553,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 ));
             }
         }
+        facts.extend(releases_differ);
         bar1_fact(gpu, memory.get(&gpu.address).copied(), programs, &mut facts);
     }
     for (nic, why) in &refused {
