@@ -235,6 +235,43 @@ static ncclResult_t ib_plugin() {
   return ncclSuccess;
 }
 
+// The cpu nodes in the order NCCL's own XML has them, which orders its
+// NET nodes and so the device numbers ncclTopoGetLocalNet picks among
+// (issue 57). NCCL adds a cpu where a device's path first reaches a root
+// complex (graph/xml.cc, ncclTopoGetXmlFromSys): each rank fills its own
+// GPU, then the nets in its plugin's order (topo.cc, ncclTopoGetSystem,
+// ncclTopoProcessNet), and the node's XML is local rank 0's with the
+// others' fused after it (ncclTopoFuseXml appends what is new). The cpus
+// made above for every NUMA id come in that order: rank 0's GPU's, then
+// each net's by plugin device number, then the rest as they were (no net
+// hangs from those).
+static ncclResult_t order_cpus(struct ncclXml* xml) {
+  struct ncclXmlNode* top;
+  NCCLCHECK(xmlFindTag(xml, "system", &top));
+  std::vector<struct ncclXmlNode*> order;
+  auto add = [&](struct ncclXmlNode* n) {
+    while (n != nullptr && strcmp(n->name, "cpu") != 0) n = n->parent;
+    if (n != nullptr && std::find(order.begin(), order.end(), n) == order.end()) order.push_back(n);
+  };
+  if (!gpus.empty()) {
+    struct ncclXmlNode* pci;
+    NCCLCHECK(ncclTopoGetPciNode(xml, gpus[0].busId, &pci));
+    add(pci);
+  }
+  for (int dev = 0; dev < MAX_SUBS; dev++) {
+    char value[16];
+    snprintf(value, sizeof(value), "%d", dev);
+    struct ncclXmlNode* net;
+    NCCLCHECK(xmlFindTagKv(xml, "net", &net, "dev", value));
+    add(net);
+  }
+  for (int s = 0; s < top->nSubs; s++) {
+    if (std::find(order.begin(), order.end(), top->subs[s]) == order.end()) order.push_back(top->subs[s]);
+  }
+  for (size_t s = 0; s < order.size() && s < (size_t)top->nSubs; s++) top->subs[s] = order[s];
+  return ncclSuccess;
+}
+
 static const char* cpuVendor = "GenuineIntel";
 static int cpuFamily = 6, cpuModel = 207;
 
@@ -357,6 +394,7 @@ static ncclResult_t from_sysfs(const char* dump) {
   netInfo.devices = ibPlugin ? ncclNetIb.devices : netDevices;
   NCCLCHECK(ncclTopoGetFusionEnv(&netInfo.mergeLevel, &netInfo.forceMerge));
   NCCLCHECK(ncclTopoProcessNet(xml, NULL, &netInfo));
+  NCCLCHECK(order_cpus(xml));
   NCCLCHECK(ncclTopoTrimXml(xml));
   if (dump != nullptr) NCCLCHECK(ncclTopoDumpXmlToFile(dump, xml));
   return decide(xml);

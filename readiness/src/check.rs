@@ -175,6 +175,65 @@ pub fn check(host: &Host, programs: bool) -> Report {
     // places both, else sysfs's, shortened to PXB by a Broadcom virtual
     // switch link; with what made it differ from sysfs's.
     let merge_vfs = nccl_ib::merge_vfs(host);
+    // NCCL's devices (nccl_local_net.rs): an adapter's functions merged
+    // into one, in its IB plugin's order, which the releases order apart;
+    // judged by the installed NCCL's, else the newest's.
+    use nccl_local_net::Rule;
+    let rule = match nccl_installed.as_ref().map(|(_, v)| *v) {
+        Some((2, minor, _)) if minor < 30 => Rule::Nccl228,
+        _ => Rule::Nccl230,
+    };
+    let merge_nics = nccl_ib::merge_nics(host);
+    let place = |nic: &Nic| {
+        let at = nccl_ib::placed_at(&nic.address, merge_vfs);
+        let dev = devices.iter().find(|d| d.address == nic.address);
+        let numa = dev.and_then(|d| d.numa_node).map_or(-1, i64::from);
+        match dev {
+            Some(d) if topology::nccl_finds(&d.address) => {
+                let mut chain: Vec<String> = d.chain.iter().skip(1).cloned().collect();
+                if let Some(last) = chain.last_mut() {
+                    *last = at;
+                }
+                nccl_local_net::Place { numa, chain }
+            }
+            _ => nccl_local_net::Place {
+                numa: -1,
+                chain: vec![at],
+            },
+        }
+    };
+    // Rank 0's GPU: the first by bus (its XML is the one the others'
+    // fuse into: nccl_local_net::topology_order).
+    let gpu_numas: Vec<i64> = gpus
+        .iter()
+        .take(1)
+        .map(|g| {
+            if topology::nccl_finds(&g.address) {
+                g.numa_node.map_or(-1, i64::from)
+            } else {
+                -1
+            }
+        })
+        .collect();
+    // Where a topology file places devices, its order is not modelled:
+    // the plugin's (docs/readiness.md, "Known limits").
+    let vnics_of = |r: Rule| {
+        let merged = nccl_ib::merged(&r.order(&taken), merge_vfs, merge_nics);
+        if topo_file.is_some() {
+            return merged;
+        }
+        let placed = merged.into_iter().map(|n| {
+            let p = place(&n);
+            (n, p)
+        });
+        nccl_local_net::topology_order(placed.collect(), &gpu_numas)
+    };
+    let (vnics_228, vnics_230) = (vnics_of(Rule::Nccl228), vnics_of(Rule::Nccl230));
+    let vnics = if rule == Rule::Nccl228 {
+        &vnics_228
+    } else {
+        &vnics_230
+    };
     // mlx5 Data Direct (data_direct.rs): the DMA function NCCL reaches
     // each adapter through, where the node can register DMA-BUF.
     let dd_offered = data_direct::offered(host);
@@ -276,26 +335,39 @@ pub fn check(host: &Host, programs: bool) -> Report {
         .iter()
         .map(|gpu| {
             let all = nic_distances(host, gpu, &nics, &devices);
-            let viewed = all
+            // NCCL's devices: an adapter's functions merged into one
+            // (nccl_ib::merged), seen where its first is.
+            let viewed = vnics
                 .iter()
-                .copied()
-                .filter(|(n, _, _)| taken.contains(n))
-                .map(|(n, dev, d)| {
+                .filter_map(|v| {
+                    let first = v.name.split('+').next().unwrap_or(&v.name);
+                    let &(n, dev, d) = all.iter().find(|(n, _, _)| n.name == first)?;
                     let (nccl, by) = nccl_view(gpu, n, dev, d);
-                    (n, dev, d, nccl, by)
+                    Some((v, dev, d, nccl, by))
                 })
                 .collect();
             (all, viewed)
         })
         .collect();
-    let views: Vec<(String, Vec<(String, Distance)>)> = gpus
-        .iter()
-        .zip(&seen)
-        .map(|(gpu, (_, viewed))| {
-            let ds = viewed.iter().map(|v| (v.0.name.clone(), v.3)).collect();
-            (gpu.address.clone(), ds)
-        })
-        .collect();
+    // Every GPU's NCCL devices of @list as NCCL sees them.
+    let views_of = |list: &[Nic]| -> Vec<(String, Vec<(String, Distance)>)> {
+        gpus.iter()
+            .zip(&seen)
+            .map(|(gpu, (all, _))| {
+                let ds = list
+                    .iter()
+                    .filter_map(|v| {
+                        let first = v.name.split('+').next().unwrap_or(&v.name);
+                        let &(n, dev, d) = all.iter().find(|(n, _, _)| n.name == first)?;
+                        Some((v.name.clone(), nccl_view(gpu, n, dev, d).0))
+                    })
+                    .collect();
+                (gpu.address.clone(), ds)
+            })
+            .collect()
+    };
+    let views = views_of(vnics);
+    let (views_228, views_230) = (views_of(&vnics_228), views_of(&vnics_230));
     // Asked only where PXN may relay a GPU, and only in the forms that
     // may run programs.
     let joined = std::cell::OnceCell::new();
@@ -340,14 +412,14 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 .as_ref()
                 .and_then(|m| m.get(&gpu.address))
                 == Some(&false);
-        let pick = |rule| nccl_local_net::pick(&views, &gpu.address, rule);
         let (by_228, by_230) = (
-            pick(nccl_local_net::Rule::Nccl228),
-            pick(nccl_local_net::Rule::Nccl230),
+            nccl_local_net::pick(&views_228, &gpu.address, Rule::Nccl228),
+            nccl_local_net::pick(&views_230, &gpu.address, Rule::Nccl230),
         );
-        let by_rule = match nccl_installed.as_ref().map(|(_, v)| *v) {
-            Some((2, minor, _)) if minor < 30 => by_228.clone(),
-            _ => by_230.clone(),
+        let by_rule = if rule == Rule::Nccl228 {
+            by_228.clone()
+        } else {
+            by_230.clone()
         };
         let nearest = viewed.iter().min_by_key(|v| v.3);
         let closest = if cuda_off {

@@ -154,6 +154,69 @@ pub fn merge_vfs(host: &Host) -> bool {
         .is_some_and(|(v, _)| consumers::param_zero(&v))
 }
 
+/// NCCL's devices after it merges an adapter's functions (issue 57):
+/// graph/topo.cc, ncclTopoAutoMerge, with NCCL_NET_MERGE_LEVEL at its
+/// default PORT, merges the devices of @taken (in the IB plugin's order)
+/// whose paths meet at one NIC node, that is those NCCL places at one
+/// function (placed_at: an adapter's second port or, with
+/// NCCL_IB_MERGE_VFS, its VFs); the IB plugin's makeVDevice (net_ib.cc /
+/// net_ib/init.cc, NCCL_IB_MERGE_NICS, default 1) names the merged
+/// device by its members joined with `+`, as NCCL logs it
+/// (`mlx5_0+mlx5_1`). The first unplaced device takes every later one of
+/// its place, four at most (NCCL_NET_MAX_DEVS_PER_NIC in 2.28.9's
+/// plugin interface; 2.30.7's allows eight, which no adapter here has).
+/// makeVDevice refuses devices of different link layers ("Attempted to
+/// merge incompatible devices"): topo.cc then takes the first alone and
+/// the others stay for later rounds.
+/// Where @merge is false (NCCL_IB_MERGE_NICS=0, NCCL_NET_MERGE_LEVEL=LOC)
+/// each device stays its own.
+pub fn merged(taken: &[Nic], merge_vfs: bool, merge: bool) -> Vec<Nic> {
+    const MAX_DEVS_PER_NIC: usize = 4;
+    let mut placed = vec![false; taken.len()];
+    let mut out = Vec::new();
+    for i in 0..taken.len() {
+        if placed[i] {
+            continue;
+        }
+        placed[i] = true;
+        let mut nic = taken[i].clone();
+        let at = placed_at(&nic.address, merge_vfs);
+        let group: Vec<usize> = (i + 1..taken.len())
+            .filter(|&j| merge && !placed[j] && placed_at(&taken[j].address, merge_vfs) == at)
+            .take(MAX_DEVS_PER_NIC - 1)
+            .collect();
+        if group.iter().all(|&j| link(&taken[j]) == link(&nic)) {
+            for j in group {
+                placed[j] = true;
+                nic.name = format!("{}+{}", nic.name, taken[j].name);
+            }
+        }
+        out.push(nic);
+    }
+    out
+}
+
+/// The link layer of the port NCCL takes of @nic (its first active one).
+fn link(nic: &Nic) -> Option<&str> {
+    nic.ports
+        .as_ref()?
+        .iter()
+        .find(|p| p.active())
+        .map(|p| p.link_layer.as_str())
+}
+
+/// Whether NCCL merges an adapter's functions: NCCL_IB_MERGE_NICS not 0
+/// and NCCL_NET_MERGE_LEVEL not LOC (topo.cc, ncclTopoGetFusionEnv; other
+/// levels, which merge separate adapters, are not modelled:
+/// docs/readiness.md, "Known limits").
+pub fn merge_nics(host: &Host) -> bool {
+    let off = consumers::nccl_setting(host, "NCCL_IB_MERGE_NICS")
+        .is_some_and(|(v, _)| consumers::param_zero(&v));
+    let loc =
+        consumers::nccl_setting(host, "NCCL_NET_MERGE_LEVEL").is_some_and(|(v, _)| v == "LOC");
+    !off && !loc
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,5 +279,48 @@ mod tests {
         assert_eq!(placed_at("0000:00:07.0", true), "0000:00:00.0");
         assert_eq!(placed_at("0000:3b:01.3", true), "0000:3b:00.0");
         assert_eq!(placed_at("0000:3b:01.3", false), "0000:3b:01.0");
+    }
+
+    #[test]
+    fn an_adapters_functions_are_one_device_to_nccl() {
+        let nic = |name: &str, address: &str| Nic {
+            name: name.to_owned(),
+            address: address.to_owned(),
+            ports: None,
+        };
+        let taken = [
+            nic("mlx5_0", "0000:41:00.0"),
+            nic("mlx5_1", "0000:42:00.0"),
+            nic("mlx5_2", "0000:41:00.1"),
+            nic("mlx5_3", "0000:43:00.0"),
+        ];
+        let names = |v: Vec<Nic>| v.into_iter().map(|n| n.name).collect::<Vec<_>>();
+        assert_eq!(
+            names(merged(&taken, true, true)),
+            ["mlx5_0+mlx5_2", "mlx5_1", "mlx5_3"]
+        );
+        assert_eq!(
+            names(merged(&taken, true, false)),
+            ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+        );
+        // VFs merge with their PF only where NCCL_IB_MERGE_VFS places them there.
+        let vfs = [nic("mlx5_0", "0000:3b:00.0"), nic("mlx5_4", "0000:3b:01.2")];
+        assert_eq!(names(merged(&vfs, true, true)), ["mlx5_0+mlx5_4"]);
+        assert_eq!(names(merged(&vfs, false, true)), ["mlx5_0", "mlx5_4"]);
+        // An InfiniBand port and an Ethernet one are not merged.
+        let on = |mut n: Nic, layer: &str| {
+            n.ports = Some(vec![Port {
+                number: 1,
+                state: "4: ACTIVE".to_owned(),
+                link_layer: layer.to_owned(),
+                phys_state: None,
+            }]);
+            n
+        };
+        let mixed = [
+            on(nic("mlx5_0", "0000:41:00.0"), "InfiniBand"),
+            on(nic("mlx5_1", "0000:41:00.1"), "Ethernet"),
+        ];
+        assert_eq!(names(merged(&mixed, true, true)), ["mlx5_0", "mlx5_1"]);
     }
 }

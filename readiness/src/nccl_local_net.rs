@@ -9,6 +9,9 @@
 //! NIC by name, which on a node whose switches hold two GPUs and two NICs
 //! each named half the GPUs with their neighbour's NIC.
 //!
+//! The devices are NCCL's: an adapter's functions merged into one
+//! (nccl_ib::merged), in its IB plugin's order (Rule::order).
+//!
 //! What is not modelled: bandwidth (NCCL prefers a faster path before a
 //! nearer type; the test trees' links are all alike), and a GPU whose
 //! GPUDirect RDMA is off (CUDA's word, or NCCL_NET_GDR_LEVEL), for which
@@ -19,6 +22,7 @@
 //! bus order), its NIC order the IB plugin's, the verbs library's device
 //! list (by name here, as the nccl-harness verbs double lists them).
 
+use crate::rdma::Nic;
 use crate::topology::Distance;
 
 /// Which release's rule.
@@ -28,6 +32,80 @@ pub enum Rule {
     Nccl228,
     /// 2.30.7: the device number modulo the GPUs nearest to the first NIC.
     Nccl230,
+}
+
+impl Rule {
+    /// The devices NCCL takes (@taken, by name) in the order its IB plugin
+    /// lists them, which decides which NIC a device number picks and how a
+    /// merged device is named (nccl_ib::merged). 2.28.9: the verbs
+    /// library's list (net_ib.cc, ncclIbInitDevices), which this check and
+    /// the nccl-harness verbs double take by name; 2.30.7: sorted by the
+    /// PCI address of each device's function (net_ib/init.cc,
+    /// NCCL_IB_DEVICE_PCI_ORDER, default 1: ncclIbCompareDevs over
+    /// busIdToInt64 of its realpath's last part), so `mlx5_9` before
+    /// `mlx5_10` where the bus numbers say so.
+    pub fn order(self, taken: &[Nic]) -> Vec<Nic> {
+        let mut out = taken.to_vec();
+        if self == Rule::Nccl230 {
+            out.sort_by_key(|n| bus_id(&n.address));
+        }
+        out
+    }
+}
+
+/// Where NCCL's topology puts a device, for the order of its NET nodes
+/// (graph/topo.cc, ncclTopoGetSystemFromXml: a depth-first walk of the
+/// XML, so ncclTopoGetLocalNet's device numbers index that order): the
+/// CPU it hangs from, then the PCI addresses from the root port down to
+/// the adapter's function 0 (where NCCL's IB plugin places it), which
+/// graph/xml.cc keeps sorted under each parent ("Keep PCI sub devices
+/// ordered by PCI Bus ID", strcmp). A device NCCL finds nowhere (an
+/// Intel VMD domain's) is on the CPU of NUMA id -1 alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    /// The `numa_node` of its CPU, -1 where unset.
+    pub numa: i64,
+    /// Root port first, the adapter last.
+    pub chain: Vec<String>,
+}
+
+/// @devices (NCCL's, in its IB plugin's order, each with its Place) in
+/// the order NCCL's topology lists them. CPUs come in the order NCCL
+/// first reaches them (xml.cc adds a `cpu` node where a device's path
+/// first ends at a root complex): each rank's XML holds its own GPU, then
+/// the nets in plugin order, and the node's is local rank 0's with the
+/// others fused after it (topo.cc, ncclTopoGetSystem; ncclTopoFuseXml
+/// appends what is new), so @gpu_numas (rank 0's GPU's) first, then the
+/// devices'. Devices of one adapter keep the plugin's order.
+pub fn topology_order(devices: Vec<(Nic, Place)>, gpu_numas: &[i64]) -> Vec<Nic> {
+    let mut cpus: Vec<i64> = Vec::new();
+    for numa in gpu_numas.iter().chain(devices.iter().map(|(_, p)| &p.numa)) {
+        if !cpus.contains(numa) {
+            cpus.push(*numa);
+        }
+    }
+    let mut keyed: Vec<(usize, Vec<String>, usize, Nic)> = devices
+        .into_iter()
+        .enumerate()
+        .map(|(i, (nic, place))| {
+            let cpu = cpus.iter().position(|c| *c == place.numa).unwrap_or(0);
+            (cpu, place.chain, i, nic)
+        })
+        .collect();
+    keyed.sort_by(|a, b| (a.0, &a.1, a.2).cmp(&(b.0, &b.1, b.2)));
+    keyed.into_iter().map(|(_, _, _, nic)| nic).collect()
+}
+
+/// misc/utils.cc's busIdToInt64: the hex digits of @address, `:` and `.`
+/// skipped, up to the first other character, sixteen at most.
+pub fn bus_id(address: &str) -> i64 {
+    let hex: String = address
+        .chars()
+        .filter(|c| *c != ':' && *c != '.')
+        .take_while(char::is_ascii_hexdigit)
+        .take(16)
+        .collect();
+    i64::from_str_radix(&hex, 16).unwrap_or(0)
 }
 
 /// NCCL has no NODE: a path through the CPU is PHB however many host
@@ -102,6 +180,67 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn nccl_230_lists_devices_by_pci_address() {
+        let nic = |name: &str, address: &str| Nic {
+            name: name.to_owned(),
+            address: address.to_owned(),
+            ports: None,
+        };
+        // By name, as the verbs library lists them here.
+        let taken = [
+            nic("mlx5_10", "0000:97:00.1"),
+            nic("mlx5_2", "10000:e1:00.0"),
+            nic("mlx5_9", "0000:97:00.0"),
+        ];
+        let names = |v: Vec<Nic>| v.into_iter().map(|n| n.name).collect::<Vec<_>>();
+        assert_eq!(
+            names(Rule::Nccl228.order(&taken)),
+            ["mlx5_10", "mlx5_2", "mlx5_9"]
+        );
+        assert_eq!(
+            names(Rule::Nccl230.order(&taken)),
+            ["mlx5_9", "mlx5_10", "mlx5_2"]
+        );
+        assert_eq!(bus_id("0000:97:00.1"), 0x97001);
+        assert_eq!(bus_id("10000:e1:00.0"), 0x10000e1000);
+    }
+
+    #[test]
+    fn nccls_topology_lists_devices_depth_first_by_bus_id() {
+        let nic = |name: &str| Nic {
+            name: name.to_owned(),
+            address: String::new(),
+            ports: None,
+        };
+        let place = |numa, chain: &[&str]| Place {
+            numa,
+            chain: chain.iter().map(|c| c.to_string()).collect(),
+        };
+        // By plugin order mlx5_10 (9b), mlx5_12 (9c), mlx5_13 and mlx5_14
+        // (one adapter, 9d), mlx5_9 (9b again: after mlx5_10 under it).
+        let up = "0000:80:01.0";
+        let devices = vec![
+            (nic("mlx5_10"), place(1, &[up, "0000:9b:00.0"])),
+            (nic("mlx5_12"), place(1, &[up, "0000:9c:00.0"])),
+            (nic("mlx5_13"), place(1, &[up, "0000:9d:00.0"])),
+            (nic("mlx5_14"), place(1, &[up, "0000:9d:00.0"])),
+            (nic("mlx5_9"), place(1, &[up, "0000:9b:00.0"])),
+            (nic("mlx5_0"), place(0, &["0000:00:01.0", "0000:01:00.0"])),
+            (nic("mlx5_8"), place(-1, &["10000:e1:00.0"])),
+        ];
+        let names: Vec<String> = topology_order(devices, &[1, 0])
+            .into_iter()
+            .map(|n| n.name)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "mlx5_10", "mlx5_9", "mlx5_12", "mlx5_13", "mlx5_14", "mlx5_0", "mlx5_8"
+            ]
+        );
     }
 
     #[test]

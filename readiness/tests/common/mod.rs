@@ -6,6 +6,7 @@
 
 #![allow(dead_code)] // each test file uses part of it
 
+pub mod generator;
 pub mod oracle;
 
 use readiness::config_space::layout;

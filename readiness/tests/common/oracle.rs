@@ -336,13 +336,19 @@ pub fn judge(
                 continue;
             }
             let relayed = nccl.contains(" through GPU ") && !conditional;
-            let nic = nics
-                .iter()
-                .find(|n| {
-                    [' ', ':']
-                        .iter()
-                        .any(|end| nccl.contains(&format!("GPUDirect RDMA with {n}{end}")))
-                })
+            // A conditional verdict's "else" is what NCCL, told of no
+            // NVLink, does: its NIC is the one to hold NCCL's to.
+            let said = match nccl.split_once(", else ") {
+                Some((_, otherwise)) if conditional && otherwise.contains("with ") => otherwise,
+                _ => nccl,
+            };
+            // The device named after "with": one of the check's NICs, or
+            // NCCL's merge of an adapter's functions (`mlx5_0+mlx5_1`).
+            let nic = said
+                .split("with ")
+                .skip(1)
+                .filter_map(|rest| rest.split([' ', ':']).next())
+                .find(|name| name.split('+').all(|n| nics.iter().any(|m| m == n)))
                 .unwrap_or_else(|| panic!("no NIC in {nccl}"));
             let class = ["PIX", "PXB", "P2C", "PHB", "NODE", "SYS"]
                 .into_iter()
@@ -360,6 +366,17 @@ pub fn judge(
             // of this GPU's pairs (paths.cc's order of path types).
             // Where the check judges the adapter at its Data Direct
             // function, NCCL names it <name>_dma.
+            // Where the releases give the GPU different devices (by their
+            // device order: nccl_local_net.rs) and none is installed, the
+            // check names 2.28's too: that one is held to 2.28.
+            let judged = nic;
+            let nic_228 = out
+                .lines()
+                .filter(|l| l.contains(&format!(" {gpu}: ")))
+                .find_map(|l| l.split_once("NCCL 2.28 gives it "))
+                .and_then(|(_, rest)| rest.split(' ').next())
+                .filter(|_| release.starts_with("2.28.") && !conditional && !relayed);
+            let nic = nic_228.unwrap_or(nic);
             let name = if distance.contains(&format!("as NCCL offers it ({nic}_dma)")) {
                 format!("{nic}_dma")
             } else {
@@ -392,7 +409,7 @@ pub fn judge(
             let same_path = if path == "PXN" {
                 relayed
             } else {
-                !relayed && path == class && distance.contains(&format!("device {nic} ("))
+                !relayed && path == class && distance.contains(&format!("device {judged} ("))
             };
             // NCCL's reads (sends) and writes (receives) apart: the
             // check says where sends do without it.
