@@ -31,6 +31,7 @@
 #include <climits>
 #include <cstring>
 #include <dirent.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <initializer_list>
 #include <string>
@@ -62,9 +63,59 @@ ncclResult_t ncclTopoGetXmlFromSys(struct ncclXmlNode* pciNode, struct ncclXml* 
 ncclResult_t ncclTopoGetXmlFromGpu(struct ncclXmlNode* pciNode, nvmlDevice_t nvmlDev, struct ncclXml* xml,
                                    struct ncclXmlNode** gpuNodeRet);
 
+static ncclResult_t report(struct ncclTopoSystem* system, struct ncclXml* xml);
+
 static ncclResult_t decide(struct ncclXml* xml) {
   struct ncclTopoSystem* system;
   NCCLCHECK(ncclTopoGetSystemFromXml(xml, &system, getHostHash()));
+  return report(system, xml);
+}
+
+// --levels L,...: the same node judged at each NCCL_NET_GDR_LEVEL in one run
+// (issue 57: a process per node and level would cost hours over generated
+// nodes). NCCL reads the level once and keeps it (NCCL_PARAM), and only
+// paths.cc reads it (ncclTopoComputePaths, ncclTopoCheckGdr); so the system
+// is built once from the XML here, and each level is a child process that
+// sets it and computes the paths and decisions, its block headed
+// `level L` (`default`: the variable unset). `distances`: --distances's
+// answer from the same system, every GPU and net marked as able to
+// register GPU memory (their gdrSupport, which is all NCCL takes from the
+// XML's `gdr` attributes: topo.cc, ncclTopoAddNet and ncclTopoAddGpu) at
+// NCCL_NET_GDR_LEVEL=SYS.
+static std::vector<std::string> levels;
+static ncclResult_t decide_levels(struct ncclXml* xml) {
+  if (levels.empty()) return decide(xml);
+  struct ncclTopoSystem* system;
+  NCCLCHECK(ncclTopoGetSystemFromXml(xml, &system, getHostHash()));
+  for (const std::string& level : levels) {
+    printf("level %s\n", level.c_str());
+    fflush(stdout);
+    pid_t child = fork();
+    if (child < 0) return ncclSystemError;
+    if (child == 0) {
+      if (level == "default") {
+        unsetenv("NCCL_NET_GDR_LEVEL");
+      } else if (level == "distances") {
+        setenv("NCCL_NET_GDR_LEVEL", "SYS", 1);
+        for (int g = 0; g < system->nodes[GPU].count; g++) system->nodes[GPU].nodes[g].gpu.gdrSupport = 1;
+        for (int n = 0; n < system->nodes[NET].count; n++) system->nodes[NET].nodes[n].net.gdrSupport = 1;
+      } else {
+        setenv("NCCL_NET_GDR_LEVEL", level.c_str(), 1);
+      }
+      ncclResult_t r = report(system, xml);
+      fflush(stdout);
+      _exit(r == ncclSuccess ? 0 : 1);
+    }
+    int status = 0;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      fprintf(stderr, "nccl-harness: NCCL's code failed at NCCL_NET_GDR_LEVEL=%s\n", level.c_str());
+      return ncclInternalError;
+    }
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t report(struct ncclTopoSystem* system, struct ncclXml* xml) {
   NCCLCHECK(ncclTopoComputePaths(system, NULL));
   printf("nccl %d gpus %d nets %d\n", NCCL_VERSION_CODE, system->nodes[GPU].count, system->nodes[NET].count);
   for (int g = 0; g < system->nodes[GPU].count; g++) {
@@ -397,7 +448,7 @@ static ncclResult_t from_sysfs(const char* dump) {
   NCCLCHECK(order_cpus(xml));
   NCCLCHECK(ncclTopoTrimXml(xml));
   if (dump != nullptr) NCCLCHECK(ncclTopoDumpXmlToFile(dump, xml));
-  return decide(xml);
+  return decide_levels(xml);
 }
 
 // "NAME,key=value,...": @name gets NAME; each key's int goes to @fields.
@@ -429,6 +480,7 @@ static int usage() {
           "       nccl-harness --sysfs ROOT [--cpu VENDOR,family=F,model=M]\n"
           "                    --gpu BUSID[,sm=90][,gdr=1][,nvswitch=18][,c2c=10]... [--net NAME[,gdr=1]...]\n"
           "                    [--dmabuf yes|no] [--distances yes|no] [--data-direct NAME=PATH]... [--dump FILE]\n"
+          "                    [--levels LEVEL,...]\n"
           "  ROOT holds the node's sys/ tree; BUSID as 0000:03:00.0; NAME an RDMA device\n"
           "  (sys/class/infiniband/NAME); gdr=0: the GPU or NIC cannot register GPU memory;\n"
           "  nvswitch=N: N NVLinks to NVSwitches, as NVML reports on an HGX board;\n"
@@ -438,7 +490,9 @@ static int usage() {
           "  --data-direct NAME=PATH: mlx5 device NAME's Data Direct function, PATH as the\n"
           "  kernel gives it (/devices/...); --dmabuf yes: the node\n"
           "  can register through DMA-BUF (CUDA's attribute, the kernel's ibv_reg_dmabuf_mr);\n"
-          "  --distances yes: every NIC registers GPU memory, so each path is NCCL's distance\n");
+          "  --distances yes: every NIC registers GPU memory, so each path is NCCL's distance;\n"
+          "  --levels default,PIX,...: the decisions at each NCCL_NET_GDR_LEVEL (default: unset;\n"
+          "  distances: as --distances yes), each block headed `level LEVEL`\n");
   return 2;
 }
 
@@ -472,6 +526,11 @@ int main(int argc, char** argv) {
         Net n;
         if (!parse(value, &n.name, {{"gdr", &n.gdr}})) return usage();
         nets.push_back(n);
+      } else if (strcmp(argv[i - 1], "--levels") == 0) {
+        // "default,PIX,PHB,SYS": decide_levels
+        for (char* save = nullptr, *l = strtok_r(value, ",", &save); l != nullptr; l = strtok_r(nullptr, ",", &save)) {
+          levels.push_back(l);
+        }
       } else if (strcmp(argv[i - 1], "--distances") == 0) {
         everyNicGdr = strcmp(value, "yes") == 0;
       } else if (strcmp(argv[i - 1], "--dmabuf") == 0) {

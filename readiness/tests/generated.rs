@@ -43,41 +43,75 @@ fn the_generator_makes_the_same_node_of_a_seed_in_kernel_shapes() {
     }
 }
 
+/// The differential over the nodes of seeds @first.. (@count of them) on
+/// @jobs threads: how many GPU verdicts were compared, and each difference.
+fn differential(first: u64, count: u64, jobs: usize) -> (usize, Vec<String>) {
+    let next = std::sync::atomic::AtomicU64::new(first);
+    let results = std::sync::Mutex::new((0usize, Vec::new()));
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| {
+                loop {
+                    let seed = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if seed >= first + count {
+                        break;
+                    }
+                    let (n, d) = judge_node(seed);
+                    let mut r = results.lock().unwrap();
+                    r.0 += n;
+                    r.1.extend(d);
+                }
+            });
+        }
+    });
+    results.into_inner().unwrap()
+}
+
+/// One generated node: the check at every level, NCCL's releases over all
+/// of them at once (oracle::judge_levels).
+fn judge_node(seed: u64) -> (usize, Vec<String>) {
+    let (t, what) = generator::node(seed);
+    t.nvidia_open_580();
+    t.mofed_with("nv_peer_mem");
+    let runs: Vec<(Option<&str>, String)> = LEVELS
+        .iter()
+        .map(|level| {
+            let env: Vec<(&str, PathBuf)> = level
+                .map(|l| vec![("NCCL_NET_GDR_LEVEL", PathBuf::from(l))])
+                .unwrap_or_default();
+            (*level, t.run_with(&[], &env).1)
+        })
+        .collect();
+    let (gpus, nics) = devices(&runs[0].1);
+    if gpus.is_empty() || nics.is_empty() {
+        return (0, Vec::new());
+    }
+    let label = format!("seed {seed} (NVPM_GENERATED_SEED={seed} NVPM_GENERATED_NODES=1): {what}");
+    oracle::judge_levels(&t, &runs, &[], false, &label)
+}
+
+/// NCCL's default and every level that moves a generated node's verdicts.
+const LEVELS: [Option<&str>; 4] = [None, Some("PIX"), Some("PHB"), Some("SYS")];
+
 #[test]
 #[ignore = "needs cargo xtask nccl-harness; run by ci/test-nccl.sh"]
 fn generated_nodes_are_judged_as_nccl_judges_them() {
     let first = env_number("NVPM_GENERATED_SEED", 1);
     let count = env_number("NVPM_GENERATED_NODES", 40);
+    let jobs = env_number(
+        "NVPM_GENERATED_JOBS",
+        std::thread::available_parallelism().map_or(1, |n| n.get() as u64),
+    ) as usize;
     let started = std::time::Instant::now();
-    let mut differ = Vec::new();
-    let mut compared = 0;
-    for seed in first..first + count {
-        let (t, what) = generator::node(seed);
-        t.nvidia_open_580();
-        t.mofed_with("nv_peer_mem");
-        for level in [None, Some("PIX"), Some("PHB"), Some("SYS")] {
-            let env: Vec<(&str, PathBuf)> = level
-                .map(|l| vec![("NCCL_NET_GDR_LEVEL", PathBuf::from(l))])
-                .unwrap_or_default();
-            let (_, out) = t.run_with(&[], &env);
-            let (gpus, nics) = devices(&out);
-            if gpus.is_empty() || nics.is_empty() {
-                continue;
-            }
-            let label = format!(
-                "seed {seed} (NVPM_GENERATED_SEED={seed} NVPM_GENERATED_NODES=1), NCCL_NET_GDR_LEVEL={}: {what}",
-                level.unwrap_or("(default)")
-            );
-            let (n, d) = oracle::judge(&t, &out, &env, false, &label);
-            compared += n;
-            differ.extend(d);
-        }
-    }
+    let (compared, differ) = differential(first, count, jobs.max(1));
     println!(
-        "{count} generated nodes from seed {first}: {compared} GPU verdicts compared in {:.1} s, {} differ",
+        "{count} generated nodes from seed {first} on {jobs} threads: {compared} GPU verdicts compared at {} levels x {} releases in {:.1} s, {} differ",
+        LEVELS.len(),
+        oracle::harnesses().len(),
         started.elapsed().as_secs_f64(),
         differ.len()
     );
+    assert!(compared > 0, "no GPU verdict was compared");
     assert!(
         differ.is_empty(),
         "the check and NCCL differ:\n{}",

@@ -58,35 +58,6 @@ pub fn nccl_over_tree(
     )
 }
 
-/// The distance NCCL computes for each pair (`--distances yes`: every NIC
-/// registers GPU memory, so no route is diverted through the CPU, as
-/// paths.cc does where GPUDirect RDMA is off); @dmabuf as for
-/// nccl_over_tree (NCCL's IB plugin looks for Data Direct functions only
-/// where DMA-BUF registers).
-pub fn nccl_distances(
-    harness: &Path,
-    t: &Tree,
-    gpus: &[String],
-    env: &[(&str, PathBuf)],
-    dmabuf: bool,
-) -> Result<Vec<String>, String> {
-    let mut open: Vec<(&str, PathBuf)> = env
-        .iter()
-        .filter(|(k, _)| *k != "NCCL_NET_GDR_LEVEL")
-        .cloned()
-        .collect();
-    open.push(("NCCL_NET_GDR_LEVEL", PathBuf::from("SYS")));
-    let dmabuf = if dmabuf { "yes" } else { "no" };
-    nccl_run(
-        harness,
-        t,
-        gpus,
-        &[],
-        &open,
-        &["--distances", "yes", "--dmabuf", dmabuf],
-    )
-}
-
 fn nccl_run(
     harness: &Path,
     t: &Tree,
@@ -118,6 +89,10 @@ fn nccl_run(
     for (name, path) in dd.lines().filter_map(|l| l.split_once(' ')) {
         cmd.args(["--data-direct", &format!("{name}={path}")]);
     }
+    // NCCL zeroes a ~90 MB topology system per build (ncclCalloc); huge
+    // pages for glibc's large blocks (glibc 2.35+, a tunable that changes
+    // no result) save a quarter of a harness run in page faults.
+    cmd.env("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1");
     cmd.env("NCCL_HOSTID", "nccl-harness")
         .env_remove("NCCL_NET_GDR_LEVEL")
         .env_remove("NCCL_CONF_FILE")
@@ -147,7 +122,7 @@ fn nccl_run(
     Ok(String::from_utf8(out.stdout)
         .unwrap()
         .lines()
-        .filter(|l| l.starts_with("gpu ") || l.starts_with("local "))
+        .filter(|l| l.starts_with("gpu ") || l.starts_with("local ") || l.starts_with("level "))
         .map(str::to_owned)
         .collect())
 }
@@ -213,9 +188,38 @@ pub fn judge(
     nvswitch: bool,
     what: &str,
 ) -> (usize, Vec<String>) {
+    // The level, where given, is the harness's --levels.
+    let level = nccl_env
+        .iter()
+        .find(|(k, _)| *k == "NCCL_NET_GDR_LEVEL")
+        .map(|(_, v)| v.to_string_lossy().into_owned());
+    let rest: Vec<(&str, PathBuf)> = nccl_env
+        .iter()
+        .filter(|(k, _)| *k != "NCCL_NET_GDR_LEVEL")
+        .cloned()
+        .collect();
+    let runs = [(level.as_deref(), out.to_owned())];
+    judge_levels(t, &runs, &rest, nvswitch, what)
+}
+
+/// As judge, for the check's outputs at several NCCL_NET_GDR_LEVELs
+/// (@runs: the level, None for unset, and the check's output there, the
+/// level not in @nccl_env): NCCL judges them all in one run of each
+/// release (nccl-harness --levels) and gives its distances once.
+pub fn judge_levels(
+    t: &Tree,
+    runs: &[(Option<&str>, String)],
+    nccl_env: &[(&str, PathBuf)],
+    nvswitch: bool,
+    what: &str,
+) -> (usize, Vec<String>) {
     let harnesses = harnesses();
     let mut differ = Vec::new();
     let mut compared = 0;
+    let Some((_, first)) = runs.first() else {
+        return (0, differ);
+    };
+    let out = first.as_str();
     let (gpus, nics) = devices(out);
     // DMA-BUF as the check found it (the node's, not NCCL's rule).
     let dmabuf = out.contains("DMA-BUF can serve");
@@ -267,8 +271,25 @@ pub fn judge(
                 }
             })
             .collect();
-        let gpus_ = &gpu_args;
-        let pairs = match nccl_over_tree(harness, t, &decided_args, &[], nccl_env, dmabuf) {
+        // Every level's decisions and NCCL's distances (`distances`: its
+        // paths where nothing turns GPUDirect RDMA off) in one run.
+        let mut levels: Vec<&str> = runs.iter().map(|(l, _)| l.unwrap_or("default")).collect();
+        levels.push("distances");
+        let joined = levels.join(",");
+        let batched = nccl_run(
+            harness,
+            t,
+            &decided_args,
+            &[],
+            nccl_env,
+            &[
+                "--dmabuf",
+                if dmabuf { "yes" } else { "no" },
+                "--levels",
+                &joined,
+            ],
+        );
+        let batched = match batched {
             Ok(p) if !fails => p,
             Err(_) if fails => continue,
             Ok(_) => {
@@ -289,159 +310,182 @@ pub fn judge(
         // traffic through the GPU's CPU (paths.cc, ncclTopoComputePaths:
         // addInterStep via the local CPU), and the path it then reports is
         // that route, PHB or SYS.
-        let raw = nccl_distances(harness, t, gpus_, nccl_env, dmabuf).unwrap_or_default();
-        // The NIC NCCL gives each rank (the harness's `local` lines, of the
-        // run with NCCL's own decisions), apart from the pairs.
-        let (locals, pairs): (Vec<String>, Vec<String>) =
-            pairs.into_iter().partition(|l| l.starts_with("local "));
-        let raw: Vec<String> = raw.into_iter().filter(|l| l.starts_with("gpu ")).collect();
-        for (rank, gpu) in gpus.iter().enumerate() {
-            compared += 1;
-            let at = format!("{what}, GPU {gpu}, NCCL {release}");
-            let of_rank = |lines: &[String]| -> Vec<String> {
-                lines
-                    .iter()
-                    .filter(|p| field(p, "rank") == rank.to_string())
-                    .cloned()
-                    .collect()
+        let block_of = |at: usize| -> Vec<String> {
+            batched
+                .split(|l| l.starts_with("level "))
+                .nth(at + 1)
+                .unwrap_or_default()
+                .to_vec()
+        };
+        let raw: Vec<String> = block_of(runs.len())
+            .into_iter()
+            .filter(|l| l.starts_with("gpu "))
+            .collect();
+        for (at_level, (level, out)) in runs.iter().enumerate() {
+            let out = out.as_str();
+            let what = match level {
+                Some(l) if runs.len() > 1 => format!("{what}, NCCL_NET_GDR_LEVEL={l}"),
+                Some(_) => what.to_owned(),
+                None if runs.len() > 1 => format!("{what}, NCCL_NET_GDR_LEVEL unset"),
+                None => what.to_owned(),
             };
-            let (mine, decided) = (of_rank(&raw), of_rank(&pairs));
-            if mine.is_empty() {
-                // NCCL takes no NIC: sockets, no GPUDirect RDMA, and
-                // no GPU judged with a NIC.
-                if has_line(out, &["distance", gpu]) || has_line(out, &["nccl", gpu]) {
-                    differ.push(format!("{at}:\n  NCCL takes no NIC; the check says\n{out}"));
+            let what = what.as_str();
+            // This level's block of the harness's output.
+            let block = block_of(at_level);
+            // The NIC NCCL gives each rank (the harness's `local` lines, of
+            // the run with NCCL's own decisions), apart from the pairs.
+            let (locals, pairs): (Vec<String>, Vec<String>) =
+                block.into_iter().partition(|l| l.starts_with("local "));
+            for (rank, gpu) in gpus.iter().enumerate() {
+                compared += 1;
+                let at = format!("{what}, GPU {gpu}, NCCL {release}");
+                let of_rank = |lines: &[String]| -> Vec<String> {
+                    lines
+                        .iter()
+                        .filter(|p| field(p, "rank") == rank.to_string())
+                        .cloned()
+                        .collect()
+                };
+                let (mine, decided) = (of_rank(&raw), of_rank(&pairs));
+                if mine.is_empty() {
+                    // NCCL takes no NIC: sockets, no GPUDirect RDMA, and
+                    // no GPU judged with a NIC.
+                    if has_line(out, &["distance", gpu]) || has_line(out, &["nccl", gpu]) {
+                        differ.push(format!("{at}:\n  NCCL takes no NIC; the check says\n{out}"));
+                    }
+                    continue;
                 }
-                continue;
-            }
-            // The check: the NIC its verdict names (reached through
-            // a peer GPU where PXN relays), the distance and the verdict.
-            let nccl = line_of(out, "nccl", gpu);
-            let distance = line_of(out, "distance", gpu);
-            // Where the check could not see NVLink it gives PXN as a
-            // condition: its verdict without NVLink is the "else" one.
-            // So it does where C2C was not seen (NCCL, given none, takes
-            // the "else"); where NCCL's two releases differ and none is
-            // installed, the check gives no verdict to compare.
-            let conditional = nccl.contains("if NVLink joins them")
-                || nccl.contains("if the GPU's C2C link is up");
-            let undecided = nccl.contains("which NCCL the job loads decides");
-            // A verdict by one release's rule (the installed libnccl's)
-            // is held to that release only.
-            let rule_of = [("NCCL 2.28's rule", "2.28."), ("NCCL 2.30's rule", "2.30.")]
-                .into_iter()
-                .find(|(said, _)| nccl.contains(said));
-            if rule_of.is_some_and(|(_, r)| !release.starts_with(r)) {
-                compared -= 1;
-                continue;
-            }
-            let relayed = nccl.contains(" through GPU ") && !conditional;
-            // A conditional verdict's "else" is what NCCL, told of no
-            // NVLink, does: its NIC is the one to hold NCCL's to.
-            let said = match nccl.split_once(", else ") {
-                Some((_, otherwise)) if conditional && otherwise.contains("with ") => otherwise,
-                _ => nccl,
-            };
-            // The device named after "with": one of the check's NICs, or
-            // NCCL's merge of an adapter's functions (`mlx5_0+mlx5_1`).
-            let nic = said
-                .split("with ")
-                .skip(1)
-                .filter_map(|rest| rest.split([' ', ':']).next())
-                .find(|name| name.split('+').all(|n| nics.iter().any(|m| m == n)))
-                .unwrap_or_else(|| panic!("no NIC in {nccl}"));
-            let class = ["PIX", "PXB", "P2C", "PHB", "NODE", "SYS"]
-                .into_iter()
-                .find(|c| distance.contains(&format!(" is {c} from it")))
-                .unwrap_or_else(|| panic!("no distance in {distance}"));
-            // NCCL has no NODE: its CPUs are NUMA nodes (paths.cc).
-            let class = if class == "NODE" { "PHB" } else { class };
-            // The "else" verdict: GPUDirect RDMA directly, or none.
-            let uses = if conditional {
-                nccl.contains(", else with ")
-            } else {
-                nccl.contains("NCCL uses GPUDirect RDMA")
-            };
-            // NCCL: the pair with the check's NIC, and the nearest
-            // of this GPU's pairs (paths.cc's order of path types).
-            // Where the check judges the adapter at its Data Direct
-            // function, NCCL names it <name>_dma.
-            // Where the releases give the GPU different devices (by their
-            // device order: nccl_local_net.rs) and none is installed, the
-            // check names 2.28's too: that one is held to 2.28.
-            let judged = nic;
-            let nic_228 = out
-                .lines()
-                .filter(|l| l.contains(&format!(" {gpu}: ")))
-                .find_map(|l| l.split_once("NCCL 2.28 gives it "))
-                .and_then(|(_, rest)| rest.split(' ').next())
-                .filter(|_| release.starts_with("2.28.") && !conditional && !relayed);
-            let nic = nic_228.unwrap_or(nic);
-            let name = if distance.contains(&format!("as NCCL offers it ({nic}_dma)")) {
-                format!("{nic}_dma")
-            } else {
-                nic.to_string()
-            };
-            let the_pair =
-                |lines: &[String]| lines.iter().find(|p| field(p, "name") == name).cloned();
-            let order = ["PIX", "PXB", "P2C", "PXN", "PHB", "SYS"];
-            let rank_of = |p: &str| order.iter().position(|o| *o == p).unwrap_or(9);
-            let nearest = mine
-                .iter()
-                .map(|p| field(p, "path"))
-                .min_by_key(|p| rank_of(p))
-                .unwrap();
-            let (Some(pair), Some(distance_pair)) = (the_pair(&decided), the_pair(&mine)) else {
-                differ.push(format!(
-                    "{at}:\n  check: {}\n  NCCL does not take {nic}: {}",
-                    nccl.trim(),
-                    mine.join("\n    ")
-                ));
-                continue;
-            };
-            // `on-pci`: on, its memory mapped through PCIe (a C2C GPU's
-            // path through the CPU: paths.cc, ncclTopoGdrModePci).
-            let read = field(&pair, "gdr_read").starts_with("on");
-            let write = field(&pair, "gdr_write").starts_with("on");
-            let path = field(&distance_pair, "path");
-            // PXN: the check says the relay; the distance it prints
-            // is the GPU's own, NCCL's path is PXN.
-            let same_path = if path == "PXN" {
-                relayed
-            } else {
-                !relayed && path == class && distance.contains(&format!("device {judged} ("))
-            };
-            // NCCL's reads (sends) and writes (receives) apart: the
-            // check says where sends do without it.
-            let uses_read = uses && !nccl.contains("for receives only");
-            let agrees = (read, write) == (uses_read, uses);
-            // The NIC itself: the one NCCL gives this rank (a relayed or
-            // conditional verdict names a peer's, judged above).
-            let local = locals
-                .iter()
-                .find(|l| field(l, "rank") == rank.to_string())
-                .map(|l| field(l, "name"));
-            // Where NCCL does not use GPUDirect RDMA for the GPU (CUDA's
-            // word, or its level), it routes the GPU's NICs through its
-            // CPU and picks among them, which the check does not model
-            // (nccl_local_net.rs); where the releases give different NICs
-            // and none is installed, the check names both.
-            let gdr_off =
-                !uses || nccl.contains("the CUDA driver reports no GPUDirect RDMA support");
-            let other_release = |l: &str| {
-                release.starts_with("2.28.") && out.contains(&format!("NCCL 2.28 gives it {l} "))
-            };
-            let same_nic = relayed
-                || conditional
-                || gdr_off
-                || local.is_none_or(|l| l == name || other_release(l));
-            if !same_path || !same_nic || nearest != path || (!agrees && !undecided) {
-                differ.push(format!(
+                // The check: the NIC its verdict names (reached through
+                // a peer GPU where PXN relays), the distance and the verdict.
+                let nccl = line_of(out, "nccl", gpu);
+                let distance = line_of(out, "distance", gpu);
+                // Where the check could not see NVLink it gives PXN as a
+                // condition: its verdict without NVLink is the "else" one.
+                // So it does where C2C was not seen (NCCL, given none, takes
+                // the "else"); where NCCL's two releases differ and none is
+                // installed, the check gives no verdict to compare.
+                let conditional = nccl.contains("if NVLink joins them")
+                    || nccl.contains("if the GPU's C2C link is up");
+                let undecided = nccl.contains("which NCCL the job loads decides");
+                // A verdict by one release's rule (the installed libnccl's)
+                // is held to that release only.
+                let rule_of = [("NCCL 2.28's rule", "2.28."), ("NCCL 2.30's rule", "2.30.")]
+                    .into_iter()
+                    .find(|(said, _)| nccl.contains(said));
+                if rule_of.is_some_and(|(_, r)| !release.starts_with(r)) {
+                    compared -= 1;
+                    continue;
+                }
+                let relayed = nccl.contains(" through GPU ") && !conditional;
+                // A conditional verdict's "else" is what NCCL, told of no
+                // NVLink, does: its NIC is the one to hold NCCL's to.
+                let said = match nccl.split_once(", else ") {
+                    Some((_, otherwise)) if conditional && otherwise.contains("with ") => otherwise,
+                    _ => nccl,
+                };
+                // The device named after "with": one of the check's NICs, or
+                // NCCL's merge of an adapter's functions (`mlx5_0+mlx5_1`).
+                let nic = said
+                    .split("with ")
+                    .skip(1)
+                    .filter_map(|rest| rest.split([' ', ':']).next())
+                    .find(|name| name.split('+').all(|n| nics.iter().any(|m| m == n)))
+                    .unwrap_or_else(|| panic!("no NIC in {nccl}"));
+                let class = ["PIX", "PXB", "P2C", "PHB", "NODE", "SYS"]
+                    .into_iter()
+                    .find(|c| distance.contains(&format!(" is {c} from it")))
+                    .unwrap_or_else(|| panic!("no distance in {distance}"));
+                // NCCL has no NODE: its CPUs are NUMA nodes (paths.cc).
+                let class = if class == "NODE" { "PHB" } else { class };
+                // The "else" verdict: GPUDirect RDMA directly, or none.
+                let uses = if conditional {
+                    nccl.contains(", else with ")
+                } else {
+                    nccl.contains("NCCL uses GPUDirect RDMA")
+                };
+                // NCCL: the pair with the check's NIC, and the nearest
+                // of this GPU's pairs (paths.cc's order of path types).
+                // Where the check judges the adapter at its Data Direct
+                // function, NCCL names it <name>_dma.
+                // Where the releases give the GPU different devices (by their
+                // device order: nccl_local_net.rs) and none is installed, the
+                // check names 2.28's too: that one is held to 2.28.
+                let judged = nic;
+                let nic_228 = out
+                    .lines()
+                    .filter(|l| l.contains(&format!(" {gpu}: ")))
+                    .find_map(|l| l.split_once("NCCL 2.28 gives it "))
+                    .and_then(|(_, rest)| rest.split(' ').next())
+                    .filter(|_| release.starts_with("2.28.") && !conditional && !relayed);
+                let nic = nic_228.unwrap_or(nic);
+                let name = if distance.contains(&format!("as NCCL offers it ({nic}_dma)")) {
+                    format!("{nic}_dma")
+                } else {
+                    nic.to_string()
+                };
+                let the_pair =
+                    |lines: &[String]| lines.iter().find(|p| field(p, "name") == name).cloned();
+                let order = ["PIX", "PXB", "P2C", "PXN", "PHB", "SYS"];
+                let rank_of = |p: &str| order.iter().position(|o| *o == p).unwrap_or(9);
+                let nearest = mine
+                    .iter()
+                    .map(|p| field(p, "path"))
+                    .min_by_key(|p| rank_of(p))
+                    .unwrap();
+                let (Some(pair), Some(distance_pair)) = (the_pair(&decided), the_pair(&mine))
+                else {
+                    differ.push(format!(
+                        "{at}:\n  check: {}\n  NCCL does not take {nic}: {}",
+                        nccl.trim(),
+                        mine.join("\n    ")
+                    ));
+                    continue;
+                };
+                // `on-pci`: on, its memory mapped through PCIe (a C2C GPU's
+                // path through the CPU: paths.cc, ncclTopoGdrModePci).
+                let read = field(&pair, "gdr_read").starts_with("on");
+                let write = field(&pair, "gdr_write").starts_with("on");
+                let path = field(&distance_pair, "path");
+                // PXN: the check says the relay; the distance it prints
+                // is the GPU's own, NCCL's path is PXN.
+                let same_path = if path == "PXN" {
+                    relayed
+                } else {
+                    !relayed && path == class && distance.contains(&format!("device {judged} ("))
+                };
+                // NCCL's reads (sends) and writes (receives) apart: the
+                // check says where sends do without it.
+                let uses_read = uses && !nccl.contains("for receives only");
+                let agrees = (read, write) == (uses_read, uses);
+                // The NIC itself: the one NCCL gives this rank (a relayed or
+                // conditional verdict names a peer's, judged above).
+                let local = locals
+                    .iter()
+                    .find(|l| field(l, "rank") == rank.to_string())
+                    .map(|l| field(l, "name"));
+                // Where NCCL does not use GPUDirect RDMA for the GPU (CUDA's
+                // word, or its level), it routes the GPU's NICs through its
+                // CPU and picks among them, which the check does not model
+                // (nccl_local_net.rs); where the releases give different NICs
+                // and none is installed, the check names both.
+                let gdr_off =
+                    !uses || nccl.contains("the CUDA driver reports no GPUDirect RDMA support");
+                let other_release = |l: &str| {
+                    release.starts_with("2.28.")
+                        && out.contains(&format!("NCCL 2.28 gives it {l} "))
+                };
+                let same_nic = relayed
+                    || conditional
+                    || gdr_off
+                    || local.is_none_or(|l| l == name || other_release(l));
+                if !same_path || !same_nic || nearest != path || (!agrees && !undecided) {
+                    differ.push(format!(
                     "{at}:\n  check: {}\n         {}\n  NCCL:  {pair}\n  NCCL's distance: {distance_pair} (nearest {nearest}; NCCL's NIC for it {})",
                     distance.trim(),
                     nccl.trim(),
                     local.unwrap_or("none")
                 ));
+                }
             }
         }
     }
