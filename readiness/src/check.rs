@@ -11,8 +11,8 @@ use crate::registration::{self, Path};
 use crate::report::{Fact, Gpu, Problem, Report, Status};
 use crate::topology::{self, Distance};
 use crate::{
-    c2c, consumers, cuda, data_direct, gdr_reads, iommu, memory, nccl_ib, nccl_local_net,
-    nccl_topo_file, nccl_version, nvlink, peer_clients, pxn, service,
+    c2c, consumers, cuda, data_direct, gdr_reads, iommu, memory, nccl_bandwidth, nccl_ib,
+    nccl_local_net, nccl_topo_file, nccl_version, nvlink, peer_clients, pxn, service,
 };
 
 /// The checks over @host. @programs: whether the forms people read may
@@ -349,8 +349,23 @@ pub fn check(host: &Host, programs: bool) -> Report {
             (all, viewed)
         })
         .collect();
-    // Every GPU's NCCL devices of @list as NCCL sees them.
-    let views_of = |list: &[Nic]| -> Vec<(String, Vec<(String, Distance)>)> {
+    // Every GPU's NCCL devices of @list as NCCL sees them, with NCCL's
+    // path bandwidth (nccl_bandwidth.rs; none where a topology file
+    // places the devices: not modelled).
+    let inter_cpu = nccl_bandwidth::inter_cpu(host);
+    // A device's network link: its ports' rates, summed over the
+    // functions NCCL merges.
+    let net_bw = |v: &Nic| -> Option<f64> {
+        v.name
+            .split('+')
+            .map(|m| {
+                let n = nics.iter().find(|n| n.name == m)?;
+                let port = n.ports.as_ref()?.iter().find(|p| p.active())?;
+                nccl_bandwidth::port_rate(host, m, port.number)
+            })
+            .sum()
+    };
+    let views_of = |list: &[Nic]| -> Vec<nccl_local_net::View> {
         gpus.iter()
             .zip(&seen)
             .map(|(gpu, (all, _))| {
@@ -359,14 +374,38 @@ pub fn check(host: &Host, programs: bool) -> Report {
                     .filter_map(|v| {
                         let first = v.name.split('+').next().unwrap_or(&v.name);
                         let &(n, dev, d) = all.iter().find(|(n, _, _)| n.name == first)?;
-                        Some((v.name.clone(), nccl_view(gpu, n, dev, d).0))
+                        let nccl = nccl_view(gpu, n, dev, d).0;
+                        let bw = if topo_file.is_some() {
+                            0.0
+                        } else {
+                            let crosses = nccl == Distance::Sys;
+                            nccl_bandwidth::path(
+                                host,
+                                &devices,
+                                gpu,
+                                dev,
+                                crosses,
+                                inter_cpu,
+                                net_bw(v),
+                            )
+                        };
+                        Some((v.name.clone(), nccl, bw))
                     })
                     .collect();
                 (gpu.address.clone(), ds)
             })
             .collect()
     };
-    let views = views_of(vnics);
+    let views_bw = views_of(vnics);
+    let views: Vec<(String, Vec<(String, Distance)>)> = views_bw
+        .iter()
+        .map(|(g, v)| {
+            (
+                g.clone(),
+                v.iter().map(|(n, d, _)| (n.clone(), *d)).collect(),
+            )
+        })
+        .collect();
     let (views_228, views_230) = (views_of(&vnics_228), views_of(&vnics_230));
     // Asked only where PXN may relay a GPU, and only in the forms that
     // may run programs.

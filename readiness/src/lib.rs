@@ -17,6 +17,7 @@ pub mod host;
 pub mod iommu;
 pub mod kernel_modules;
 pub mod memory;
+pub mod nccl_bandwidth;
 pub mod nccl_ib;
 pub mod nccl_local_net;
 pub mod nccl_topo_file;

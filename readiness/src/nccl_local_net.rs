@@ -12,8 +12,8 @@
 //! The devices are NCCL's: an adapter's functions merged into one
 //! (nccl_ib::merged), in its IB plugin's order (Rule::order).
 //!
-//! What is not modelled: bandwidth (NCCL prefers a faster path before a
-//! nearer type; the test trees' links are all alike), and a GPU whose
+//! Bandwidth first, as NCCL weighs it (nccl_bandwidth.rs). What is not
+//! modelled: a GPU whose
 //! GPUDirect RDMA is off (CUDA's word, or NCCL_NET_GDR_LEVEL), for which
 //! NCCL routes its NICs through the CPU (paths.cc) and so picks among the
 //! NICs of its CPU: there the check names the nearest by name
@@ -131,33 +131,59 @@ pub fn mirror_bits(val: usize, pow2: usize) -> usize {
     mirror
 }
 
-/// The NIC NCCL gives @gpu under @rule. @views: every GPU's address and its
-/// NICs as NCCL sees them (name, distance), the NICs in NCCL's order.
-pub fn pick(views: &[(String, Vec<(String, Distance)>)], gpu: &str, rule: Rule) -> Option<String> {
+/// A GPU's address and its NICs as NCCL sees them: name, path type and
+/// path bandwidth (nccl_bandwidth.rs), the NICs in NCCL's order.
+pub type View = (String, Vec<(String, Distance, f64)>);
+
+/// ncclTopoGetLocal's choice among @paths: the highest bandwidth, then
+/// the nearest type; the indexes chosen.
+fn best(paths: &[(Distance, f64)]) -> Vec<usize> {
+    let (mut max_bw, mut min_type) = (0.0, None);
+    let mut out = Vec::new();
+    for (i, &(d, bw)) in paths.iter().enumerate() {
+        let d = nccl_type(d);
+        if bw > max_bw || (bw == max_bw && min_type.is_none_or(|m| d < m)) {
+            max_bw = bw;
+            min_type = Some(d);
+            out.clear();
+        }
+        if bw == max_bw && Some(d) == min_type {
+            out.push(i);
+        }
+    }
+    out
+}
+
+/// The NIC NCCL gives @gpu under @rule. @views: every GPU's (View).
+pub fn pick(views: &[View], gpu: &str, rule: Rule) -> Option<String> {
     let mut order: Vec<&str> = views.iter().map(|(a, _)| a.as_str()).collect();
     order.sort_unstable();
     let dev = order.iter().position(|a| *a == gpu)?;
     let (_, mine) = views.iter().find(|(a, _)| a == gpu)?;
-    let nearest = mine.iter().map(|(_, d)| nccl_type(*d)).min()?;
-    let local: Vec<&str> = mine
-        .iter()
-        .filter(|(_, d)| nccl_type(*d) == nearest)
-        .map(|(n, _)| n.as_str())
+    let paths: Vec<(Distance, f64)> = mine.iter().map(|(_, d, bw)| (*d, *bw)).collect();
+    let local: Vec<&str> = best(&paths)
+        .into_iter()
+        .map(|i| mine[i].0.as_str())
         .collect();
     let count = local.len();
+    if count == 0 {
+        return None;
+    }
     let mut net = match rule {
         Rule::Nccl228 => dev,
         Rule::Nccl230 => {
             // ncclTopoGetLocal(NET, localNets[0], GPU): the GPUs nearest to
-            // that NIC, from its side.
-            let to_first = |(_, v): &(String, Vec<(String, Distance)>)| {
-                v.iter()
-                    .find(|(n, _)| n == local[0])
-                    .map(|(_, d)| nccl_type(*d))
-            };
-            let best = views.iter().filter_map(to_first).min()?;
-            let gpus = views.iter().filter(|v| to_first(v) == Some(best)).count();
-            dev % gpus.max(1)
+            // that NIC, from its side (a tree's paths are the same both
+            // ways).
+            let to_first: Vec<(Distance, f64)> = views
+                .iter()
+                .filter_map(|(_, v)| {
+                    v.iter()
+                        .find(|(n, _, _)| n == local[0])
+                        .map(|(_, d, bw)| (*d, *bw))
+                })
+                .collect();
+            dev % best(&to_first).len().max(1)
         }
     };
     if count.is_power_of_two() {
@@ -171,12 +197,12 @@ mod tests {
     use super::*;
     use Distance::*;
 
-    fn views(rows: &[(&str, &[(&str, Distance)])]) -> Vec<(String, Vec<(String, Distance)>)> {
+    fn views(rows: &[(&str, &[(&str, Distance)])]) -> Vec<View> {
         rows.iter()
             .map(|(g, v)| {
                 (
                     g.to_string(),
-                    v.iter().map(|(n, d)| (n.to_string(), *d)).collect(),
+                    v.iter().map(|(n, d)| (n.to_string(), *d, 48.0)).collect(),
                 )
             })
             .collect()
@@ -273,6 +299,19 @@ mod tests {
         assert_eq!(
             pick(&v, "0000:01:00.0", Rule::Nccl228).as_deref(),
             Some("mlx5_0")
+        );
+        // Bandwidth first: a nearer NIC of a narrower path loses (a VMD
+        // NIC's 12 GB/s against 40 across the CPUs).
+        let v = vec![(
+            "0000:01:00.0".to_owned(),
+            vec![
+                ("mlx5_0".to_owned(), Phb, 12.0),
+                ("mlx5_1".to_owned(), Sys, 40.0),
+            ],
+        )];
+        assert_eq!(
+            pick(&v, "0000:01:00.0", Rule::Nccl230).as_deref(),
+            Some("mlx5_1")
         );
     }
 }

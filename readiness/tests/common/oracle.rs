@@ -427,8 +427,13 @@ pub fn judge_levels(
                     |lines: &[String]| lines.iter().find(|p| field(p, "name") == name).cloned();
                 let order = ["PIX", "PXB", "P2C", "PXN", "PHB", "SYS"];
                 let rank_of = |p: &str| order.iter().position(|o| *o == p).unwrap_or(9);
+                // NCCL's nearest as ncclTopoGetLocal takes it: the highest
+                // path bandwidth, then the nearest type.
+                let bw_of = |p: &str| field(p, "bw").parse::<f64>().unwrap_or(0.0);
+                let top_bw = mine.iter().map(|p| bw_of(p)).fold(0.0, f64::max);
                 let nearest = mine
                     .iter()
+                    .filter(|p| bw_of(p) == top_bw)
                     .map(|p| field(p, "path"))
                     .min_by_key(|p| rank_of(p))
                     .unwrap();

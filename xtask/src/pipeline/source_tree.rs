@@ -54,7 +54,7 @@ pub const SHARED_PACKAGING_FILES: [&str; 13] = [
 /// gpudirect-rdma-check as the packages build it: the crate's sources
 /// (not its tests) and its manual page. `readiness_files_are_listed` keeps
 /// the list in step with readiness/src/.
-pub const READINESS_FILES: [&str; 42] = [
+pub const READINESS_FILES: [&str; 43] = [
     "readiness/Cargo.toml",
     "readiness/gpudirect-rdma-check.8",
     "readiness/src/boot_loader.rs",
@@ -74,6 +74,7 @@ pub const READINESS_FILES: [&str; 42] = [
     "readiness/src/main.rs",
     "readiness/src/memory.rs",
     "readiness/src/nccl_ib.rs",
+    "readiness/src/nccl_bandwidth.rs",
     "readiness/src/nccl_local_net.rs",
     "readiness/src/nccl_topo_file.rs",
     "readiness/src/nccl_version.rs",

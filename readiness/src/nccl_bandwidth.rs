@@ -1,0 +1,174 @@
+//! The bandwidth of NCCL's path from a GPU to a NIC (issue 57), which
+//! ncclTopoGetLocalNet weighs before the path type: among a GPU's NICs it
+//! takes those of the highest path bandwidth, then of the nearest type
+//! (graph/topo.cc, ncclTopoGetLocal). A path's bandwidth is its narrowest
+//! link's (paths.cc, ncclTopoSetPaths), and NCCL gives each link:
+//!
+//! - a PCI device's link to its parent: width x speed / 80 GB/s, each the
+//!   lower of the device's `max_link_width`/`max_link_speed` and its
+//!   parent port's (graph/xml.cc, ncclTopoGetXmlFromSys; topo.cc,
+//!   ncclTopoAddPci, speeds per lane in 100 Mb/s from kvDictPciGen); a
+//!   device NCCL finds nowhere in sysfs (an Intel VMD domain's) has no
+//!   speed, which NCCL reads as 8 GT/s, and width 16: 12 GB/s (PCI_BW,
+//!   "PCI Gen3 x16");
+//! - the link between two CPUs: topo.h's per CPU (ncclTopoGetInterCpuBw:
+//!   Intel from Emerald Rapids 40, from Sapphire Rapids 22, from Skylake
+//!   10, older 6; AMD 16; arm64 6), from /proc/cpuinfo's vendor, family
+//!   and model as cpuid gives NCCL them; unknown where cpuinfo cannot be
+//!   read or for another vendor;
+//! - the NIC's link to its network: the port's rate (the kernel's
+//!   `ports/<n>/rate`, `400 Gb/sec (4X NDR)`) in GB/s, summed over a merged
+//!   device's functions; unknown where the file is missing.
+//!
+//! An unknown link limits nothing. Not modelled: the GPU's PCIe link as
+//! NVML reports it (its current generation, which NCCL prefers to sysfs's
+//! maximum), a merged device's wider adapter link (ncclTopoGetVNicParent),
+//! and NVLink and C2C paths (the check judges those apart).
+
+use crate::host::Host;
+use crate::pci::PciDevice;
+
+/// kvDictPciGen: per-lane speed in 100 Mb/s of a `max_link_speed` value;
+/// a value NCCL does not list, or none, is 8 GT/s's.
+fn speed_units(value: &str) -> u32 {
+    let gt: f64 = value
+        .split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    match gt {
+        g if (g - 2.5).abs() < 0.01 => 15,
+        g if (g - 5.0).abs() < 0.01 => 30,
+        g if (g - 16.0).abs() < 0.01 => 120,
+        g if (g - 32.0).abs() < 0.01 => 240,
+        g if (g - 64.0).abs() < 0.01 => 480,
+        _ => 60,
+    }
+}
+
+/// NCCL's bandwidth of @dev's link to its parent, in GB/s.
+pub fn pci_link(host: &Host, dev: &PciDevice) -> f64 {
+    let read = |name: &str| host.text(&dev.dir.join(name)).ok();
+    // The parent port's (NCCL reads `../`), by the parent's path.
+    let port = |name: &str| dev.dir.parent().and_then(|p| host.text(&p.join(name)).ok());
+    let lower = |own: Option<String>, port: Option<String>, parse: &dyn Fn(&str) -> f64| match (
+        own.map(|v| parse(&v)),
+        port.map(|v| parse(&v)),
+    ) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let gt = |v: &str| -> f64 {
+        v.split_whitespace()
+            .next()
+            .and_then(|g| g.parse().ok())
+            .unwrap_or(f64::MAX)
+    };
+    let speed = lower(read("max_link_speed"), port("max_link_speed"), &gt);
+    let speed = speed_units(&speed.map(|g| format!("{g} GT/s")).unwrap_or_default());
+    let width = lower(read("max_link_width"), port("max_link_width"), &|v| {
+        v.trim().parse().unwrap_or(0.0)
+    })
+    .filter(|w| *w > 0.0)
+    .unwrap_or(16.0);
+    width * f64::from(speed) / 80.0
+}
+
+/// A device NCCL finds nowhere in sysfs: PCI_BW.
+pub const UNPLACED: f64 = 12.0;
+
+/// ncclTopoGetInterCpuBw for this node's CPU, None where cpuinfo cannot
+/// be read or NCCL's table has no value (LOC_BW: limits nothing).
+pub fn inter_cpu(host: &Host) -> Option<f64> {
+    let text = host.text(&host.proc_path("cpuinfo")).ok()?;
+    let field = |name: &str| {
+        text.lines()
+            .find(|l| l.split(':').next().map(str::trim) == Some(name))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_owned())
+    };
+    if host.exists(&host.sys_path("devices/system/cpu/cpu0/regs/identification/midr_el1")) {
+        return Some(6.0);
+    }
+    let vendor = field("vendor_id")?;
+    let family: u32 = field("cpu family")?.parse().ok()?;
+    let model: u32 = field("model")?.parse().ok()?;
+    match vendor.as_str() {
+        // topo.cc, ncclTopoAddCpu: family 6 from model 0xcf is ERP, from
+        // 0x8f SRP, from 0x55 SKL; any other Intel is BDW's.
+        "GenuineIntel" if family == 6 && model >= 0xcf => Some(40.0),
+        "GenuineIntel" if family == 6 && model >= 0x8f => Some(22.0),
+        "GenuineIntel" if family == 6 && model >= 0x55 => Some(10.0),
+        "GenuineIntel" => Some(6.0),
+        "AuthenticAMD" => Some(16.0),
+        _ => None,
+    }
+}
+
+/// The rate of @nic's port @port in GB/s (`400 Gb/sec (4X NDR)`).
+pub fn port_rate(host: &Host, nic: &str, port: u32) -> Option<f64> {
+    let text = host
+        .text(&host.sys_path(&format!("class/infiniband/{nic}/ports/{port}/rate")))
+        .ok()?;
+    let gbps: f64 = text.split_whitespace().next()?.parse().ok()?;
+    Some(gbps / 8.0)
+}
+
+/// The bandwidth NCCL gives the path from @gpu to @nic (the adapter's
+/// function where NCCL places it) among @devices: the narrowest of each
+/// side's PCI links below where they meet (@crosses: on two CPUs, joined
+/// by a link of @inter_cpu), and of the NIC's network link @net.
+pub fn path(
+    host: &Host,
+    devices: &[PciDevice],
+    gpu: &PciDevice,
+    nic: &PciDevice,
+    crosses: bool,
+    inter_cpu: Option<f64>,
+    net: Option<f64>,
+) -> f64 {
+    let finds = |d: &PciDevice| crate::topology::nccl_finds(&d.address);
+    // Where both are placed on one CPU: the chain they share, host bridge
+    // first; different host bridges share nothing below the CPU.
+    let shared = if crosses || !finds(gpu) || !finds(nic) {
+        0
+    } else {
+        gpu.chain
+            .iter()
+            .zip(&nic.chain)
+            .take_while(|(a, b)| a == b)
+            .count()
+    };
+    let side = |d: &PciDevice| -> f64 {
+        if !finds(d) {
+            return UNPLACED;
+        }
+        d.chain
+            .iter()
+            .skip(shared.max(1))
+            .filter_map(|a| devices.iter().find(|x| &x.address == a))
+            .map(|x| pci_link(host, x))
+            .fold(f64::MAX, f64::min)
+    };
+    let mut bw = side(gpu).min(side(nic));
+    if crosses {
+        bw = bw.min(inter_cpu.unwrap_or(f64::MAX));
+    }
+    bw.min(net.unwrap_or(f64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pci_speeds_are_kv_dict_pci_gens() {
+        assert_eq!(speed_units("32 GT/s"), 240);
+        assert_eq!(speed_units("16.0 GT/s"), 120);
+        assert_eq!(speed_units("2.5 GT/s"), 15);
+        // none, or one NCCL does not list: 8 GT/s's
+        assert_eq!(speed_units(""), 60);
+        assert_eq!(speed_units("Unknown"), 60);
+        assert_eq!(16.0 * f64::from(speed_units("")) / 80.0, UNPLACED);
+    }
+}
