@@ -13,6 +13,9 @@
 #     NCCL_NET_GDR_LEVEL in the environment and in NCCL's configuration
 #     files, arrangement by arrangement; then every tree the other readiness
 #     tests build, judged by NCCL's code beside their own assertions;
+#   - runs readiness/tests/generated.rs: 1000 seeded node trees nobody
+#     chose, every level, both releases (issue 57), and each mutant of
+#     readiness/tests/mutants (a rule switched off) must be told apart;
 #   - for every real node of the readiness corpus (readiness/tests/real:
 #     lent H100/H200 hosts, each with NCCL 2.28.9's own topology dump),
 #     compares gpudirect-rdma-check's NCCL verdict over the node's dump with
@@ -153,5 +156,42 @@ every_tree() {
     [ "$trees" -gt 20 ]
 }
 check "every tree of the readiness tests judged by NCCL's own code as the check judged it" every_tree
+
+echo "== generated nodes: shapes nobody chose, judged by NCCL's own code"
+# readiness/tests/generated.rs (issue 57): seeded node trees
+# (tests/common/generator.rs: sockets, NUMA -1, root ports, PLX, Microchip
+# and Broadcom two-level switches, VMD domains, one- and two-function NICs,
+# InfiniBand and RoCE, every port state), each at NCCL's default, PIX, PHB
+# and SYS, against both releases, GPU by GPU; a difference names the seed
+# that rebuilds its node. A long run outside CI: NVPM_GENERATED_NODES.
+generated_nodes=${NVPM_GENERATED_NODES:-1000}
+generated() {  # generated [ENV=VALUE...]: the differential, its figures
+    env NVPM_NCCL_HARNESS_DIR="$root/target/nccl-harness" NVPM_GENERATED_NODES="$generated_nodes" "$@" \
+        cargo test --locked -q -p readiness --test generated -- --ignored --nocapture generated_nodes
+}
+check "$generated_nodes generated nodes x 4 levels x each release: the check's NCCL verdicts = NCCL's" generated
+
+# Each rule of readiness/tests/mutants switched off in a copy of the
+# workspace: the same differential must tell it apart (it stops at the
+# first node that differs).
+mutant_caught() {  # mutant_caught SED-SCRIPT
+    local name copy file
+    name=$(basename "$1" .sed)
+    copy=$work/mutant-$name
+    rm -rf "$copy" && mkdir -p "$copy"
+    (cd "$root" && git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$copy") || return 1
+    file=$(sed -n '1s/^# mutates \([^:]*\):.*/\1/p' "$1")
+    sed -i -f "$1" "$copy/$file"
+    if cmp -s "$copy/$file" "$root/$file"; then
+        echo "$1 changed nothing in $file"
+        return 1
+    fi
+    (cd "$copy" && CARGO_TARGET_DIR=$work/mutant-target cargo build --locked -q -p readiness --bin gpudirect-rdma-check) || return 1
+    ! generated NVPM_CHECK_BIN="$work/mutant-target/debug/gpudirect-rdma-check" NVPM_GENERATED_STOP=1 >"$work/mutant-$name.log" 2>&1 || return 1
+    grep -m1 '^seed ' "$work/mutant-$name.log" | cut -c1-60
+}
+for mutant in "$root"/readiness/tests/mutants/*.sed; do
+    check "mutant $(basename "$mutant" .sed): $(sed -n '1s/^# mutates [^:]*: //p' "$mutant") ... told apart by the generated nodes" mutant_caught "$mutant"
+done
 
 finish

@@ -77,8 +77,9 @@ static ncclResult_t decide(struct ncclXml* xml) {
 // paths.cc reads it (ncclTopoComputePaths, ncclTopoCheckGdr); so the system
 // is built once from the XML here, and each level is a child process that
 // sets it and computes the paths and decisions, its block headed
-// `level L` (`default`: the variable unset). `distances`: --distances's
-// answer from the same system, every GPU and net marked as able to
+// `level L` (`default`: as the environment and NCCL's files set it).
+// `distances`: --distances's answer from the same system, every GPU and
+// net marked as able to
 // register GPU memory (their gdrSupport, which is all NCCL takes from the
 // XML's `gdr` attributes: topo.cc, ncclTopoAddNet and ncclTopoAddGpu) at
 // NCCL_NET_GDR_LEVEL=SYS.
@@ -93,8 +94,10 @@ static ncclResult_t decide_levels(struct ncclXml* xml) {
     pid_t child = fork();
     if (child < 0) return ncclSystemError;
     if (child == 0) {
+      // `default`: the environment as given, where NCCL's configuration
+      // files may set the level (NCCL puts their settings in the
+      // environment where it has none: misc/param.cc, setEnvFile).
       if (level == "default") {
-        unsetenv("NCCL_NET_GDR_LEVEL");
       } else if (level == "distances") {
         setenv("NCCL_NET_GDR_LEVEL", "SYS", 1);
         for (int g = 0; g < system->nodes[GPU].count; g++) system->nodes[GPU].nodes[g].gpu.gdrSupport = 1;
@@ -491,7 +494,7 @@ static int usage() {
           "  kernel gives it (/devices/...); --dmabuf yes: the node\n"
           "  can register through DMA-BUF (CUDA's attribute, the kernel's ibv_reg_dmabuf_mr);\n"
           "  --distances yes: every NIC registers GPU memory, so each path is NCCL's distance;\n"
-          "  --levels default,PIX,...: the decisions at each NCCL_NET_GDR_LEVEL (default: unset;\n"
+          "  --levels default,PIX,...: the decisions at each NCCL_NET_GDR_LEVEL (default: as set;\n"
           "  distances: as --distances yes), each block headed `level LEVEL`\n");
   return 2;
 }

@@ -9,9 +9,12 @@
 //
 // What it stands for, and how faithfully:
 // - The devices: the node's /sys/class/infiniband/<name>, sorted by name
-//   (libibverbs lists them in the order it finds the uverbs devices; NCCL
-//   names each by its own name, so the order changes no decision). Read
-//   from $NCCL_HARNESS_SYSFS_ROOT/sys, as the harness sets it.
+//   (libibverbs lists them in the order it finds the uverbs devices, which
+//   2.28.9 keeps: it decides how NCCL names a merged device and, where the
+//   PCI order does not, which NIC a device number picks; 2.30.7 sorts them
+//   by PCI address itself; the check takes the same name order:
+//   readiness/src/nccl_local_net.rs). Read from
+//   $NCCL_HARNESS_SYSFS_ROOT/sys, as the harness sets it.
 // - ibv_query_device: phys_port_cnt is the number of ports/<n> the kernel
 //   shows; sys_image_guid the device's `sys_image_guid` file (the kernel
 //   prints ib_device_attr's as four groups of four hex digits,

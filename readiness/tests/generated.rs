@@ -4,12 +4,12 @@
 //! writes: tests/common/oracle.rs). A difference names the seed that
 //! rebuilds its node: NVPM_GENERATED_SEED=<seed> NVPM_GENERATED_NODES=1.
 //! NVPM_GENERATED_NODES (default 40) nodes from NVPM_GENERATED_SEED
-//! (default 1): a long run outside CI asks for more.
-//!
-//! Status (2026-11-29, not landed): 100 nodes leave 228 differences, 220
-//! of them NCCL merging a NIC's two functions into one net `a+b`
-//! (NCCL_IB_MERGE_NICS), which the check judges apart; not yet run by
-//! ci/test-nccl.sh.
+//! (default 1) on NVPM_GENERATED_JOBS threads (default: every core);
+//! ci/test-nccl.sh runs 1000, and a long run outside CI asks for more.
+//! Each node's four levels are one harness run per release
+//! (oracle::judge_levels). NVPM_CHECK_BIN runs another build of the check
+//! (the mutants of tests/mutants), NVPM_GENERATED_STOP=1 stops at the
+//! first difference.
 
 mod common;
 use common::oracle::{self, devices};
@@ -45,18 +45,24 @@ fn the_generator_makes_the_same_node_of_a_seed_in_kernel_shapes() {
 
 /// The differential over the nodes of seeds @first.. (@count of them) on
 /// @jobs threads: how many GPU verdicts were compared, and each difference.
-fn differential(first: u64, count: u64, jobs: usize) -> (usize, Vec<String>) {
-    let next = std::sync::atomic::AtomicU64::new(first);
+/// With @stop, the threads stop at the first node that differs.
+fn differential(first: u64, count: u64, jobs: usize, stop: bool) -> (usize, Vec<String>) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let next = AtomicU64::new(first);
+    let found = AtomicBool::new(false);
     let results = std::sync::Mutex::new((0usize, Vec::new()));
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| {
                 loop {
-                    let seed = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if seed >= first + count {
+                    let seed = next.fetch_add(1, Ordering::Relaxed);
+                    if seed >= first + count || (stop && found.load(Ordering::Relaxed)) {
                         break;
                     }
                     let (n, d) = judge_node(seed);
+                    if !d.is_empty() {
+                        found.store(true, Ordering::Relaxed);
+                    }
                     let mut r = results.lock().unwrap();
                     r.0 += n;
                     r.1.extend(d);
@@ -102,8 +108,10 @@ fn generated_nodes_are_judged_as_nccl_judges_them() {
         "NVPM_GENERATED_JOBS",
         std::thread::available_parallelism().map_or(1, |n| n.get() as u64),
     ) as usize;
+    // NVPM_GENERATED_STOP=1: stop at the first difference (a mutant's run).
+    let stop = std::env::var_os("NVPM_GENERATED_STOP").is_some();
     let started = std::time::Instant::now();
-    let (compared, differ) = differential(first, count, jobs.max(1));
+    let (compared, differ) = differential(first, count, jobs.max(1), stop);
     println!(
         "{count} generated nodes from seed {first} on {jobs} threads: {compared} GPU verdicts compared at {} levels x {} releases in {:.1} s, {} differ",
         LEVELS.len(),

@@ -677,7 +677,13 @@ impl Tree {
             check_shapes(&self.sys());
         }
         let smi = self.root.join("nvidia-smi");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_gpudirect-rdma-check"));
+        // NVPM_CHECK_BIN: another build of the check (a mutant of
+        // readiness/tests/mutants, ci/test-nccl.sh).
+        let bin = std::env::var_os("NVPM_CHECK_BIN").map_or_else(
+            || PathBuf::from(env!("CARGO_BIN_EXE_gpudirect-rdma-check")),
+            PathBuf::from,
+        );
+        let mut command = Command::new(bin);
         command
             .args(args)
             .env("NV_PEER_MEM_SYSFS", self.sys())
