@@ -416,7 +416,7 @@ pub fn judge_levels(
                     .filter(|l| l.contains(&format!(" {gpu}: ")))
                     .find_map(|l| l.split_once("NCCL 2.28 gives it "))
                     .and_then(|(_, rest)| rest.split(' ').next())
-                    .filter(|_| release.starts_with("2.28.") && !conditional && !relayed);
+                    .filter(|_| release.starts_with("2.28.") && !relayed);
                 let nic = nic_228.unwrap_or(nic);
                 let name = if distance.contains(&format!("as NCCL offers it ({nic}_dma)")) {
                     format!("{nic}_dma")
