@@ -81,4 +81,13 @@ fi
 
 echo "==> NVIDIA 535 driver sources (nv-p2p.h), unpacked, not installed"
 bash "$here/fetch-nvidia-src.sh" >/dev/null
+# The kernels' image and header debs in the kernels cache (ci/image.sh
+# kernel-debs), fetched here, once, because two suites that ci/test.sh
+# runs side by side read them: cargo xtask test-vm boots these images and
+# ci/next-boot-trees.sh (the fleet route) unpacks one; neither then
+# downloads into the cache while the other reads it.
+echo "==> kernel packages of $KVER_BOOKWORM and $KVER_BACKPORTS (cached)"
+for kver in "$KVER_BOOKWORM" "$KVER_BACKPORTS"; do
+  bash "$here/image.sh" kernel-debs "$kver" >/dev/null
+done
 echo "==> host ready"
