@@ -331,28 +331,49 @@ pub fn check(host: &Host, programs: bool) -> Report {
     // may be asked.
     type Viewed<'a> = (&'a Nic, &'a PciDevice, Distance, Distance, Option<String>);
     type Sysfs<'a> = Vec<(&'a Nic, &'a PciDevice, Distance)>;
-    let seen: Vec<(Sysfs, Vec<Viewed>)> = gpus
+    // NCCL's distance to a NIC and, where it differs from sysfs's, why.
+    type NcclView = (Distance, Option<String>);
+    // Per GPU: every NIC's sysfs distance and NCCL's view of each,
+    // computed once.
+    let placed: Vec<(Sysfs, Vec<NcclView>)> = gpus
         .iter()
         .map(|gpu| {
             let all = nic_distances(host, gpu, &nics, &devices);
-            // NCCL's devices: an adapter's functions merged into one
-            // (nccl_ib::merged), seen where its first is.
+            let views = all
+                .iter()
+                .map(|&(n, dev, d)| nccl_view(gpu, n, dev, d))
+                .collect();
+            (all, views)
+        })
+        .collect();
+    // NCCL's view of the device whose first member is @first, from @gpu
+    // (the index of the GPU in `gpus`).
+    let nccl_of = |gpu: usize, first: &str| {
+        let (all, views) = &placed[gpu];
+        let i = all.iter().position(|(n, _, _)| n.name == first)?;
+        let (n, dev, d) = all[i];
+        Some((n, dev, d, &views[i]))
+    };
+    // NCCL's devices (an adapter's functions merged into one,
+    // nccl_ib::merged), seen where their first member is.
+    let seen: Vec<(&Sysfs, Vec<Viewed>)> = (0..gpus.len())
+        .map(|g| {
             let viewed = vnics
                 .iter()
                 .filter_map(|v| {
-                    let first = v.name.split('+').next().unwrap_or(&v.name);
-                    let &(n, dev, d) = all.iter().find(|(n, _, _)| n.name == first)?;
-                    let (nccl, by) = nccl_view(gpu, n, dev, d);
-                    Some((v, dev, d, nccl, by))
+                    let (_, dev, d, (nccl, by)) = nccl_of(g, nccl_ib::first_member(&v.name))?;
+                    Some((v, dev, d, *nccl, by.clone()))
                 })
                 .collect();
-            (all, viewed)
+            (&placed[g].0, viewed)
         })
         .collect();
     // Every GPU's NCCL devices of @list as NCCL sees them, with NCCL's
     // path bandwidth (nccl_bandwidth.rs; none where a topology file
-    // places the devices: not modelled).
+    // places the devices: not modelled). A device's NCCL distance is the
+    // same whatever the list: it is read from `placed` by its first member.
     let inter_cpu = nccl_bandwidth::inter_cpu(host);
+    let links = nccl_bandwidth::Links::new(host);
     // A device's network link: its ports' rates, summed over the
     // functions NCCL merges.
     let net_bw = |v: &Nic| -> Option<f64> {
@@ -367,20 +388,18 @@ pub fn check(host: &Host, programs: bool) -> Report {
     };
     let views_of = |list: &[Nic]| -> Vec<nccl_local_net::View> {
         gpus.iter()
-            .zip(&seen)
-            .map(|(gpu, (all, _))| {
+            .enumerate()
+            .map(|(g, gpu)| {
                 let ds = list
                     .iter()
                     .filter_map(|v| {
-                        let first = v.name.split('+').next().unwrap_or(&v.name);
-                        let &(n, dev, d) = all.iter().find(|(n, _, _)| n.name == first)?;
-                        let nccl = nccl_view(gpu, n, dev, d).0;
+                        let (_, dev, _, &(nccl, _)) = nccl_of(g, nccl_ib::first_member(&v.name))?;
                         let bw = if topo_file.is_some() {
                             0.0
                         } else {
                             let crosses = nccl == Distance::Sys;
                             nccl_bandwidth::path(
-                                host,
+                                &links,
                                 &devices,
                                 gpu,
                                 dev,
@@ -396,7 +415,14 @@ pub fn check(host: &Host, programs: bool) -> Report {
             })
             .collect()
     };
-    let views_bw = views_of(vnics);
+    // The views by both releases' rules, each made once; the installed
+    // release's (or the newest's) is the one the check's lines follow.
+    let (views_228, views_230) = (views_of(&vnics_228), views_of(&vnics_230));
+    let views_bw = if rule == Rule::Nccl228 {
+        &views_228
+    } else {
+        &views_230
+    };
     let views: Vec<(String, Vec<(String, Distance)>)> = views_bw
         .iter()
         .map(|(g, v)| {
@@ -406,7 +432,6 @@ pub fn check(host: &Host, programs: bool) -> Report {
             )
         })
         .collect();
-    let (views_228, views_230) = (views_of(&vnics_228), views_of(&vnics_230));
     // Asked only where PXN may relay a GPU, and only in the forms that
     // may run programs.
     let joined = std::cell::OnceCell::new();

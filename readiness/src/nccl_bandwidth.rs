@@ -114,12 +114,37 @@ pub fn port_rate(host: &Host, nic: &str, port: u32) -> Option<f64> {
     Some(gbps / 8.0)
 }
 
+/// Each PCI device's link bandwidth ([`pci_link`]), read once per device
+/// however many GPU/NIC paths pass through it.
+pub struct Links<'h> {
+    host: &'h Host,
+    read: std::cell::RefCell<std::collections::HashMap<String, f64>>,
+}
+
+impl<'h> Links<'h> {
+    pub fn new(host: &'h Host) -> Self {
+        Links {
+            host,
+            read: Default::default(),
+        }
+    }
+
+    fn of(&self, dev: &PciDevice) -> f64 {
+        if let Some(&bw) = self.read.borrow().get(&dev.address) {
+            return bw;
+        }
+        let bw = pci_link(self.host, dev);
+        self.read.borrow_mut().insert(dev.address.clone(), bw);
+        bw
+    }
+}
+
 /// The bandwidth NCCL gives the path from @gpu to @nic (the adapter's
 /// function where NCCL places it) among @devices: the narrowest of each
 /// side's PCI links below where they meet (@crosses: on two CPUs, joined
 /// by a link of @inter_cpu), and of the NIC's network link @net.
 pub fn path(
-    host: &Host,
+    links: &Links,
     devices: &[PciDevice],
     gpu: &PciDevice,
     nic: &PciDevice,
@@ -147,7 +172,7 @@ pub fn path(
             .iter()
             .skip(shared.max(1))
             .filter_map(|a| devices.iter().find(|x| &x.address == a))
-            .map(|x| pci_link(host, x))
+            .map(|x| links.of(x))
             .fold(f64::MAX, f64::min)
     };
     let mut bw = side(gpu).min(side(nic));

@@ -196,6 +196,12 @@ pub fn merged(taken: &[Nic], merge_vfs: bool, merge: bool) -> Vec<Nic> {
     out
 }
 
+/// The first member of a device [`merged`] named (`mlx5_0` of
+/// `mlx5_0+mlx5_1`): NCCL places a merged device where its first is.
+pub fn first_member(name: &str) -> &str {
+    name.split('+').next().unwrap_or(name)
+}
+
 /// The link layer of the port NCCL takes of @nic (its first active one).
 fn link(nic: &Nic) -> Option<&str> {
     nic.ports
