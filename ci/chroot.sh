@@ -44,7 +44,7 @@ packages=(
 # actions plugin with raise_error (1.4.0 and later; sid's dnf5 is 5.4).
 packages_sid=(dnf5)
 
-die() { echo "chroot.sh: $*" >&2; exit 2; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib/die.sh"
 
 packages_for() {  # the package list of a suite, one per line
     printf '%s\n' "${packages[@]}"
@@ -65,7 +65,7 @@ sources_for() {  # the sources.list lines of a suite, one per line
     esac
 }
 
-tarball() {
+suite_tarball() {
     local suite=$1
     command -v mmdebstrap >/dev/null || die "mmdebstrap is missing; run: sudo bash ci/setup-host.sh"
     local key
@@ -117,7 +117,7 @@ tarball() {
 
 new() {
     local suite=$1 dir=$2 tar
-    tar=$(tarball "$suite")
+    tar=$(suite_tarball "$suite")
     [ -n "$dir" ] && [ "$dir" != / ] || die "refusing to use '$dir' as a chroot directory"
     # A leftover bind mount would make rm -rf reach into the host: refuse.
     if grep -q " $(realpath -m "$dir")/" /proc/self/mounts; then
@@ -150,7 +150,7 @@ run() {
 [ "$(id -u)" = 0 ] || die "run as root (sudo bash ci/chroot.sh ...)"
 cmd=${1:-}; shift || true
 case "$cmd" in
-    tarball) [ $# = 1 ] || die "usage: ci/chroot.sh tarball SUITE"; tarball "$1" ;;
+    tarball) [ $# = 1 ] || die "usage: ci/chroot.sh tarball SUITE"; suite_tarball "$1" ;;
     new) [ $# = 2 ] || die "usage: ci/chroot.sh new SUITE DIR"; new "$1" "$2" ;;
     run) [ $# -ge 2 ] || die "usage: ci/chroot.sh run DIR CMD..."; run "$@" ;;
     *) die "usage: ci/chroot.sh tarball SUITE | new SUITE DIR | run DIR CMD..." ;;

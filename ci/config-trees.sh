@@ -31,7 +31,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(dirname "$here")
 sets=$top/kmod/tests/kernel-configs
 cache=${NVPM_CACHE:-/var/cache/nv-peer-mem-ci}/config-trees
-die() { echo "config-trees.sh: $*" >&2; exit 2; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib/die.sh"
 
 header() { sed -n "s/^# $2: *//p" "$1" | head -n1; }
 options() { grep -E '^(CONFIG_[A-Z0-9_]+=|# CONFIG_[A-Z0-9_]+ is not set$)' "$1"; }

@@ -53,7 +53,7 @@ packages=(
 # mokutil, as a Secure Boot node enrolls and checks its MOKs with it.
 node_packages=(systemd-sysv udev kmod initramfs-tools zstd mawk procps mokutil)
 
-die() { echo "image.sh: $*" >&2; exit 2; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib/die.sh"
 
 sources() {
     echo "deb $mirror bookworm main"
@@ -126,8 +126,8 @@ find_deb() {  # find_deb PKG VERSION: the cached deb of PKG at VERSION, if any
     return 0  # none: an empty answer, not a failure under set -e
 }
 
-# tarball KVER [node]: the test image, or with `node` the fleet node.
-tarball() {
+# system_tarball KVER [node]: the test image, or with `node` the fleet node.
+system_tarball() {
     local kver=$1 profile=${2:-}
     command -v mmdebstrap >/dev/null || die "mmdebstrap is missing; run: sudo bash ci/setup-host.sh"
     local -a debs pkgs
@@ -188,8 +188,8 @@ tarball() {
 cmd=${1:-}; shift || true
 case "$cmd" in
     kernel-debs) [ $# = 1 ] || die "usage: ci/image.sh kernel-debs KVER"; kernel_debs "$1" ;;
-    tarball) [ $# = 1 ] || die "usage: ci/image.sh tarball KVER"; tarball "$1" ;;
+    tarball) [ $# = 1 ] || die "usage: ci/image.sh tarball KVER"; system_tarball "$1" ;;
     signed-kernel-debs) [ $# = 1 ] || die "usage: ci/image.sh signed-kernel-debs KVER"; signed_kernel_debs "$1" ;;
-    node-tarball) [ $# = 1 ] || die "usage: ci/image.sh node-tarball KVER"; tarball "$1" node ;;
+    node-tarball) [ $# = 1 ] || die "usage: ci/image.sh node-tarball KVER"; system_tarball "$1" node ;;
     *) die "usage: ci/image.sh kernel-debs KVER | tarball KVER | signed-kernel-debs KVER | node-tarball KVER" ;;
 esac

@@ -41,31 +41,17 @@ accepted_warnings=(
 
 require_root_and_tools test-deb.sh cargo dpkg-buildpackage lintian equivs-build dkms modinfo apt-get
 
+. "$here/lib/host-packages.sh"
+. "$here/lib/routes.sh"
 # Host package installs are serialised with other test runs on this machine.
-exec 9>/var/lock/nv-peer-mem-host-packages.lock
-flock 9
-
-# Everything this test may have installed or built, removed; safe to run
-# when nothing is there. Our packages, the equivs stand-in and
-# prereq-standin.sh's modules and DKMS stand-ins go by their own marks
-# (ci/remove-test-leftovers.sh), this run's and those of any run, this
-# suite's or ci/test-dkms.sh's, stopped before its cleanup; the extra
-# headers only this suite installs go by its state files.
-cleanup() {
-    bash "$here/remove-test-leftovers.sh"
-    if [ -f "$work/extra-headers" ]; then
-        apt-get purge -y -qq "$(cat "$work/extra-headers")" >/dev/null 2>&1
-    fi
-    if [ -f "$work/extra-kver" ] && [ ! -e "/lib/modules/$(cat "$work/extra-kver")/build" ]; then
-        rm -rf "/lib/modules/$(cat "$work/extra-kver")"
-    fi
-    rm -f "$work/extra-headers" "$work/extra-kver" "$work/standin-kernels"
-}
-trap 'cleanup' EXIT
+hold_host_packages
+# Everything this test may have installed or built, removed on exit and
+# before it starts (ci/lib/host-packages.sh).
+trap 'cleanup_host_packages' EXIT
 trap 'echo "interrupted"; exit 130' INT TERM
 
 mkdir -p "$work"
-cleanup
+cleanup_host_packages
 rm -rf "$work/a" "$work/b" "$work/equivs"
 : >"$work/log"
 mkdir -p "$work/a" "$work/b" "$work/equivs"
@@ -85,16 +71,9 @@ sum_b=$(sha256sum <"$work/b/$tarball" 2>/dev/null | cut -d' ' -f1)
 check "two build-deb runs give the same sha256 ($sum_a)" test "$sum_a" = "$sum_b"
 
 # Bad input: exit status 2 and no file written.
-bad_input() {
-    local dir=$work/bad
-    rm -rf "$dir"; mkdir -p "$dir"
-    "$xtask" build-deb --out "$dir" "$@" >>"$work/log" 2>&1
-    local status=$?
-    [ "$status" = 2 ] && [ -z "$(ls -A "$dir")" ]
-}
-check "unknown --distro: exit 2, nothing written" bad_input --distro plan9
-check "rpm --distro: exit 2, nothing written" bad_input --distro rhel9
-check "--release 0: exit 2, nothing written" bad_input --release 0
+check "unknown --distro: exit 2, lists the known ones, nothing written" bad_input build-deb "build-deb knows: debian12" --out "$work/bad" --distro plan9
+check "rpm --distro: exit 2, names build-srpm, nothing written" bad_input build-deb "use \`cargo xtask build-srpm\` for rhel9" --out "$work/bad" --distro rhel9
+check "--release 0: exit 2, nothing written" bad_input build-deb "invalid value '0' for '--release <N>'" --out "$work/bad" --release 0
 check "missing --out: exit 2" sh -c "'$xtask' build-deb --out '$work/no/such/dir' >>'$work/log' 2>&1; test \$? = 2"
 
 echo "== one version per suite"
@@ -382,46 +361,24 @@ check "dkms build for kernel 3.10.0 is skipped with exit 77" \
     sh -c "dkms build -m nv_peer_mem -v '$upstream' -k 3.10.0-1160.el7.x86_64; test \$? = 77"
 
 echo "== service helper (installed)"
+# The start/boot/stop checks ci/test-service.sh runs on the source tree's
+# helper, here on the one the deb installed, on the same fake machine.
 helper=/usr/libexec/nv_peer_mem/nv_peer_mem-service
 fake=$work/fake
-rm -rf "$fake"; mkdir -p "$fake/bin" "$fake/sys/module"
-# A modprobe that records its arguments and "loads" by creating /sys/module/<name>.
-cat >"$fake/bin/modprobe" <<EOF
-#!/bin/sh
-echo "\$*" >>"$fake/modprobe.log"
-[ "\$1" = --help ] && exit 0
-[ "\$1" = -r ] && { rmdir "$fake/sys/module/\$2"; exit \$?; }
-mkdir -p "$fake/sys/module/\$1"
-EOF
-chmod +x "$fake/bin/modprobe"
-run_helper() { env PATH="$fake/bin:$PATH" NV_PEER_MEM_SYSFS="$fake/sys" NV_PEER_MEM_CONF="$fake/conf" "$helper" "$@"; }
-loaded() { [ -d "$fake/sys/module/$1" ]; }
-boot_with_onboot_no() { echo ONBOOT=no >"$fake/conf"; run_helper boot && ! loaded nv_peer_mem; }
-boot_with_onboot_yes() { echo 'ONBOOT="YES"' >"$fake/conf"; run_helper boot && loaded ib_core && loaded nvidia && loaded nv_peer_mem; }
-stop_unloads() { run_helper stop && ! loaded nv_peer_mem; }
-status_not_loaded_is_3() { run_helper status; [ $? = 3 ]; }
-refuses_beside_nvidia_peermem() {
-    mkdir -p "$fake/sys/module/nvidia_peermem"
-    ! run_helper start 2>"$fake/err" && grep -q 'modprobe -r nvidia_peermem' "$fake/err" && ! loaded nv_peer_mem
-}
-check "helper boot with ONBOOT=no loads nothing" boot_with_onboot_no
-check "helper boot with ONBOOT=yes loads ib_core, nvidia, nv_peer_mem" boot_with_onboot_yes
-check "helper status: loaded" run_helper status
-check "helper stop unloads" stop_unloads
+. "$here/kernels.sh"
+kver=$KVER_BOOKWORM
+. "$here/lib/service-helper.sh"
+start_stop_checks
+status_loaded() { new_machine && boot_with_onboot_yes && run_helper status; }
+check "helper status: loaded exits 0" status_loaded
+status_not_loaded_is_3() { run_helper stop && ! loaded nv_peer_mem || return 1; run_helper status; [ $? = 3 ]; }
 check "helper status: not loaded exits 3" status_not_loaded_is_3
-check "helper refuses, naming the fix, while nvidia_peermem is loaded" refuses_beside_nvidia_peermem
 check "unit file installed and enabled" sh -c "test -f /lib/systemd/system/nv_peer_mem.service -o -f /usr/lib/systemd/system/nv_peer_mem.service && test -L /etc/systemd/system/multi-user.target.wants/nv_peer_mem.service"
 
 echo "== purge"
 check "dpkg -P of both debs" dpkg -P "${packages[@]}"
-leftovers() {
-    ls -d /usr/src/nv_peer_mem-* /var/lib/dkms/nv_peer_mem /var/cache/nv_peer_mem 2>/dev/null
-    find /lib/modules/*/updates -name 'nv_peer_mem*' 2>/dev/null
-    find /etc -name '*nv_peer_mem*' 2>/dev/null
-    ls /etc/apt/apt.conf.d/50nv-peer-mem-kernel-guard 2>/dev/null
-}
-left=$(leftovers)
-check "nothing left under /usr/src, /var/lib/dkms, /var/cache (the DKMS builds' core cache), /lib/modules/*/updates, /etc (the apt guard's configuration too)${left:+: $left}" test -z "$left"
+left=$(nv_peer_mem_leftovers "${packages[@]}")
+check "nothing left under /usr/src, /var/lib/dkms, /var/cache (the DKMS builds' core cache), /lib/modules/*/updates, /etc (the apt guard's configuration too), dpkg's database${left:+: $left}" test -z "$left"
 while read -r kver; do
     check "$kver: stand-ins removed" bash "$here/prereq-standin.sh" remove "$kver"
 done <"$work/standin-kernels"

@@ -36,6 +36,8 @@ accepted_warnings=(
 )
 
 . "$here/checks.sh"
+. "$here/lib/host-packages.sh"
+. "$here/lib/routes.sh"
 
 require_root_and_tools test-dkms.sh cargo git dpkg-deb dpkg-buildpackage lintian rpm rpmbuild rpmlint equivs-build dkms sha256sum flock
 
@@ -52,9 +54,6 @@ deb_name=${package}_${upstream}-${release}${suffix}_all.deb
 # An rpm distro entry's dist (packaging/distros.yaml: the distribution's
 # %dist macro, "" for SUSE): rpmbuild there appends it to the release, and
 # build-dkms names its rpm the same way.
-dist_of() {
-    sed -n "/^  - id: $1\$/,/^  - id:/s/^    dist: \"\{0,1\}\([^\"]*\)\"\{0,1\}\$/\1/p" "$root/packaging/distros.yaml"
-}
 # --format both with a deb --distro builds the rpm for the rpm family's
 # default on a Debian host, rhel9.
 rpm_name=nvidia_peer_memory-dkms-$version-$release$(dist_of rhel9).noarch.rpm
@@ -104,21 +103,12 @@ hidden_run() {
 check "build-dkms with only git on PATH (no dpkg-*, rpm*, tar, gzip, xz): the same two files" hidden_run
 
 # Bad input: exit status 2, a message naming the fix, no file written.
-bad_input() {
-    local expected=$1; shift
-    local dir=$work/bad
-    rm -rf "$dir"; mkdir -p "$dir"
-    "$xtask" build-dkms "$@" >"$work/bad.out" 2>&1
-    local status=$?
-    cat "$work/bad.out"
-    [ "$status" = 2 ] && grep -q -- "$expected" "$work/bad.out" && [ -z "$(ls -A "$dir")" ]
-}
-check "unknown --distro: exit 2, nothing written" bad_input "unknown distro" --out "$work/bad" --distro plan9
-check "--format deb with an rpm --distro: exit 2, nothing written" bad_input "rpm distribution" --out "$work/bad" --format deb --distro rhel9
-check "--format both, unknown --distro: exit 2, no deb or rpm written" bad_input "unknown distro" --out "$work/bad" --format both --distro plan9
-check "--format zip: exit 2, nothing written" bad_input "invalid value" --out "$work/bad" --format zip
-check "--release 0: exit 2, nothing written" bad_input "release" --out "$work/bad" --release 0
-check "missing --out: exit 2" bad_input "no such directory" --out "$work/bad/no/such/dir"
+check "unknown --distro: exit 2, nothing written" bad_input build-dkms "unknown distro" --out "$work/bad" --distro plan9
+check "--format deb with an rpm --distro: exit 2, nothing written" bad_input build-dkms "rpm distribution" --out "$work/bad" --format deb --distro rhel9
+check "--format both, unknown --distro: exit 2, no deb or rpm written" bad_input build-dkms "unknown distro" --out "$work/bad" --format both --distro plan9
+check "--format zip: exit 2, nothing written" bad_input build-dkms "invalid value" --out "$work/bad" --format zip
+check "--release 0: exit 2, nothing written" bad_input build-dkms "release" --out "$work/bad" --release 0
+check "missing --out: exit 2" bad_input build-dkms "no such directory" --out "$work/bad/no/such/dir"
 
 echo "== the deb"
 check "dpkg-deb --info" dpkg-deb --info "$deb"
@@ -288,17 +278,13 @@ else
 fi
 
 echo "== install on this host (waiting for the host package lock)"
-exec 9>/var/lock/nv-peer-mem-host-packages.lock
-flock 9
+hold_host_packages
 # The package, the equivs stand-in and prereq-standin.sh's modules, this
 # run's and those of any run (this suite's or ci/test-deb.sh's) stopped
-# before its cleanup: ci/remove-test-leftovers.sh knows them by their marks.
-cleanup() {
-    bash "$here/remove-test-leftovers.sh"
-}
-trap 'cleanup' EXIT
+# before its cleanup: ci/lib/host-packages.sh.
+trap 'cleanup_host_packages' EXIT
 trap 'echo "interrupted"; exit 130' INT TERM
-cleanup
+cleanup_host_packages
 our_standin=
 if ! dpkg-query -W -f='${Status}' mlnx-ofed-kernel-dkms mlnx-ofed-kernel-modules 2>/dev/null | grep -q 'install ok installed'; then
     bash "$here/mofed-standin.sh" "$work/equivs" "$standin" \
@@ -354,12 +340,7 @@ else
     skip "the provider update trigger: a real MLNX_OFED package is installed here, which this test does not update"
 fi
 check "dpkg -P $package" dpkg -P "$package"
-leftovers() {
-    ls -d /usr/src/nv_peer_mem-* /var/lib/dkms/nv_peer_mem /var/cache/nv_peer_mem 2>/dev/null
-    find /lib/modules/*/updates -name 'nv_peer_mem*' 2>/dev/null
-    dpkg-query -W -f='${Status}\n' "$package" 2>/dev/null | grep -v '^unknown ok not-installed$' | grep -v '^$'
-}
-left=$(leftovers)
-check "nothing left under /usr/src, /var/lib/dkms, /var/cache, /lib/modules/*/updates, dpkg's database${left:+: $left}" test -z "$left"
+left=$(nv_peer_mem_leftovers "$package")
+check "nothing left under /usr/src, /var/lib/dkms, /var/cache, /lib/modules/*/updates, /etc, dpkg's database${left:+: $left}" test -z "$left"
 
 finish

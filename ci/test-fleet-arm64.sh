@@ -16,6 +16,7 @@ root=$(cd "$here/.." && pwd)
 work=${NVPM_TEST_DIR:-/var/tmp/nv-peer-mem-test-fleet-arm64}
 
 . "$here/checks.sh"
+. "$here/lib/routes.sh"
 
 require_root_and_tools test-fleet-arm64.sh cargo dpkg-deb lintian readelf modinfo aarch64-linux-gnu-gcc qemu-system-aarch64
 . "$here/kernels.sh" || exit 2
@@ -45,12 +46,6 @@ check "its module is an AArch64 object for $k (readelf, vermagic)" sh -c "
     readelf -h '$ko' | grep -q 'Machine: *AArch64' && modinfo -F vermagic '$ko' | grep -q '^$k '"
 check "Architecture: arm64, depends on linux-image-$k" sh -c "
     [ \"\$(dpkg-deb -f '$deb' Architecture)\" = arm64 ] && dpkg-deb -f '$deb' Depends | grep -q '^linux-image-$k | linux-image-$k-unsigned, '"
-lintian_quiet() {
-    local out
-    out=$(lintian "$@" 2>&1 | grep -v 'running with root')
-    echo "$out"
-    [ -z "$out" ]
-}
 check "lintian: no tags" lintian_quiet "$deb"
 cp "$ko" "$work/prebuilt/$k/nv_peer_mem.ko"
 # The packaged module, booted: test-vm's whole scenario list against it.

@@ -84,6 +84,7 @@ root=$(cd "$here/.." && pwd)
 work=${NVPM_TEST_DIR:-/var/tmp/nv-peer-mem-test-fleet-image}
 tree=$work/root
 . "$here/checks.sh"
+. "$here/lib/guest-image.sh"
 
 require_root_and_tools test-fleet-image.sh cargo dpkg-buildpackage dpkg-deb mmdebstrap mke2fs debugfs qemu-system-x86_64 unshare gpg apt-ftparchive \
     virt-fw-vars pe-listsigs softhsm2-util jq
@@ -146,7 +147,7 @@ standin_deb() {
     done
     dpkg-deb --root-owner-group --build "$dir" "$work/debs/${name}_${ofed_version}_amd64.deb" >/dev/null
 }
-stage_standins() {
+stage_signed_standins() {
     local k s d m
     for k in "$k1" "$k2"; do
         s=$work/standins/$k
@@ -183,7 +184,7 @@ make_signing_keys() {
 }
 check "module signing keys: the site's in a SoftHSM token (its file deleted), the providers', one enrolled nowhere" make_signing_keys
 site_key_uri=${modsign_uri:-pkcs11:no-token}
-check "stand-in debs: mlnx-ofed-kernel-modules $ofed_version and the NVIDIA double, both kernels, signed with the providers' key" stage_standins
+check "stand-in debs: mlnx-ofed-kernel-modules $ofed_version and the NVIDIA double, both kernels, signed with the providers' key" stage_signed_standins
 
 # The build host's side: module packages and the signed repositories.
 common=(--ofed-root "$work/ofa" --nvidia-src "$work/standins/$k1/nvidia" --ofed-package "mlnx-ofed-kernel-modules=$ofed_version"
@@ -255,9 +256,7 @@ make_repos() {
 check "build-repo: the site's repository (v1: $k1; v2: and $k2), an unsigned and a tampered copy, the kernel mirror" make_repos
 
 echo "== the node"
-unpack() { rm -rf "$tree" && mkdir -p "$tree" && tar -C "$tree" -xf "$tarball"; }
-check "unpack the node tarball" unpack
-in_image() { bash "$here/chroot.sh" run "$tree" "$@"; }
+check "unpack the node tarball" unpack_tree
 # set_sources SITE-REPO [kernels]: the node's only apt sources.
 set_sources() {
     : >"$tree/etc/apt/sources.list"
@@ -322,7 +321,7 @@ host_no_toolchain() {
     [ -z "$found" ] || { echo "the node has:$found"; return 1; }
 }
 check "the node image has no gcc, rustc, cargo, dkms, make, pciutils or kernel headers" host_no_toolchain
-install_test_unit() {
+install_node_test_unit() {
     install -D -m 0755 "$root/kmod/tests/vm/image/run" "$tree/usr/lib/nvpm-image-test/run" &&
         install -D -m 0644 "$root/kmod/tests/vm/image/nvpm-image-test.service" "$tree/etc/systemd/system/nvpm-image-test.service" || return 1
     mkdir -p "$tree/etc/systemd/system/multi-user.target.wants"
@@ -331,41 +330,28 @@ install_test_unit() {
     printf '%s\n' "/dev/vda / ext4 rw,errors=remount-ro 0 1" "/dev/vdb /srv ext4 ro 0 0" >"$tree/etc/fstab"
     echo nvpm-fleet-node >"$tree/etc/hostname"
 }
-check "test unit installed" install_test_unit
+check "test unit installed" install_node_test_unit
 
-make_disk() {
-    local mb
-    mb=$(( $(du -sm "$tree" | cut -f1) * 5 / 4 + 1536 ))
-    rm -f "$work/disk.img"
-    mke2fs -q -F -t ext4 -L nvpm-root -d "$tree" "$work/disk.img" "${mb}M"
-}
-# boot KVER PHASE CHECKS...: as ci/test-image.sh boots its image, the
+# boot_node KVER PHASE CHECKS...: as ci/test-image.sh boots its image, the
 # served disk beside it; the kernel and initrd are the disk's own (what the
 # node installed), read out with debugfs. $append: more command line.
-boot() {
+boot_node() {
     local k=$1 phase=$2; shift 2
-    local out=$work/boot-$phase.out f
+    local f
     for f in "vmlinuz-$k" "initrd.img-$k"; do
         rm -f "$work/$f"
         debugfs -R "dump -p /boot/$f $work/$f" "$work/disk.img" >>"$work/log" 2>&1
         [ -s "$work/$f" ] || { fail "boot $k $phase: no /boot/$f on the node's disk"; return; }
     done
-    "$xtask" boot-image --label "$k $phase" --kernel "$work/vmlinuz-$k" --initrd "$work/initrd.img-$k" \
+    boot_counted "$k" "$phase" --kernel "$work/vmlinuz-$k" --initrd "$work/initrd.img-$k" \
         --disk "$work/disk.img" --extra-disk "$work/served.img" --uefi-vars "$work/uefi-vars.fd" \
         --append "nvpm_phase=$phase module.sig_enforce=1 ${append:-}" \
-        --expect "$(IFS=,; echo "$*")" --log "$work/console-$phase.log" 2>&1 | tee "$out"
-    local p f
-    read -r p f < <(sed -n 's/^  boot-image .*: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$out")
-    if [ -z "${p:-}" ]; then
-        fail "boot $k $phase: no count from boot-image (see $out)"
-        return
-    fi
-    passed=$((passed + p)) failed=$((failed + f))
+        --expect "$(IFS=,; echo "$*")"
 }
 
 echo "== boot $k1: install from the signed repository"
-check "disk image (mke2fs -d)" make_disk
-boot "$k1" fleet signatures_enforced mok_certificates mokutil_says mokutil_import unsigned_refused untrusted_refused \
+check "disk image (mke2fs -d)" make_disk 1536
+boot_node "$k1" fleet signatures_enforced mok_certificates mokutil_says mokutil_import unsigned_refused untrusted_refused \
     no_toolchain apt_refuses_unsigned apt_refuses_tampered apt_update apt_install_fleet still_no_toolchain \
     signed_by_site service_starts_prebuilt loaded_is_prebuilt providers_are_standins status_prebuilt untrusted_verdict
 
@@ -374,7 +360,7 @@ echo "== the site publishes $k2's module; the node updates itself"
 # older kernel's packages kept); Debian's linux-image-amd64 moves to $k2
 # (the kernel mirror). The node's disk is the one the first boot left.
 check "the served disk: the site's repository v2 ($k1 and $k2) and the kernel mirror" serve repo-v2 kernels
-append="nvpm_newkernel=$k2" boot "$k1" fleet-update full_upgrade_refused apt_update_published apt_upgrade_kernel_and_module \
+append="nvpm_newkernel=$k2" boot_node "$k1" fleet-update full_upgrade_refused apt_update_published apt_upgrade_kernel_and_module \
     module_for_next_kernel old_kernel_module_kept update_no_toolchain kernel_hook_said next_kernel_verdict next_boot_verdict
 guest_seconds=$(sed -n 's/.*NVPMTEST-INFO kernel update in the booted node (TCG): \([0-9]*\) s.*/\1/p' "$work/console-fleet-update.log" | tail -n 1)
 
@@ -384,8 +370,8 @@ native_srv() { rm -rf "$tree/srv/nv-peer-mem" && cp -a "$work/$1" "$tree/srv/nv-
 # MODULES=dep reads the running system, which a chroot is not; the image's
 # own update keeps Debian's default (MODULES=most).
 rm -f "$tree/etc/initramfs-tools/conf.d/nvpm-test-node.conf"
-first_install() { native_srv repo-v1 && apt_in_image update && apt_in_image install nvidia-peer-memory nvidia-peer-memory-modules-amd64; }
-check "apt-get install nvidia-peer-memory nvidia-peer-memory-modules-amd64 (the node's state after its first boot)" first_install
+first_install_from_repo() { native_srv repo-v1 && apt_in_image update && apt_in_image install nvidia-peer-memory nvidia-peer-memory-modules-amd64; }
+check "apt-get install nvidia-peer-memory nvidia-peer-memory-modules-amd64 (the node's state after its first boot)" first_install_from_repo
 # Issue 40 item 6: the kernel mirror offers linux-image-amd64 for $k2, the site
 # has not published its module yet (repository v1). `apt-get upgrade`
 # keeps the kernel back (the metapackage); `apt-get full-upgrade` would
@@ -394,18 +380,18 @@ check "apt-get install nvidia-peer-memory nvidia-peer-memory-modules-amd64 (the 
 # runs, naming the package, and nothing changes.
 rm -rf "$tree/srv/debian-kernels" && cp -a "$work/kernels" "$tree/srv/debian-kernels"
 set_sources nv-peer-mem kernels
-dpkg_state() { in_image dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\n' | sha256sum; }
-guard_refuses() {
+dpkg_digest() { in_image dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\n' | sha256sum; }
+apt_guard_refuses() {
     apt_in_image update >/dev/null || return 1
     local before rc
-    before=$(dpkg_state)
+    before=$(dpkg_digest)
     apt_in_image full-upgrade >"$work/guard.out" 2>&1
     rc=$?
     cat "$work/guard.out"
     [ $rc != 0 ] && grep -qF "nvidia-peer-memory-modules-$k2: booted, that kernel would have no" "$work/guard.out" &&
-        [ "$(dpkg_state)" = "$before" ] && [ ! -e "$tree/boot/vmlinuz-$k2" ]
+        [ "$(dpkg_digest)" = "$before" ] && [ ! -e "$tree/boot/vmlinuz-$k2" ]
 }
-check "apt-get full-upgrade before $k2's module is published: refused by the kernel guard, naming nvidia-peer-memory-modules-$k2; nothing changed" guard_refuses
+check "apt-get full-upgrade before $k2's module is published: refused by the kernel guard, naming nvidia-peer-memory-modules-$k2; nothing changed" apt_guard_refuses
 native_srv repo-v2
 kernel_update() {
     apt_in_image update || return 1
@@ -500,7 +486,7 @@ driver_back() {
 check "the old driver back (apt-get install --allow-downgrades): passes, silent, the verdict OK on both kernels" driver_back
 
 echo "== boot $k2 from the node's own disk: the module loads at boot"
-append="nvpm_oldkernel=$k1" boot "$k2" fleet-newkernel signatures_enforced service_loaded_module loaded_is_prebuilt providers_are_standins status_prebuilt no_toolchain readiness_booted \
+append="nvpm_oldkernel=$k1" boot_node "$k2" fleet-newkernel signatures_enforced service_loaded_module loaded_is_prebuilt providers_are_standins status_prebuilt no_toolchain readiness_booted \
     old_kernel_lost rollback_links next_boot_predicts_none
 
 echo "== boot $k1 again, as the node's /vmlinuz now says: the saved verdict against the boot"
@@ -514,7 +500,7 @@ vmlinuz_names() {  # KVER: the node's /vmlinuz link (debugfs: "Fast link dest")
     [ "$dest" = "boot/vmlinuz-$1" ]
 }
 check "the node's /vmlinuz names $k1's kernel" vmlinuz_names "$k1"
-boot "$k1" fleet-rollback outcome_matches_none status_none_after_boot
+boot_node "$k1" fleet-rollback outcome_matches_none status_none_after_boot
 
 echo "   (test-fleet-image: $((SECONDS - start)) s in all)"
 finish

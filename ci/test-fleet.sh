@@ -40,6 +40,7 @@ root=$(cd "$here/.." && pwd)
 work=${NVPM_TEST_DIR:-/var/tmp/nv-peer-mem-test-fleet}
 
 . "$here/checks.sh"
+. "$here/lib/routes.sh"
 
 require_root_and_tools test-fleet.sh cargo dpkg-deb lintian apt-ftparchive apt-get createrepo_c dnf gpg openssl rpm modinfo
 
@@ -115,12 +116,6 @@ crcs_match() {
     done <"$recorded"
 }
 check "the recorded symbol versions are the providers' CRCs" crcs_match
-lintian_quiet() {
-    local out
-    out=$(lintian "$@" 2>&1 | grep -v 'running with root')
-    echo "$out"
-    [ -z "$out" ]
-}
 check "lintian: no errors or warnings on the module packages" lintian_quiet "$p1" "$meta1" "$p2" "$meta2b"
 # The build farm: both kernels in one call, the core cache shared; the
 # per-kernel cost and peak memory it prints are figures (shown here, not

@@ -46,8 +46,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 work=${NVPM_TEST_DIR:-/var/tmp/nv-peer-mem-test-image}
 tree=$work/root
+xtask=$root/target/release/xtask
 debs=$work/debs
 . "$here/checks.sh"
+. "$here/lib/guest-image.sh"
 
 require_root_and_tools test-image.sh cargo dpkg-buildpackage dpkg-deb mmdebstrap mke2fs qemu-system-x86_64 unshare
 mkdir -p "$work"
@@ -346,10 +348,8 @@ stage_other_kernel_update() {
 check "stand-in MLNX_OFED update for $k2 only (2-test) built" stage_other_kernel_update
 
 echo "== install into the image (chroot)"
-unpack() { rm -rf "$tree" && mkdir -p "$tree" && tar -C "$tree" -xf "$tarball"; }
-check "unpack the system tarball" unpack
+check "unpack the system tarball" unpack_tree
 lap "unpack"
-in_image() { bash "$here/chroot.sh" run "$tree" "$@"; }
 mkdir -p "$tree/tmp/debs"
 cp "$debs"/*.deb "${our_debs[@]}" "$tree/tmp/debs/" 2>>"$work/log"
 apt_install() { in_image apt-get install -y -q --no-install-recommends "$@"; }
@@ -431,14 +431,8 @@ install_test_unit() {
 }
 check "test unit installed; the package's conf says ONBOOT=yes" install_test_unit
 
-# make_disk: the tree as an ext4 disk image (mke2fs -d: no loop mount),
-# with room for the guest's own writes.
-make_disk() {
-    local mb
-    mb=$(( $(du -sm "$tree" | cut -f1) * 5 / 4 + 512 ))
-    rm -f "$work/disk.img"
-    mke2fs -q -F -t ext4 -L nvpm-root -d "$tree" "$work/disk.img" "${mb}M"
-}
+# The disk: the tree as an ext4 image (mke2fs -d: no loop mount), with
+# 512 MB for the guest's own writes (make_disk, ci/lib/guest-image.sh).
 # The booted image runs the harness's scenarios with a tenth of the race,
 # benchmark and load-cycle iterations (kmod/tests/vm/guest/scenarios.sh
 # reads nvpm.iter_divisor): the same module source runs the full counts in
@@ -455,18 +449,9 @@ boot() {
     for a in "$@"; do
         case "$a" in --*) flags+=("$a") ;; *) checks+=("$a") ;; esac
     done
-    local out=$work/boot-$phase.out
-    "$root/target/release/xtask" boot-image --label "$k $phase" \
-        --kernel "$work/vmlinuz-$k" --initrd "$work/initrd.img-$k" --disk "$work/disk.img" \
-        --append "nvpm_phase=$phase nvpm.iter_divisor=$ITER_DIVISOR${append:+ $append}" --expect "$(IFS=,; echo "${checks[*]}")" "${flags[@]}" \
-        --log "$work/console-$phase.log" 2>&1 | tee "$out"
-    local p f
-    read -r p f < <(sed -n 's/^  boot-image .*: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$out")
-    if [ -z "${p:-}" ]; then
-        fail "boot $k $phase: no count from boot-image (see $out)"
+    boot_counted "$k" "$phase" --kernel "$work/vmlinuz-$k" --initrd "$work/initrd.img-$k" --disk "$work/disk.img" \
+        --append "nvpm_phase=$phase nvpm.iter_divisor=$ITER_DIVISOR${append:+ $append}" --expect "$(IFS=,; echo "${checks[*]}")" "${flags[@]}" ||
         return
-    fi
-    passed=$((passed + p)) failed=$((failed + f))
     # What the guest kept of `nv_peer_mem-service status` and `systemctl
     # status nv_peer_mem` (/var/log/nvpm-image-test), for the record.
     rm -rf "$work/status-$phase" && mkdir -p "$work/status-$phase" &&
@@ -477,7 +462,7 @@ kernel_from_image() {  # KVER: the image's vmlinuz and initrd, copied out
 }
 
 echo "== boot $k1"
-check "disk image (mke2fs -d)" make_disk
+check "disk image (mke2fs -d)" make_disk 512
 check "kernel and initrd of $k1 from the image's /boot" kernel_from_image "$k1"
 lap "disk"
 boot "$k1" onboot service_loaded_module journal_says_loaded loaded_is_dkms_build loaded_is_signed providers_are_standins \
@@ -537,7 +522,7 @@ save_prediction() {
 }
 check "gpudirect-rdma-check --next-boot: $k1, NEXT BOOT LOST (exit 4), DKMS skips it for want of MLNX_OFED; saved for the boot" \
     save_prediction 4 "$k1" "its dkms.conf skips that kernel: it lacks MLNX_OFED (no ib_register_peer_memory_client)"
-check "disk image (mke2fs -d)" make_disk
+check "disk image (mke2fs -d)" make_disk 512
 lap "DKMS skip"
 boot "$k1" next-boot-skip outcome_matches_skip status_skip_after_boot kernel_verdict_skip
 lap "boot next-boot-skip"
@@ -709,7 +694,7 @@ lap "switch -dkms / prebuilt"
 # --next-boot in the image's chroot: it reads files only.
 check "gpudirect-rdma-check --next-boot in the image: $k2 (its /vmlinuz link), NEXT BOOT OK; saved for the boot" \
     save_prediction 0 "$k2" "NEXT BOOT OK: nv_peer_mem will load on $k2"
-check "disk image (mke2fs -d)" make_disk
+check "disk image (mke2fs -d)" make_disk 512
 check "kernel and initrd of $k2 from the image's /boot" kernel_from_image "$k2"
 lap "disk"
 boot "$k2" newkernel service_loaded_module outcome_matches_update loaded_is_dkms_build providers_are_dkms_builds \

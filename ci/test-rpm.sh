@@ -28,6 +28,7 @@ root=$(cd "$here/.." && pwd)
 work=${NVPM_TEST_DIR:-/var/tmp/nv-peer-mem-test-rpm}
 
 . "$here/checks.sh"
+. "$here/lib/routes.sh"
 . "$here/softhsm.sh"
 
 require_root_and_tools test-rpm.sh cargo rpm rpmbuild rpm2cpio rpmlint cpio modinfo sha256sum dnf createrepo_c softhsm2-util
@@ -69,20 +70,11 @@ check "two build-srpm runs give the same sha256 (${sum_a:-none})" test -n "$sum_
 [ -f "$srpm" ] || finish
 
 # Bad input: exit status 2, a message naming the fix, no file written.
-bad_input() {
-    local expected=$1; shift
-    local dir=$work/bad
-    rm -rf "$dir"; mkdir -p "$dir"
-    "$xtask" build-srpm "$@" >"$work/bad.out" 2>&1
-    local status=$?
-    cat "$work/bad.out"
-    [ "$status" = 2 ] && grep -q -- "$expected" "$work/bad.out" && [ -z "$(ls -A "$dir")" ]
-}
-check "unknown --distro: exit 2, lists the known ones, nothing written" bad_input "rhel9, rhel10" --out "$work/bad" --distro plan9
-check "deb --distro: exit 2, nothing written" bad_input "build-deb" --out "$work/bad" --distro debian12
-check "--release 0: exit 2, nothing written" bad_input "release" --out "$work/bad" --release 0
-check "missing --out: exit 2" bad_input "no such directory" --out "$work/bad/no/such/dir"
-check "unwritable --out: exit 2" bad_input "not writable" --out /proc
+check "unknown --distro: exit 2, lists the known ones, nothing written" bad_input build-srpm "rhel9, rhel10" --out "$work/bad" --distro plan9
+check "deb --distro: exit 2, nothing written" bad_input build-srpm "build-deb" --out "$work/bad" --distro debian12
+check "--release 0: exit 2, nothing written" bad_input build-srpm "release" --out "$work/bad" --release 0
+check "missing --out: exit 2" bad_input build-srpm "no such directory" --out "$work/bad/no/such/dir"
+check "unwritable --out: exit 2" bad_input build-srpm "not writable" --out /proc
 
 echo "== the source rpm"
 check "rpm -K: digests OK" sh -c "rpm -K '$srpm' | grep -q 'digests OK'"
@@ -142,9 +134,6 @@ kmod_macros=(--load "$fixtures/kernel-srpm-macros/macros.kmp"
     --define "kernel_version $rhel_krel")
 # The dist tag each family's build hosts define: the entry's `dist` in
 # packaging/distros.yaml ("" for SUSE, which defines none).
-dist_of() {
-    sed -n "/^  - id: $1\$/,/^  - id:/s/^    dist: \"\{0,1\}\([^\"]*\)\"\{0,1\}\$/\1/p" "$root/packaging/distros.yaml"
-}
 # kabi_compatible <kmod requires> <Module.symvers>: every kernel(sym) = crc
 # requirement is in the symvers with the same CRC (weak-modules' rule), and
 # there is at least one.
@@ -772,9 +761,9 @@ else
         resolver_dnf "$work/root-guard-$name" "$repo" \
             --setopt=pluginpath="$work/root-symvers${plugin%/*}" "$@"
     }
-    # guard_refuses <name> <repo> <dnf args>...: dnf fails with the guard's
+    # dnf_guard_refuses <name> <repo> <dnf args>...: dnf fails with the guard's
     # message about $other_nvr, which is not installed
-    guard_refuses() {
+    dnf_guard_refuses() {
         local log=$work/root-guard-$1.log root=$work/root-guard-$1
         ! guard_dnf "$@" &&
             grep -qF "nv_peer_mem: dnf would install $other_nvr" "$log" &&
@@ -791,9 +780,9 @@ else
             rpm -q --root "$work/root-guard-$name" "$@"
     }
     check "dnf install $other_nvr (another kABI) with the guard: refused before anything changes, naming the kernel and the kmod build that fixes it" \
-        guard_refuses other "$work/repo-guard" install "$other_nvr"
+        dnf_guard_refuses other "$work/repo-guard" install "$other_nvr"
     check "dnf upgrade with the new kernel published and its kmod not: refused, naming the kernel" \
-        guard_refuses upgrade "$work/repo-guard-nokmod" upgrade
+        dnf_guard_refuses upgrade "$work/repo-guard-nokmod" upgrade
     check "the same with dnf --disableplugin=nv_peer_mem: installed (the documented way past it)" \
         guard_installs disabled --disableplugin=nv_peer_mem "$other_nvr"
     check "dnf install kernel-core of $rhel_krel2 (the same kABI: weak-modules links the kmod) with the guard: installed" \

@@ -44,6 +44,7 @@ suites=("$@")
 standin=mlnx-ofed-kernel-modules   # satisfies mlnx-ofed-kernel-dkms | mlnx-ofed-kernel-modules
 
 . "$here/checks.sh"
+. "$here/lib/kmod-build.sh"
 require_root_and_tools test-suites.sh cargo git mmdebstrap unshare equivs-build dpkg-deb apt-get
 
 mkdir -p "$work"
@@ -105,7 +106,7 @@ for suite in "${suites[@]}"; do
         cp "$src/nvidia/nv-p2p.h" "$chroot_dir/build/nvidia-$v/nvidia/"
     done
 
-    build() {  # build [make args]: strict clean build in the chroot, output in $work/build
+    build_in_chroot() {  # build_in_chroot [make args]: strict clean build in the chroot, output in $work/build
         in_chroot sh -c "cd /build/src && make -s -C kmod clean >/dev/null 2>&1; make -C kmod KVER='$kver' NVPM_STRICT=1 NVPM_RUST_CACHE=/build/rust-cache $*" >"$work/build" 2>&1
         local rc=$?; cat "$work/build"; return $rc
     }
@@ -113,18 +114,17 @@ for suite in "${suites[@]}"; do
         local vm; vm=$(in_chroot modinfo -F vermagic /build/src/kmod/nv_peer_mem.ko)
         echo "vermagic: $vm"; case "$vm" in "$kver "*) ;; *) return 1 ;; esac
     }
-    nc_compiled() { in_chroot sh -c 'nm /build/src/kmod/nv_peer_mem.ko | grep -q " U nvidia_p2p_get_pages_persistent$"'; }
-    verified() { grep -q 'verified .*no GOTPCREL, no SSE/AVX, objtool silent' "$work/build"; }
+    nc_compiled_in_chroot() { in_chroot sh -c 'nm /build/src/kmod/nv_peer_mem.ko | grep -q " U nvidia_p2p_get_pages_persistent$"'; }
     t1=$SECONDS
-    check "$suite: module builds for $kver (rustc $rustc_v, gcc $gcc_v, strict)" build
-    check "$suite: object verified (GOTPCREL, SSE, objtool)" verified
+    check "$suite: module builds for $kver (rustc $rustc_v, gcc $gcc_v, strict)" build_in_chroot
+    check "$suite: object verified (GOTPCREL, SSE, objtool)" verified_object "$work/build"
     check "$suite: vermagic is $kver" vermagic_ok
     for v in "${nv_versions[@]}"; do
         if [ ! -f "$chroot_dir/build/nvidia-$v/nvidia/nv-p2p.h" ]; then
             fail "$suite: no NVIDIA $v nv-p2p.h (ci/fetch-nvidia-p2p.sh or ci/fixture-nvidia-src.sh failed, see $work/log)"; continue
         fi
-        check "$suite: builds with NVIDIA $v's nv-p2p.h" build NV_SRC=/build/nvidia-$v
-        check "$suite: nv_mem_nc client compiled in with NVIDIA $v" nc_compiled
+        check "$suite: builds with NVIDIA $v's nv-p2p.h" build_in_chroot NV_SRC=/build/nvidia-$v
+        check "$suite: nv_mem_nc client compiled in with NVIDIA $v" nc_compiled_in_chroot
     done
     in_chroot make -s -C /build/src/kmod clean >/dev/null 2>&1
     echo "  module builds: $((SECONDS - t1)) s"
