@@ -38,7 +38,7 @@
 #                    the backports kernel's module and its series'
 #                    metapackage into the served repository, Debian's
 #                    bookworm-backports kernel mirrored beside: the node
-#                    moves to the backports series as README says (`apt-get
+#                    moves to the backports series as docs/guide/fleet.md says (`apt-get
 #                    install nvidia-peer-memory-modules-amd64-backports`),
 #                    which brings kernel and module together, and modprobe
 #                    resolves the module for the kernel it boots next

@@ -462,7 +462,7 @@ check "apt full-upgrade takes the service package's next release and keeps the $
     ! grep -q '^Remv nvidia-peer-memory-modules-$k1 ' '$work/service.sim'"
 
 # --- kernel series: the suite's kernels and its backports' (issue 40 item 5)
-# README's example publishes both series' module packages into one
+# The fleet guide's example (docs/guide/fleet.md) publishes both series' module packages into one
 # repository. Debian's kernels as two stub repositories, one per series
 # (linux-image-amd64 and the kernel image it installs): a node that follows
 # the suite's kernels sees the first, one that follows bookworm-backports'
@@ -480,7 +480,7 @@ series_repos() {
 # `ButAutomaticUpgrades: yes` (deb.debian.org's InRelease, read on this
 # host's apt lists): apt pins it to 100, and nothing comes from it unless
 # asked (-t bookworm-backports, or pkg/bookworm-backports). The stand-in
-# says so too, signed again as Debian's is (issue 58: without it, README's
+# says so too, signed again as Debian's is (issue 58: without it, the guide's
 # backports install resolved here and failed on a real node).
 as_debian_backports() {
     sed -i '/^Date: /a NotAutomatic: yes\nButAutomaticUpgrades: yes' "$1/Release" &&
@@ -514,7 +514,7 @@ readme_stable() {
         grep -q "^Inst nvidia-peer-memory-modules-$k1 " "$sim" &&
         grep -q '^Inst nvidia-peer-memory-modules-amd64 ' "$sim" && ! grep -q '^Inst linux-image' "$sim"
 }
-check "README, a node that follows the suite's kernels: apt-get install nvidia-peer-memory nvidia-peer-memory-modules-amd64 takes $k1's module, no kernel change" readme_stable
+check "docs/guide/fleet.md, a node that follows the suite's kernels: apt-get install nvidia-peer-memory nvidia-peer-memory-modules-amd64 takes $k1's module, no kernel change" readme_stable
 readme_backports() {
     local sim=$work/series-backports.sim
     series_sim series-backports "$work/status-base" backports install -t bookworm-backports nvidia-peer-memory nvidia-peer-memory-modules-amd64-backports &&
@@ -522,7 +522,7 @@ readme_backports() {
         grep -q "^Inst nvidia-peer-memory-modules-$k2 " "$sim" &&
         grep -q '^Inst nvidia-peer-memory-modules-amd64-backports ' "$sim" && ! grep -q '^Remv' "$sim"
 }
-check "README, a node that follows bookworm-backports' kernels: apt-get install -t bookworm-backports nvidia-peer-memory nvidia-peer-memory-modules-amd64-backports takes linux-image-amd64 $m2, $k2 and its module" readme_backports
+check "docs/guide/fleet.md, a node that follows bookworm-backports' kernels: apt-get install -t bookworm-backports nvidia-peer-memory nvidia-peer-memory-modules-amd64-backports takes linux-image-amd64 $m2, $k2 and its module" readme_backports
 backports_pinned() {
     # Without -t, Debian's pin keeps the backports kernel out: apt says so
     # (issue 58's "held broken packages"), as on a real node.
@@ -545,7 +545,7 @@ moves_series() {
 }
 check "moving it to the backports series (apt-get install -t bookworm-backports nvidia-peer-memory-modules-amd64-backports): $k2 and its module come, only the suite's metapackage goes ($k1's module stays)" moves_series
 # What one metapackage for both series did (before this layout): the
-# backports kernel's metapackage under the suite's name makes README's
+# backports kernel's metapackage under the suite's name makes the guide's
 # install fail on a node that follows the suite's kernels.
 one_name_fails() {
     local d=$work/one-name conf
@@ -631,7 +631,7 @@ check "ubuntu2604 -dkms: apt resolves it with MLNX_OFED's own mlnx-ofed-kernel-d
 check "ubuntu2604 -dkms: apt refuses it without any OFED package" u_refused none nvidia-peer-memory-dkms
 
 # The prebuilt module package for ubuntu2604 depends on Ubuntu's per-ABI
-# DOCA-OFED package of its kernel, as an admin pins it (README):
+# DOCA-OFED package of its kernel, as an admin pins it (docs/guide/fleet.md):
 # --ofed-package linux-main-modules-doca-ofed-26.01-{release}=VERSION.
 # Ubuntu's 7.0.0-NN-generic headers are not reachable from here, so the
 # module is built for this host's $k1 (build-modules checks the vermagic),

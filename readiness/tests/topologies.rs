@@ -321,13 +321,14 @@ fn inbox_rdma_with_dmabuf_is_ready_without_a_peer_client() {
     assert_line(&out, &["READY", "dmabuf"]);
 }
 
-/// README's two examples are this check's output over the trees they name:
+/// The guide's two examples (docs/guide/readiness.md) are this check's
+/// output over the trees they name:
 /// every line shown (`...` marks lines left out) is a line of the real
-/// output, in order, so the README cannot drift from the program.
+/// output, in order, so the guide cannot drift from the program.
 #[test]
 fn the_readme_examples_are_real_output() {
     let readme = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/guide/readiness.md"),
     )
     .unwrap();
     for (start, tree) in [
@@ -338,14 +339,17 @@ fn the_readme_examples_are_real_output() {
         let example: Vec<&str> = readme
             .split(start)
             .nth(1)
-            .unwrap_or_else(|| panic!("README has no example starting `{start}`"))
+            .unwrap_or_else(|| panic!("docs/guide/readiness.md has no example starting `{start}`"))
             .lines()
             .skip_while(|l| !l.starts_with("    "))
             .take_while(|l| l.starts_with("    ") || l.is_empty())
             .filter(|l| !l.trim().is_empty())
             .map(|l| &l[4..])
             .collect();
-        assert!(example.len() > 3, "README's example `{start}` is empty");
+        assert!(
+            example.len() > 3,
+            "docs/guide/readiness.md's example `{start}` is empty"
+        );
         // Shown lines follow each other in the output, except across a
         // `...`; the first may come after lines left out.
         let mut lines = out.lines().map(str::trim_end);
@@ -362,7 +366,7 @@ fn the_readme_examples_are_real_output() {
             };
             assert!(
                 found,
-                "README's example `{start}` shows a line the check does not print there (lines left out need a `...`):\n{shown}\nreal output:\n{out}"
+                "docs/guide/readiness.md's example `{start}` shows a line the check does not print there (lines left out need a `...`):\n{shown}\nreal output:\n{out}"
             );
             skip = false;
         }

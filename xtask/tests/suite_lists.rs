@@ -3,7 +3,8 @@
 //! one it runs is named in its own header, in README.md's test table and in
 //! docs/ARCHITECTURE.md's "Tests". A suite added to ci/ and forgotten in
 //! ci/test.sh never runs in CI; one run but missing from the documents is
-//! a suite a newcomer cannot find.
+//! a suite a newcomer cannot find. The same for the documents: README.md
+//! links every design document of docs/ and every guide of docs/guide/.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -140,4 +141,41 @@ fn the_documents_name_every_suite_ci_test_sh_runs() {
         })
         .collect();
     assert!(missing.is_empty(), "{}", missing.join("; "));
+}
+
+/// The `*.md` files of @dir (relative to the workspace), as @dir/NAME.
+fn documents(dir: &str) -> BTreeSet<String> {
+    std::fs::read_dir(workspace().join(dir))
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md"))
+        .map(|n| format!("{dir}/{n}"))
+        .collect()
+}
+
+/// README.md's section @heading (`## ...`), up to the next one.
+fn readme_section(readme: &str, heading: &str) -> String {
+    let start = readme
+        .find(&format!("\n## {heading}"))
+        .unwrap_or_else(|| panic!("README.md has no `## {heading}`"));
+    let rest = &readme[start + 1..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
+    rest[..end].to_owned()
+}
+
+#[test]
+fn readme_links_every_design_document_and_every_guide() {
+    let readme = read("README.md");
+    let linked = |section: &str, docs: BTreeSet<String>| -> Vec<String> {
+        let text = readme_section(&readme, section);
+        docs.into_iter()
+            .filter(|d| !text.contains(&format!("]({d})")))
+            .collect()
+    };
+    let design = linked("Design documents", documents("docs"));
+    let guides = linked("Where to read on", documents("docs/guide"));
+    assert!(
+        design.is_empty() && guides.is_empty(),
+        "README.md does not link the design documents {design:?} (under `## Design documents`) or the guides {guides:?} (under `## Where to read on`)"
+    );
 }

@@ -188,7 +188,7 @@ impl SingleArtifact for Srpm {
              To install run on RPM based OS:\n\
              \x20   # rpmbuild --rebuild {name}\n\
              \x20   # rpm -Uvh {module} nvidia_peer_memory-common-<ver>-<rel>.<arch>.rpm\n\
-             (README.md \"RPM fleets\" has each family's commands)\n"
+             (docs/guide/packages.md, \"RPM fleets\", has each family's commands)\n"
         )
     }
 }
