@@ -74,17 +74,44 @@ fn differential(first: u64, count: u64, jobs: usize, stop: bool) -> (usize, Vec<
 }
 
 /// One generated node: the check at every level, NCCL's releases over all
-/// of them at once (oracle::judge_levels).
+/// of them at once (oracle::judge_levels), under the node's NCCL settings
+/// (generator::settings) as each reads them.
 fn judge_node(seed: u64) -> (usize, Vec<String>) {
-    let (t, what) = generator::node(seed);
+    let (t, mut what) = generator::node(seed);
     t.nvidia_open_580();
     t.mofed_with("nv_peer_mem");
+    let nics = std::fs::read_dir(t.sys().join("class/infiniband")).map_or(0, |d| d.count()) as u32;
+    let (settings, given) = generator::settings(seed, nics);
+    // The check's environment, and NCCL's (the harness reads the node's
+    // /etc/nccl.conf from the file NCCL_HARNESS_ETC_NCCL_CONF names).
+    let mut ours: Vec<(&str, PathBuf)> = Vec::new();
+    let mut theirs: Vec<(&str, PathBuf)> = Vec::new();
+    if !settings.is_empty() {
+        let shown: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        match given {
+            generator::Given::Environment => {
+                for (k, v) in &settings {
+                    ours.push((k, PathBuf::from(v)));
+                    theirs.push((k, PathBuf::from(v)));
+                }
+                what.push_str(&format!("; environment {}", shown.join(" ")));
+            }
+            generator::Given::EtcNcclConf => {
+                let text: String = shown.iter().map(|l| format!("{l}\n")).collect();
+                t.write("etc-nccl.conf", &text);
+                ours.push(("NV_PEER_MEM_NCCL_CONF", t.root.join("etc-nccl.conf")));
+                theirs.push(("NCCL_HARNESS_ETC_NCCL_CONF", t.root.join("etc-nccl.conf")));
+                what.push_str(&format!("; /etc/nccl.conf {}", shown.join(" ")));
+            }
+        }
+    }
     let runs: Vec<(Option<&str>, String)> = LEVELS
         .iter()
         .map(|level| {
-            let env: Vec<(&str, PathBuf)> = level
-                .map(|l| vec![("NCCL_NET_GDR_LEVEL", PathBuf::from(l))])
-                .unwrap_or_default();
+            let mut env = ours.clone();
+            if let Some(l) = level {
+                env.push(("NCCL_NET_GDR_LEVEL", PathBuf::from(l)));
+            }
             (*level, t.run_with(&[], &env).1)
         })
         .collect();
@@ -93,7 +120,7 @@ fn judge_node(seed: u64) -> (usize, Vec<String>) {
         return (0, Vec::new());
     }
     let label = format!("seed {seed} (NVPM_GENERATED_SEED={seed} NVPM_GENERATED_NODES=1): {what}");
-    oracle::judge_levels(&t, &runs, &[], false, &label)
+    oracle::judge_levels(&t, &runs, &theirs, false, &label)
 }
 
 /// NCCL's default and every level that moves a generated node's verdicts.

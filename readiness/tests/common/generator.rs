@@ -11,6 +11,12 @@
 //! flattens) with two to four devices; sometimes an Intel VMD domain with a
 //! NIC; NICs with one or two functions (mlx5 devices), InfiniBand or
 //! Ethernet, ports ACTIVE, DOWN (Polling or Disabled) or INIT.
+//!
+//! `settings` draws, from the same seed but its own stream (so a seed's
+//! node is the one earlier runs judged), the NCCL settings a site gives:
+//! none mostly, else NCCL_IB_HCA in each of NCCL's forms (a prefix list,
+//! `^` to exclude, `=` for exact names, `:port`), from the environment or
+//! from /etc/nccl.conf.
 
 use super::{GIB, Tree};
 
@@ -210,4 +216,41 @@ fn device(
         t.port_phys(&name, 1, state, phys, layer);
         said.push(format!("    {name} {layer} {state}"));
     }
+}
+
+/// Where a node's NCCL settings are given.
+pub enum Given {
+    /// The environment of the NCCL job (and of the check).
+    Environment,
+    /// /etc/nccl.conf.
+    EtcNcclConf,
+}
+
+/// The NCCL settings of @seed's node, whose NICs are mlx5_0..@nics, and
+/// where they are given; empty: NCCL's defaults.
+pub fn settings(seed: u64, nics: u32) -> (Vec<(&'static str, String)>, Given) {
+    let mut rng = Rng::new(seed ^ 0x5eed_4e43_434c_0001);
+    let given = if rng.one_in(2) {
+        Given::Environment
+    } else {
+        Given::EtcNcclConf
+    };
+    if nics == 0 || !rng.one_in(3) {
+        return (Vec::new(), given);
+    }
+    let mut name = || format!("mlx5_{}", rng.below(u64::from(nics)));
+    let a = name();
+    let b = name();
+    let hca = match rng.below(8) {
+        0 => a,
+        1 => format!("^{a}"),
+        2 => format!("={a}:1"),
+        3 => format!("{a},{b}"),
+        4 => format!("^{a},{b}"),
+        5 => format!("{a}:2,{b}"),
+        // A prefix of every name, and the same as an exact name: none.
+        6 => "mlx5".to_owned(),
+        _ => "=mlx5".to_owned(),
+    };
+    (vec![("NCCL_IB_HCA", hca)], given)
 }
