@@ -183,6 +183,27 @@ fn the_same_package_published_again_is_the_same_and_the_same_inputs_give_the_sam
         .output()
         .unwrap();
     assert!(diff.status.success(), "{}", text(&diff));
+    // --keep-newest is apt's: a kmod rpm's kernel is in its release, not
+    // its name. Refused as bad input, the repository as it was.
+    let keep = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .env("GNUPGHOME", &key.0)
+        .args(["build-repo", "--keep-newest", "1", "--repo"])
+        .arg(&first)
+        .output()
+        .unwrap();
+    assert_eq!(keep.status.code(), Some(2), "{}", text(&keep));
+    assert!(
+        text(&keep).contains("--keep-newest is for apt repositories"),
+        "{}",
+        text(&keep)
+    );
+    let unchanged = Command::new("diff")
+        .args(["-r", "-x", "repomd.xml.asc"])
+        .arg(&first)
+        .arg(&second)
+        .output()
+        .unwrap();
+    assert!(unchanged.status.success(), "{}", text(&unchanged));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -10,6 +10,7 @@
 mod apt;
 mod gpg;
 mod interrupt;
+mod prune;
 mod removal;
 mod report;
 mod rpm;
@@ -43,7 +44,10 @@ a repository: a second one waits for the first (a lock beside it, .<name>.lock) 
 adds to its result. NVPM_PUBLISH_TIME (seconds since the epoch) stands in for the \
 clock, for tests.\n\n\
 `--remove NAME[=VERSION]` takes published packages out (an old kernel's module packages), \
-refusing, as bad input, to leave a published package depending on one that goes.\n\n\
+refusing, as bad input, to leave a published package depending on one that goes. \
+`--keep-newest N` (apt) keeps the module packages of each kernel series' newest N kernels \
+and of every metapackage's newest version, and takes the others out with the metapackage \
+versions that need them (docs/fleet.md, \"build-repo\").\n\n\
 Exit status: 0 on success; 2 on bad input (no packages, a file that is not a package, \
 .deb and .rpm mixed, a file name already published with other contents, an unknown \
 signing key, a --repo that is not a repository), with a message naming the fix, and the \
@@ -80,8 +84,14 @@ pub struct BuildRepoArgs {
     /// it (the kernel series' metapackage on its module): remove that too.
     #[arg(long, value_name = "NAME[=VERSION]")]
     pub remove: Vec<String>,
+    /// apt only: keep the module packages of each kernel series' newest N
+    /// kernels (a series: one flavour, one upstream major.minor), and the
+    /// one each metapackage's newest version needs; take the others out,
+    /// with the older metapackage versions that need them.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10000))]
+    pub keep_newest: Option<u64>,
     /// The packages: .deb (apt) or .rpm (dnf/zypper) files, not both.
-    #[arg(value_name = "PACKAGE", required_unless_present_any = ["refresh", "remove"])]
+    #[arg(value_name = "PACKAGE", required_unless_present_any = ["refresh", "remove", "keep_newest"])]
     pub packages: Vec<PathBuf>,
 }
 
@@ -118,6 +128,16 @@ pub fn build_repo_command(args: &BuildRepoArgs) -> Result<()> {
         (Format::Rpm, Some(key)) => Some((key, rpm::signing_date(key, epoch)?)),
         _ => None,
     };
+    // --keep-newest alone with nothing to take out: the repository stays as
+    // it is (a publish would date and sign it again for nothing).
+    if additions.is_empty() && removed.is_empty() && !args.refresh {
+        println!(
+            "Nothing to prune: {} holds no more than the newest {} kernel(s) of each series, and what its metapackages need.",
+            args.repo.display(),
+            args.keep_newest.unwrap_or_default()
+        );
+        return Ok(());
+    }
     let stage = Stage::new(&lock)?;
     let mut added = Vec::new();
     for (source, destination) in &additions {
@@ -221,16 +241,14 @@ fn check(args: &BuildRepoArgs, repo: &Path) -> Result<Checked> {
     let format = match format {
         Some(f) => f,
         // --refresh or --remove alone: the repository says which it is
-        None if (args.refresh || !args.remove.is_empty()) && repo.join("dists").is_dir() => {
-            Format::Apt
-        }
-        None if (args.refresh || !args.remove.is_empty()) && repo.join("repodata").is_dir() => {
-            Format::Rpm
-        }
-        None if args.refresh || !args.remove.is_empty() => bail!(
+        None if changes_alone(args) && repo.join("dists").is_dir() => Format::Apt,
+        None if changes_alone(args) && repo.join("repodata").is_dir() => Format::Rpm,
+        None if changes_alone(args) => bail!(
             "{}: {} is not a repository build-repo made (no dists/ or repodata/)",
             if args.refresh {
                 "--refresh"
+            } else if args.remove.is_empty() {
+                "--keep-newest"
             } else {
                 "--remove"
             },
@@ -319,10 +337,14 @@ fn check(args: &BuildRepoArgs, repo: &Path) -> Result<Checked> {
             }
         );
     }
-    let removed = if args.remove.is_empty() {
+    ensure!(
+        args.keep_newest.is_none() || format == Format::Apt,
+        "--keep-newest is for apt repositories: a kmod rpm carries its kernel in its release, not its name; take old ones out with --remove NAME=VERSION (rpm -qp --qf '%{{NAME}}=%{{VERSION}}-%{{RELEASE}}')"
+    );
+    let removed = if args.remove.is_empty() && args.keep_newest.is_none() {
         Vec::new()
     } else {
-        let removals = args
+        let mut removals = args
             .remove
             .iter()
             .map(|r| removal::Removal::parse(r))
@@ -343,6 +365,9 @@ fn check(args: &BuildRepoArgs, repo: &Path) -> Result<Checked> {
                 published.push(removal::read(format, source, destination.clone())?);
             }
         }
+        if let Some(keep) = args.keep_newest {
+            removals.extend(prune::plan(&published, keep as usize)?);
+        }
         let files = removal::plan(format, &published, &removals)?;
         if let Some(both) = files
             .iter()
@@ -360,6 +385,11 @@ fn check(args: &BuildRepoArgs, repo: &Path) -> Result<Checked> {
         additions,
         removed,
     })
+}
+
+/// Whether @args change a repository without packages to publish.
+fn changes_alone(args: &BuildRepoArgs) -> bool {
+    args.refresh || !args.remove.is_empty() || args.keep_newest.is_some()
 }
 
 /// What check() found: the format, the packages to add (their source and

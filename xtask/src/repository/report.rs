@@ -18,6 +18,11 @@ pub(super) fn report(
     for path in removed {
         text.push_str(&format!("Removed: {repo}/{path}\n"));
     }
+    if let (Some(n), false) = (args.keep_newest, removed.is_empty()) {
+        text.push_str(&format!(
+            "Pruned to the newest {n} kernel(s) of each series (and what each metapackage's newest version needs); nodes keep what they installed.\n"
+        ));
+    }
     if added.len() < given {
         text.push_str(&format!(
             "{} package(s) were already published with the same contents.\n",
