@@ -258,6 +258,69 @@ fn indexes_stay_by_hash_for_a_day_or_while_a_release_names_them() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `--by-hash-hours`: a site whose nodes or mirrors lag more than a day
+/// keeps the indexes longer; the same publishes as above, two days apart,
+/// keep what the default would have pruned, and four days prune it.
+#[test]
+fn the_by_hash_window_is_the_operators() {
+    let dir = scratch("by-hash-hours");
+    let k = key(&dir);
+    let repo = dir.join("repo");
+    let sha256_of_packages_gz = |repo: &Path| {
+        std::fs::read_to_string(repo.join("dists/bookworm/Release"))
+            .unwrap()
+            .split("SHA256:")
+            .nth(1)
+            .unwrap()
+            .lines()
+            .find(|l| l.ends_with("main/binary-amd64/Packages.gz"))
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    let by_hash = |h: &str| {
+        repo.join("dists/bookworm/main/binary-amd64/by-hash/SHA256")
+            .join(h)
+    };
+    let days_on = |days: u64| {
+        (std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + days * 86_400)
+            .to_string()
+    };
+    let publish = |name: &str, days: u64| {
+        ok(build_repo(
+            &repo,
+            &k,
+            &["--by-hash-hours", "72"],
+            &[&deb(&dir, name, "1.0-1", None)],
+        )
+        .env("NVPM_PUBLISH_TIME", days_on(days))
+        .output()
+        .unwrap())
+    };
+    publish("aa", 0);
+    let first = sha256_of_packages_gz(&repo);
+    publish("bb", 0);
+    publish("cc", 0);
+    publish("dd", 2);
+    assert!(
+        by_hash(&first).is_file(),
+        "unnamed for two days, kept for three"
+    );
+    publish("ee", 4);
+    assert!(!by_hash(&first).exists(), "older than three days: pruned");
+    let zero = build_repo(&repo, &k, &["--by-hash-hours", "0", "--refresh"], &[])
+        .output()
+        .unwrap();
+    assert_eq!(zero.status.code(), Some(2), "{}", text(&zero));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn control_fields_never_become_paths_outside_the_repository() {
     let dir = scratch("fields");

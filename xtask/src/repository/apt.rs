@@ -136,6 +136,9 @@ pub struct Dating {
     /// after that (apt.conf(5), Acquire::Check-Valid-Until), so a stale
     /// mirror or a replayed old Release cannot hold them back for good.
     pub valid_for: u64,
+    /// Seconds a by-hash copy no Release names any more stays
+    /// (`--by-hash-hours`; prune_by_hash).
+    pub by_hash_keep: u64,
 }
 
 /// How long the suite's published Release in @repo is valid (Valid-Until
@@ -250,7 +253,7 @@ pub fn index(
         None => bail!("apt-ftparchive wrote a Release without checksums:\n{release}"),
     };
     replace_file(&dists.join("Release"), release.as_bytes())?;
-    prune_by_hash(&dists, &[&old, &release], date)?;
+    prune_by_hash(&dists, &[&old, &release], date, dating.by_hash_keep)?;
     if let Some(key) = key {
         gpg::sign(
             key,
@@ -289,25 +292,22 @@ fn remove_except_by_hash(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// How long a by-hash copy no Release names any more stays: a node or a
-/// mirror that read an InRelease up to this long ago still finds the
-/// indexes it names, however many publishes came since (issue 58: keeping
-/// only the previous Release's failed 2 of 24 updates with a publish every
-/// 0.8 s). The cost is one copy of each index per publish per day.
-const BY_HASH_KEEP: u64 = 86_400;
-
 /// Removes the by-hash copies below @dists that none of @releases names
-/// (the digests in their checksum lists) and that are older than
-/// BY_HASH_KEEP at @now (their files' modification time: written when
-/// their index was).
-fn prune_by_hash(dists: &Path, releases: &[&str], now: u64) -> Result<()> {
+/// (the digests in their checksum lists) and that are older than @keep
+/// seconds at @now (their files' modification time: written when their
+/// index was). A node or a mirror that read an InRelease up to @keep ago
+/// still finds the indexes it names, however many publishes came since
+/// (issue 58: keeping only the previous Release's failed 2 of 24 updates
+/// with a publish every 0.8 s). The cost is one copy of each index per
+/// publish within @keep.
+fn prune_by_hash(dists: &Path, releases: &[&str], now: u64, keep: u64) -> Result<()> {
     let named: BTreeSet<&str> = releases
         .iter()
         .flat_map(|r| r.lines())
         .filter(|l| l.starts_with(' '))
         .filter_map(|l| l.split_whitespace().next())
         .collect();
-    let oldest_kept = now.saturating_sub(BY_HASH_KEEP);
+    let oldest_kept = now.saturating_sub(keep);
     fn walk(dir: &Path, named: &BTreeSet<&str>, oldest_kept: u64) -> Result<()> {
         for entry in std::fs::read_dir(dir)? {
             let entry = entry?;

@@ -77,6 +77,13 @@ pub struct BuildRepoArgs {
     /// Release has now, else 30.
     #[arg(long, value_name = "DAYS", value_parser = clap::value_parser!(u64).range(1..=3650))]
     pub valid_for: Option<u64>,
+    /// apt only: hours an index stays under by-hash/ once no Release names
+    /// it, so that a node or a mirror that read an older InRelease still
+    /// finds it: longer than the slowest node's update and the mirrors'
+    /// sync. Give it on every publish (the cron line too): a run without
+    /// it keeps 24.
+    #[arg(long, value_name = "HOURS", default_value_t = 24, value_parser = clap::value_parser!(u64).range(1..=8760))]
+    pub by_hash_hours: u64,
     /// Date and sign the repository's metadata again (packages optional):
     /// what a cron job runs well within --valid-for.
     #[arg(long)]
@@ -194,6 +201,7 @@ pub fn build_repo_command(args: &BuildRepoArgs) -> Result<()> {
     let dating = apt::Dating {
         now,
         valid_for: valid_for(args, &lock.target),
+        by_hash_keep: args.by_hash_hours * 3_600,
     };
     let key = args.sign_key.as_deref();
     match format {
