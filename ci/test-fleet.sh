@@ -405,6 +405,28 @@ build_host_view() {
         cmp "$p2" "$work/v2s/$(basename "$p2")"
 }
 check "build-modules for $k2 on a build host whose apt has it as the suite's next kernel: the suite's metapackage at $m2s" build_host_view
+# Ubuntu's hardware enablement tracks (issue 58): a kernel that the
+# flavour's own metapackage does not install but linux-image-<flavour>-hwe-
+# <release> does (Ubuntu: linux-image-generic-hwe-24.04) gets a metapackage
+# of that track, following it. A private apt view whose linux-image-amd64
+# installs $k1 only and whose linux-image-amd64-hwe-12 installs $k2.
+hwe_track() {
+    local d=$work/stubs-hwe/linux-image-amd64-hwe-12 conf
+    mkdir -p "$d/DEBIAN" "$work/v2h"
+    printf 'Package: linux-image-amd64-hwe-12\nVersion: %s~hwe1\nArchitecture: amd64\nMaintainer: nv_peer_mem tests <tests@invalid>\nDepends: linux-image-%s (= %s)\nSection: kernel\nPriority: optional\nDescription: test stand-in for an HWE track metapackage\n Index entry only (ci/test-fleet.sh).\n' "$m2s" "$k2" "$m2" >"$d/DEBIAN/control"
+    dpkg-deb --root-owner-group --build "$d" "$work/stubs/linux-image-amd64-hwe-12_${m2s}~hwe1_amd64.deb" >/dev/null &&
+        "$xtask" build-repo --repo "$work/hwe-view" --suite bookworm --sign-key "$key" \
+            "$work/stubs/linux-image-amd64_${m1}_amd64.deb" "$work/stubs/linux-image-amd64-hwe-12_${m2s}~hwe1_amd64.deb" >/dev/null &&
+        conf=$(node_apt hwe-build-host "$work/status-base" "deb [signed-by=$work/repo-key.gpg] file://$work/hwe-view bookworm main") &&
+        APT_CONFIG=$conf apt-get update >/dev/null &&
+        APT_CONFIG=$conf "$xtask" build-modules --kernel "$k2" --out "$work/v2h" "${common[@]}" >"$work/hwe.out" 2>&1 || { cat "$work/hwe.out"; return 1; }
+    local meta=$work/v2h/nvidia-peer-memory-modules-amd64-hwe-12_${m2s}~hwe1+$version.1_amd64.deb
+    [ -f "$meta" ] || { ls "$work/v2h"; return 1; }
+    dpkg-deb -f "$meta" Depends | tee /dev/stderr | grep -qx "nvidia-peer-memory-modules-$k2 (= $dv), linux-image-amd64-hwe-12 (= ${m2s}~hwe1)" &&
+        dpkg-deb -f "$meta" Description | grep -q 'follows the kernels of the amd64-hwe-12 track' &&
+        lintian_quiet "$meta"
+}
+check "build-modules for a kernel of an HWE track (linux-image-amd64-hwe-12 installs $k2, linux-image-amd64 does not): the metapackage nvidia-peer-memory-modules-amd64-hwe-12 follows that track" hwe_track
 meta2s=$work/v2s/nvidia-peer-memory-modules-amd64_$m2s+$version.1_amd64.deb
 # A package as dpkg records it once installed: its own control fields.
 installed() {

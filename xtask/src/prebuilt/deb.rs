@@ -70,9 +70,9 @@ struct Target {
     kernel: Kernel,
     ofed: OfedTree,
     images: Vec<String>,
-    /// The flavour metapackage's version for this kernel, unless
-    /// --no-metapackage.
-    kernel_meta_version: Option<String>,
+    /// The kernel metapackage's track (`amd64`, `generic-hwe-24.04`) and
+    /// its version that installs this kernel, unless --no-metapackage.
+    kernel_meta: Option<(String, String)>,
 }
 
 /// build-modules for Debian and Ubuntu.
@@ -94,18 +94,19 @@ pub fn build(args: &BuildModulesArgs) -> Result<()> {
     // The metapackage of each flavour and series (package::Series) goes
     // with its newest kernel.
     let meta_name = |target: &Target| {
-        target.kernel_meta_version.as_ref().map(|version| {
-            package::meta_package(&target.kernel.flavour, package::Series::of(version))
-        })
+        target
+            .kernel_meta
+            .as_ref()
+            .map(|(track, version)| package::meta_package(track, package::Series::of(version)))
     };
     let newest_of_series = |target: &Target| {
-        target.kernel_meta_version.as_ref().is_some_and(|mine| {
+        target.kernel_meta.as_ref().is_some_and(|(_, mine)| {
             !targets.iter().any(|other| {
                 meta_name(other) == meta_name(target)
                     && other
-                        .kernel_meta_version
+                        .kernel_meta
                         .as_ref()
-                        .is_some_and(|theirs| kernel_meta::dpkg_greater(theirs, mine))
+                        .is_some_and(|(_, theirs)| kernel_meta::dpkg_greater(theirs, mine))
             })
         })
     };
@@ -162,7 +163,7 @@ pub fn build(args: &BuildModulesArgs) -> Result<()> {
         kernel_context.insert("debian_version", &version);
         kernel_context.insert("service_floor", &upstream);
         if let Some(meta) = &meta {
-            let meta_version = target.kernel_meta_version.clone().unwrap_or_default();
+            let (track, meta_version) = target.kernel_meta.clone().unwrap_or_default();
             kernel_context.insert("meta_package", meta);
             kernel_context.insert(
                 "meta_backports",
@@ -172,7 +173,9 @@ pub fn build(args: &BuildModulesArgs) -> Result<()> {
                 "meta_version",
                 &package::meta_version(&meta_version, &plan.package_version, plan.release),
             );
-            kernel_context.insert("kernel_meta", &format!("linux-image-{}", kernel.flavour));
+            kernel_context.insert("kernel_meta", &format!("linux-image-{track}"));
+            // An Ubuntu HWE track (linux-image-<flavour>-hwe-<release>).
+            kernel_context.insert("meta_track", &(track != kernel.flavour).then_some(&track));
             kernel_context.insert("kernel_meta_version", &meta_version);
         } else {
             kernel_context.insert("meta_package", &false);
@@ -226,11 +229,11 @@ fn check_inputs(
         let ofed =
             prerequisites::find_ofed(&args.ofed_root, &kernel, args.ofed_package.as_deref())?;
         let images = kernel::image_packages(&plan.distro, &kernel.release);
-        let kernel_meta_version = if args.no_metapackage {
+        let kernel_meta = if args.no_metapackage {
             None
         } else {
             Some(kernel_meta::find(
-                &format!("linux-image-{}", kernel.flavour),
+                &kernel.flavour,
                 &kernel.release,
                 &images,
             )?)
@@ -239,7 +242,7 @@ fn check_inputs(
             kernel,
             ofed,
             images,
-            kernel_meta_version,
+            kernel_meta,
         });
     }
     let nvidia = prerequisites::find_nvidia(args.nvidia_src.as_deref())?;

@@ -38,7 +38,9 @@ directory;\n\
   nvidia-peer-memory-modules-<flavour>_<kernel meta version>+<version>.<release>_<arch>.deb   \
 for the newest kernel of each flavour: depends on it and on linux-image-<flavour> of \
 that version, so a kernel update brings its module package, and is held back until \
-the repository has one.\n\n\
+the repository has one (a kernel of an Ubuntu HWE track, which only \
+linux-image-<flavour>-hwe-<release> installs: nvidia-peer-memory-modules-<flavour>-hwe-<release>, \
+following that).\n\n\
 Each kernel needs its headers (/lib/modules/<release>/build), MLNX_OFED's build for it \
 (<ofed root>/<machine>/<release> with Module.symvers exporting \
 ib_register_peer_memory_client and include/rdma/peer_mem.h) and the NVIDIA driver \

@@ -47,17 +47,19 @@ impl Series {
     }
 }
 
-/// The metapackage's name for a flavour and series. One per series: the
-/// two series share `linux-image-<flavour>`, and one metapackage following
-/// both would be uninstallable on a node that follows the suite's kernels
-/// once the backports kernel's is published (its newest version would
-/// need the backports `linux-image-<flavour>`). Ubuntu names its kernel
-/// series the same way, by a suffix on the flavour
-/// (`linux-image-generic-hwe-24.04`).
-pub fn meta_package(flavour: &str, series: Series) -> String {
+/// The metapackage's name for a kernel metapackage's track (what follows
+/// `linux-image-`: `amd64`, `cloud-amd64`, Ubuntu's `generic-hwe-24.04`)
+/// and series. One per series: the two series share
+/// `linux-image-<flavour>`, and one metapackage following both would be
+/// uninstallable on a node that follows the suite's kernels once the
+/// backports kernel's is published (its newest version would need the
+/// backports `linux-image-<flavour>`). Ubuntu names its kernel tracks the
+/// same way, by a suffix on the flavour (`linux-image-generic-hwe-24.04`),
+/// and the track is kept in the name.
+pub fn meta_package(track: &str, series: Series) -> String {
     match series {
-        Series::Stable => format!("nvidia-peer-memory-modules-{flavour}"),
-        Series::Backports => format!("nvidia-peer-memory-modules-{flavour}-backports"),
+        Series::Stable => format!("nvidia-peer-memory-modules-{track}"),
+        Series::Backports => format!("nvidia-peer-memory-modules-{track}-backports"),
     }
 }
 
