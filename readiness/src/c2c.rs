@@ -42,7 +42,7 @@ pub fn possible(host: &Host) -> bool {
 /// exit 3, "the requested operation is not available on target device")
 /// is kept as an empty output.
 pub fn linked(host: &Host) -> Option<BTreeSet<String>> {
-    let status = host.command("nvidia-smi-c2c-s", || {
+    let status = host.program("nvidia-smi-c2c-s", || {
         match nvidia_smi_exit(&["c2c", "-s"])? {
             (Some(0), out) => Some(without_names(&out)),
             (Some(3), _) => Some(String::new()),

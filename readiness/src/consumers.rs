@@ -155,7 +155,7 @@ fn conf_files(host: &Host) -> Vec<(std::path::PathBuf, String)> {
 /// ~/.nccl.conf is not read here, which the level's source line says by
 /// not naming it.
 fn user_home(host: &Host) -> Option<String> {
-    host.command("user home (getpwuid(getuid()))", || {
+    host.answer("user home (getpwuid(getuid()))", || {
         let status = std::fs::read_to_string("/proc/self/status").ok()?;
         let uid = status
             .lines()

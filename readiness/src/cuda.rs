@@ -32,7 +32,7 @@ const GPU_DIRECT_RDMA_SUPPORTED: c_int = 116;
 /// (`0000:00:06.0`); None where CUDA could not be asked (no libcuda, no
 /// answer in time, a replay without the record).
 pub fn gdr_supported(host: &Host) -> Option<BTreeMap<String, bool>> {
-    let out = host.command("cuda-attributes", || {
+    let out = host.program("cuda-attributes", || {
         let program = match std::env::var_os("NV_PEER_MEM_CUDA_QUERY") {
             Some(p) => p.into(),
             None => std::env::current_exe().ok()?,

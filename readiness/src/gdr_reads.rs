@@ -56,7 +56,7 @@ pub fn may_be_old(device: u16) -> bool {
 /// Compute capability (major, minor) by PCI address, where nvidia-smi
 /// answers.
 pub fn compute_caps(host: &Host) -> Option<BTreeMap<String, (u32, u32)>> {
-    let out = host.command("nvidia-smi-compute-cap", || {
+    let out = host.program("nvidia-smi-compute-cap", || {
         nvidia_smi(&[
             "--query-gpu=pci.bus_id,compute_cap",
             "--format=csv,noheader",

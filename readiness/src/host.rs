@@ -11,7 +11,7 @@
 //! the same variables as `nv_peer_mem-service`. Nothing here writes.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::fs;
 use std::io;
@@ -95,8 +95,14 @@ pub struct Host {
     /// The settings from the environment the rules read
     /// (`NCCL_NET_GDR_LEVEL`), recorded like files.
     env: RefCell<BTreeMap<String, Option<String>>>,
-    /// Outputs of programs (the service helper), recorded like files.
+    /// Outputs of programs (the service helper, nvidia-smi, the CUDA
+    /// child) and answers the node gives otherwise than by a file (the
+    /// user's home from getpwuid, the CPU's hypervisor bit), recorded like
+    /// files.
     commands: RefCell<BTreeMap<String, Option<String>>>,
+    /// The keys of the programs this run asked for (`program`), whether
+    /// run or answered from a dump: the monitoring forms ask none.
+    programs_asked: RefCell<BTreeSet<String>>,
 }
 
 impl Host {
@@ -123,6 +129,7 @@ impl Host {
             seen: RefCell::default(),
             env: RefCell::default(),
             commands: RefCell::default(),
+            programs_asked: RefCell::default(),
         }
     }
 
@@ -141,6 +148,7 @@ impl Host {
             seen: RefCell::default(),
             env: RefCell::new(env),
             commands: RefCell::new(commands),
+            programs_asked: RefCell::default(),
         }
     }
 
@@ -487,9 +495,23 @@ impl Host {
         v
     }
 
-    /// A program's output under @key, run by @run on the node, recorded;
-    /// a replay answers from the dump (None where it holds none).
-    pub fn command(&self, key: &str, run: impl FnOnce() -> Option<String>) -> Option<String> {
+    /// A program's output under @key, run by @run on the node (a child
+    /// process), recorded as `answer` records; the key joins
+    /// `programs_asked`.
+    pub fn program(&self, key: &str, run: impl FnOnce() -> Option<String>) -> Option<String> {
+        self.programs_asked.borrow_mut().insert(key.to_owned());
+        self.answer(key, run)
+    }
+
+    /// The programs this run asked for, by key.
+    pub fn programs_asked(&self) -> BTreeSet<String> {
+        self.programs_asked.borrow().clone()
+    }
+
+    /// An answer under @key that no file gives, from @run on the node,
+    /// recorded; a replay answers from the dump (None where it holds
+    /// none).
+    pub fn answer(&self, key: &str, run: impl FnOnce() -> Option<String>) -> Option<String> {
         if let Some(v) = self.commands.borrow().get(key) {
             return v.clone();
         }

@@ -22,11 +22,14 @@ Usage: gpudirect-rdma-check [--json | --prometheus | --health [--nccl]] [--expec
        gpudirect-rdma-check --next-boot | --kernel RELEASE [--module FILE] [--json | --prometheus | --textfile DIR]
 
 Reads sysfs and procfs, each file once; changes nothing but the files it
-is told to write. Only the default form and --json ask programs (the
-nv_peer_mem service helper, nvidia-smi's memory sizes, each given up after
-3 seconds); --health, --prometheus, --textfile and --nfd never do. Run it
-as root: ACS settings are in the part of PCI config space only root can
-read.
+is told to write. Only the default form and --json ask programs, each
+given up after 3 seconds: the nv_peer_mem service helper's status;
+nvidia-smi for memory sizes and, where a rule needs them, `topo -m` and the
+GPUs' index and bus id (NVLink, for PXN), their compute capability (NCCL's
+rule for older GPUs) and `c2c -s` (Grace's C2C); and a child of its own
+that asks the CUDA driver which GPUs support GPUDirect RDMA. The path
+verdict's --health, --prometheus, --textfile and --nfd never do. Run it as
+root: ACS settings are in the part of PCI config space only root can read.
 
 Output:
   (default)     one line per fact; a problem's line is followed by its fix
@@ -63,6 +66,8 @@ Before a reboot (docs/next-boot.md):
                 installed, e.g. from a package about to be) as the module
                 for RELEASE, against what is installed for RELEASE now
                 --textfile DIR writes DIR/gpudirect_rdma_next_boot.prom.
+                A compressed module (.ko.xz, .ko.zst, .ko.gz) is read
+                through xz, zstd or gzip, in every form.
 Files are replaced atomically (a dotfile in DIR, then renamed); with
 --textfile or --nfd nothing is printed and the exit status is 0 when every
 file was written, 1 when one could not be (docs/monitoring.md).

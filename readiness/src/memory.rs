@@ -18,7 +18,7 @@ pub const TIMEOUT: Duration = Duration::from_secs(3);
 
 /// GPU memory in bytes by PCI address (`0000:00:06.0`).
 pub fn gpu_memory(host: &Host) -> BTreeMap<String, u64> {
-    let out = host.command("nvidia-smi-memory", || {
+    let out = host.program("nvidia-smi-memory", || {
         nvidia_smi(&[
             "--query-gpu=pci.bus_id,memory.total",
             "--format=csv,noheader,nounits",

@@ -16,13 +16,13 @@ use std::collections::{BTreeMap, BTreeSet};
 /// NVLink joins; None where nvidia-smi could not tell.
 pub fn joined(host: &Host) -> Option<BTreeSet<(String, String)>> {
     let index = gpu_index(host)?;
-    let matrix = host.command("nvidia-smi-topo-m", || nvidia_smi(&["topo", "-m"]))?;
+    let matrix = host.program("nvidia-smi-topo-m", || nvidia_smi(&["topo", "-m"]))?;
     pairs(&index, &matrix)
 }
 
 /// Which GPU each of nvidia-smi's indexes is (asked once a run).
 pub fn gpu_index(host: &Host) -> Option<BTreeMap<usize, String>> {
-    let index = host.command("nvidia-smi-index-busid", || {
+    let index = host.program("nvidia-smi-index-busid", || {
         nvidia_smi(&["--query-gpu=index,pci.bus_id", "--format=csv,noheader"])
     })?;
     Some(parse_index(&index))

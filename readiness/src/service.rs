@@ -17,7 +17,7 @@ pub const HELPER: &str = "/usr/libexec/nv_peer_mem/nv_peer_mem-service";
 /// None when no helper is installed (the packages are not).
 /// Asked only in the forms people read, bounded like nvidia-smi.
 pub fn status_lines(host: &Host) -> Option<Vec<String>> {
-    let out = host.command("nv_peer_mem-service-status", || {
+    let out = host.program("nv_peer_mem-service-status", || {
         let helper = std::env::var_os("NV_PEER_MEM_SERVICE")
             .map_or_else(|| PathBuf::from(HELPER), PathBuf::from);
         if !helper.exists() {

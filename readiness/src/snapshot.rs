@@ -32,8 +32,11 @@ gpudirect-rdma-check dump
 What one run of gpudirect-rdma-check read on a node, and nothing else:
 `index` lists every file, link and directory it looked up (under sys/ for
 /sys, proc/ for /proc, root/ for /), files/ holds their contents, and
-commands/ the output of the programs it ran (nv_peer_mem-service status,
-nvidia-smi's memory query; neither in the monitoring forms).
+commands/ the output of the programs it ran (nv_peer_mem-service status;
+nvidia-smi's memory query, `topo -m`, GPU index and bus id, compute
+capability and `c2c -s`; the CUDA driver's GPUDirect RDMA attribute; none
+in the monitoring forms) and the answers no file gives (the CPU's
+hypervisor bit, the running user's home directory).
 
 What it holds: PCI functions' identity, class, NUMA node, resources and
 the config space dwords of the capability walk (ACS, port type); the RDMA
@@ -43,8 +46,10 @@ release and the lines of modules.symbols that name the PeerDirect and
 DMA-BUF exports; the peer memory clients' versions and counters; NCCL's
 settings (NCCL_NET_GDR_LEVEL) from the environment and nccl.conf.
 
-What it does not hold: no host name, user, IP or MAC address, serial
-number, GPU UUID, process, log or key. Read `index` before you send it.
+What it does not hold: no host name, IP or MAC address, serial number,
+GPU UUID, process, log or key. It does hold the running user's home
+directory (NCCL reads ~/.nccl.conf there), whose path may name the user.
+Read `index` before you send it.
 
 Replay: gpudirect-rdma-check --from THIS_FILE [--json | --prometheus | ...]
 ";

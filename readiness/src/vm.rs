@@ -31,7 +31,7 @@ pub fn detect(host: &Host) -> Option<String> {
     // The CPU this runs on is the node's only when the node's own /sys is
     // read (a test tree stands for another node; a dump holds the answer).
     let this_cpu = host.sys == std::path::Path::new("/sys");
-    let cpuid = host.command("cpuid-hypervisor-bit", || {
+    let cpuid = host.answer("cpuid-hypervisor-bit", || {
         this_cpu.then(cpuid_hypervisor).flatten()
     });
     match cpuid.as_deref() {

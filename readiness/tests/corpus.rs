@@ -167,11 +167,33 @@ fn each_real_verdict_agrees_with_what_the_driver_and_nccl_said() {
     }
 }
 
-/// The monitoring forms ask no program: a dump taken where nvidia-smi
-/// answered replays, in --prometheus and --health, without its output.
+/// The monitoring forms ask no program (the rules run with programs off,
+/// as main.rs runs them for --health, --prometheus, --textfile and
+/// --nfd): over each real dump, the check run so asks none, where run as
+/// the default form it asks those the dump recorded (so this can fail:
+/// a rule that asked one regardless would be counted here, answered or
+/// not). And the binary agrees: its --health over the dump shows no BAR1
+/// size, which only nvidia-smi's answer gives, its default form does.
 #[test]
 fn the_monitoring_forms_of_a_real_dump_ask_no_program() {
     for case in corpus() {
+        let bytes = std::fs::read(case.join("dump.tar")).unwrap();
+        let quiet = readiness::snapshot::read(&bytes).unwrap();
+        readiness::check::check(&quiet, false);
+        assert!(
+            quiet.programs_asked().is_empty(),
+            "{}: the monitoring forms' check asked {:?}",
+            case.display(),
+            quiet.programs_asked()
+        );
+        let people = readiness::snapshot::read(&bytes).unwrap();
+        readiness::check::check(&people, true);
+        assert!(
+            people.programs_asked().contains("nvidia-smi-memory"),
+            "{}: the default form's check asked {:?}",
+            case.display(),
+            people.programs_asked()
+        );
         let (_, health) = from(&case.join("dump.tar"), &["--health"]);
         assert!(!health.contains("GiB of GPU memory"), "{health}");
         let (_, human) = from(&case.join("dump.tar"), &[]);
