@@ -13,11 +13,11 @@
 
 use crate::bench_writer::{BenchArgs, bench_writer};
 use crate::distro::{Distro, Family};
-use crate::pipeline::{self, Plan, Release, Request, Route, SingleArtifact, SourceTree};
+use crate::pipeline::{self, Plan, Request, Route, SingleArtifact, SourceTree};
 use crate::render::{self, RenderedFile};
 use crate::workspace;
 use anyhow::{Context, Result, bail};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Debian source package name (and the tarball's name).
 pub const SOURCE_PACKAGE: &str = "nvidia-peer-memory";
@@ -31,35 +31,12 @@ const REQUIRED_DEBIAN_FILES: [&str; 5] = [
     "source/format",
 ];
 
-#[derive(clap::Args, Debug, Clone)]
-pub struct BuildDebArgs {
-    /// Directory to write nvidia-peer-memory_<version>.orig.tar.gz into; it
-    /// must exist and be writable. An existing file of that name is replaced.
-    #[arg(long, value_name = "DIR", default_value = "/tmp")]
-    pub out: PathBuf,
-    /// Target distribution: the `id` of a deb entry in
-    /// packaging/distros.yaml (debian12, debian13, ubuntu2204, ubuntu2404,
-    /// ubuntu2604).
-    /// It decides the changelog suite, Standards-Version and the Rust
-    /// toolchain packages the -dkms package depends on. Default: this host's
-    /// distribution (from /etc/os-release) when listed, else debian12.
-    #[arg(long, value_name = "ID")]
-    pub distro: Option<String>,
-    /// Debian revision of the packages (the N in <version>-N), 1 or more.
-    /// Default: `release:` in packaging/distros.yaml.
-    #[arg(long, value_name = "N")]
-    pub release: Option<Release>,
-}
-
-impl BuildDebArgs {
-    pub fn request(&self) -> Request {
-        Request {
-            out: self.out.clone(),
-            distro: self.distro.clone(),
-            release: self.release,
-        }
-    }
-}
+/// `--distro`'s help on build-deb.
+pub const DISTRO_HELP: &str = "Target distribution: the `id` of a deb entry in \
+packaging/distros.yaml (debian12, debian13, ubuntu2204, ubuntu2404, ubuntu2604). It decides \
+the changelog suite, Standards-Version and the Rust toolchain packages the -dkms package \
+depends on. Default: this host's distribution (from /etc/os-release) when listed, else \
+debian12.";
 
 /// The Debian route.
 pub struct Deb;
@@ -116,8 +93,8 @@ impl SingleArtifact for Deb {
 
 /// `cargo xtask build-deb`: build, then tell the user what to run next, as
 /// build_module.sh did.
-pub fn build_deb_command(args: &BuildDebArgs) -> Result<()> {
-    pipeline::build_command::<Deb>(&args.request())
+pub fn build_deb_command(request: &Request) -> Result<()> {
+    pipeline::build_command::<Deb>(request)
 }
 
 /// `cargo xtask bench-deb`: wall time of the built xtask binary running

@@ -3,6 +3,7 @@
 use super::*;
 use crate::distro::Packaging;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// Fixed inputs for the golden files, so that they change only when a
 /// template or distros.yaml does (not with every commit or version bump).

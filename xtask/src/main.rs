@@ -46,24 +46,25 @@ struct Cli {
 enum Command {
     /// Build nvidia_peer_memory-<version>-<release>.src.rpm, for
     /// `rpmbuild --rebuild` (see `build-srpm --help`).
-    #[command(long_about = srpm::BUILD_LONG_ABOUT)]
-    BuildSrpm(srpm::BuildArgs),
+    #[command(long_about = srpm::BUILD_LONG_ABOUT, mut_arg("distro", |a| a.help(srpm::DISTRO_HELP)))]
+    BuildSrpm(pipeline::Request),
     /// Print build-srpm's wall time with this prebuilt binary.
     #[command(long_about = srpm::BENCH_LONG_ABOUT)]
     BenchSrpm(bench_writer::BenchArgs),
     /// Build nvidia-peer-memory_<version>.orig.tar.gz with a rendered debian/
     /// inside, for `dpkg-buildpackage -us -uc` (see `build-deb --help`).
-    BuildDeb(deb::BuildDebArgs),
+    #[command(mut_arg("distro", |a| a.help(deb::DISTRO_HELP)))]
+    BuildDeb(pipeline::Request),
     /// Print build-deb's wall time with this prebuilt binary.
     BenchDeb(bench_writer::BenchArgs),
     /// Build the DKMS binary packages (.deb and/or noarch .rpm) directly,
     /// without dpkg-buildpackage or rpmbuild (see `build-dkms --help`).
-    #[command(long_about = dkms_package::BUILD_LONG_ABOUT)]
+    #[command(long_about = dkms_package::BUILD_LONG_ABOUT, mut_arg("distro", |a| a.help(dkms_package::DISTRO_HELP)))]
     BuildDkms(dkms_package::BuildDkmsArgs),
     /// Build nv_peer_mem.ko for each --kernel on this build host and write
     /// prebuilt module packages, one per kernel, plus a metapackage per
     /// kernel flavour (see `build-modules --help`).
-    #[command(long_about = prebuilt::BUILD_LONG_ABOUT)]
+    #[command(long_about = prebuilt::BUILD_LONG_ABOUT, mut_arg("distro", |a| a.help(prebuilt::DISTRO_HELP)))]
     BuildModules(prebuilt::BuildModulesArgs),
     /// Put .deb or .rpm packages into a signed apt or dnf/zypper
     /// repository, keeping what it already has (see `build-repo --help`).
@@ -122,20 +123,15 @@ struct DistArgs {
 /// `dist`: the two documented routes' source packages and the DKMS
 /// packages in one go.
 fn dist(args: &DistArgs) -> anyhow::Result<()> {
-    srpm::build_srpm_command(&srpm::BuildArgs {
+    let request = pipeline::Request {
         out: args.out.clone(),
         distro: None,
         release: None,
-    })?;
-    deb::build_deb_command(&deb::BuildDebArgs {
-        out: args.out.clone(),
-        distro: None,
-        release: None,
-    })?;
+    };
+    srpm::build_srpm_command(&request)?;
+    deb::build_deb_command(&request)?;
     dkms_package::build_dkms_command(&dkms_package::BuildDkmsArgs {
-        out: args.out.clone(),
-        distro: None,
+        request,
         format: Some(dkms_package::Format::Both),
-        release: None,
     })
 }

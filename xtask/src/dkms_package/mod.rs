@@ -22,11 +22,11 @@ pub(crate) mod tree_files;
 
 use crate::distro::{Family, Packaging};
 use crate::error::{BadInput, print_report};
-use crate::pipeline::{self, Release, Request, SingleArtifact};
+use crate::pipeline::{self, Request, SingleArtifact};
 use anyhow::Result;
 use deb_route::DkmsDeb;
 use rpm_route::DkmsRpm;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// `build-dkms --help`'s description.
 pub const BUILD_LONG_ABOUT: &str = "Build the DKMS binary packages \
@@ -51,33 +51,28 @@ pub enum Format {
     Both,
 }
 
+/// `--distro`'s help on build-dkms.
+pub const DISTRO_HELP: &str = "Target distribution: an id of packaging/distros.yaml \
+(debian12, ubuntu2404, rhel9, sles15, ...). It picks the dependencies and names of its \
+family's package; the other family's package (with --format both) is built for that \
+family's default. Default: this host's distribution (/etc/os-release) when listed, else \
+debian12 / rhel9.";
+
 /// Options of `cargo xtask build-dkms`.
 #[derive(Debug, clap::Args)]
 pub struct BuildDkmsArgs {
-    /// Directory the packages are written to (must exist and be writable).
-    #[arg(long, value_name = "DIR", default_value = "/tmp")]
-    pub out: PathBuf,
-    /// Target distribution: an id of packaging/distros.yaml (debian12,
-    /// ubuntu2404, rhel9, sles15, ...). It picks the dependencies and names
-    /// of its family's package; the other family's package (with --format
-    /// both) is built for that family's default. Default: this host's
-    /// distribution (/etc/os-release) when listed, else debian12 / rhel9.
-    #[arg(long, value_name = "ID")]
-    pub distro: Option<String>,
+    #[command(flatten)]
+    pub request: Request,
     /// Which packages: deb, rpm or both. Default: the family of --distro,
     /// or both without --distro.
     #[arg(long, value_enum)]
     pub format: Option<Format>,
-    /// Package release (the N in <version>-N), a positive number. Default:
-    /// `release` in packaging/distros.yaml.
-    #[arg(long, value_name = "N")]
-    pub release: Option<Release>,
 }
 
 /// `cargo xtask build-dkms`: prepares every requested package, then writes
 /// them and prints where.
 pub fn build_dkms_command(args: &BuildDkmsArgs) -> Result<()> {
-    let family = match &args.distro {
+    let family = match &args.request.distro {
         Some(id) => Some(
             Packaging::load()
                 .and_then(|packaging| packaging.find(id).map(|d| d.family))
@@ -94,12 +89,11 @@ pub fn build_dkms_command(args: &BuildDkmsArgs) -> Result<()> {
     // include that family is refused by the route (the distro's family
     // does not match).
     let request = |route_family: Family| Request {
-        out: args.out.clone(),
         distro: match (family, format) {
             (Some(f), Format::Both) if f != route_family => None,
-            _ => args.distro.clone(),
+            _ => args.request.distro.clone(),
         },
-        release: args.release,
+        ..args.request.clone()
     };
     type Report = fn(&pipeline::Plan, &Path) -> String;
     let mut prepared: Vec<(pipeline::Prepared, Report)> = Vec::new();

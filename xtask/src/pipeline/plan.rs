@@ -9,11 +9,22 @@ use crate::render;
 use anyhow::{Context, Result, ensure};
 use std::path::{Path, PathBuf};
 
-/// What a user asks of a route (its options, the same on every route).
-#[derive(Debug, Clone)]
+/// What a user asks of a route: its options, the same on every route,
+/// defined once here and flattened into each route's command line (each
+/// route says in main.rs which distributions --distro takes there).
+#[derive(Debug, Clone, clap::Args)]
 pub struct Request {
+    /// Directory the packages are written to (must exist and be writable).
+    #[arg(long, value_name = "DIR", default_value = "/tmp")]
     pub out: PathBuf,
+    /// Target distribution: an id of packaging/distros.yaml (an unknown id
+    /// is answered with the list). Default: this host's distribution
+    /// (/etc/os-release) when listed, else the route's default.
+    #[arg(long, value_name = "ID")]
     pub distro: Option<String>,
+    /// Package release (the N in <version>-N), a whole number from 1.
+    /// Default: `release` in packaging/distros.yaml.
+    #[arg(long, value_name = "N")]
     pub release: Option<Release>,
 }
 

@@ -10,7 +10,7 @@ use crate::deb::{Deb, SOURCE_PACKAGE, debian_files, debian_upstream_version, deb
 use crate::distro::{DATA_FILE, Distro, Family};
 use crate::dkms_package::tree_files;
 use crate::error::{BadInput, print_report};
-use crate::pipeline::{self, Plan, Request, Route, SourceTree};
+use crate::pipeline::{self, Plan, Route, SourceTree};
 use crate::render::RenderedFile;
 use crate::tarball::write_atomically;
 use anyhow::{Result, ensure};
@@ -77,11 +77,7 @@ struct Target {
 
 /// build-modules for Debian and Ubuntu.
 pub fn build(args: &BuildModulesArgs) -> Result<()> {
-    let request = Request {
-        out: args.out.clone(),
-        distro: args.distro.clone(),
-        release: args.release,
-    };
+    let request = args.request.clone();
     let (plan, tree, debian) = pipeline::source_tree::<Prebuilt>(&request)?;
     let (targets, nvidia, modsign) = check_inputs(args, &plan).map_err(BadInput::wrap)?;
     let tree_files = tree_files::read(&tree.to_tar_gz()?)?;

@@ -22,7 +22,7 @@ mod rpm;
 
 use crate::distro::{Distro, Family};
 use crate::error::BadInput;
-use crate::pipeline::Release;
+use crate::pipeline::Request;
 use crate::workspace;
 use anyhow::{Context, Result, ensure};
 use std::path::PathBuf;
@@ -57,6 +57,11 @@ option; unusable --out), with a message naming the fix, before anything is built
 other failures (a build failed). Nothing is written to --out unless every package was \
 built.";
 
+/// `--distro`'s help on build-modules.
+pub const DISTRO_HELP: &str = "Target distribution: an id of packaging/distros.yaml \
+(debian12, ubuntu2404; rhel9, rocky9, sles15 for their kmod/KMP packages). Default: this \
+host's distribution when listed, else debian12.";
+
 /// Options of `cargo xtask build-modules`.
 #[derive(Debug, clap::Args)]
 pub struct BuildModulesArgs {
@@ -64,18 +69,8 @@ pub struct BuildModulesArgs {
     /// 6.1.0-56-amd64, 6.8.0-45-generic.
     #[arg(long = "kernel", value_name = "RELEASE", required = true)]
     pub kernels: Vec<String>,
-    /// Directory the packages are written to (must exist and be writable).
-    #[arg(long, value_name = "DIR", default_value = "/tmp")]
-    pub out: PathBuf,
-    /// Target distribution: an id of packaging/distros.yaml (debian12,
-    /// ubuntu2404; rhel9, rocky9, sles15 for their kmod/KMP packages).
-    /// Default: this host's distribution when listed, else debian12.
-    #[arg(long, value_name = "ID")]
-    pub distro: Option<String>,
-    /// Package release (the N in <version>-N). Default: `release` in
-    /// packaging/distros.yaml.
-    #[arg(long, value_name = "N")]
-    pub release: Option<Release>,
+    #[command(flatten)]
+    pub request: Request,
     /// Where MLNX_OFED keeps its per-kernel builds: <DIR>/<machine>/<release>.
     #[arg(long, value_name = "DIR", default_value = "/usr/src/ofa_kernel")]
     pub ofed_root: PathBuf,
@@ -145,7 +140,7 @@ pub fn build_modules_command(args: &BuildModulesArgs) -> Result<()> {
 /// (/etc/os-release) when it is an rpm one; None for the deb family.
 fn rpm_distro(args: &BuildModulesArgs) -> Result<Option<Distro>> {
     let packaging = crate::distro::Packaging::load()?;
-    let id = match &args.distro {
+    let id = match &args.request.distro {
         Some(id) => Some(id.clone()),
         None => std::fs::read_to_string("/etc/os-release")
             .ok()

@@ -49,9 +49,8 @@ pub fn build(args: &BuildModulesArgs, distro: &Distro) -> Result<()> {
         .as_ref()
         .is_some_and(|r| r.route == ModuleRoute::Kmp);
     let prepared = pipeline::prepare::<Srpm>(&Request {
-        out: args.out.clone(),
         distro: Some(distro.id.clone()),
-        release: args.release,
+        ..args.request.clone()
     })?;
     let srpm = scratch.0.join(
         prepared
@@ -137,11 +136,11 @@ pub fn build(args: &BuildModulesArgs, distro: &Distro) -> Result<()> {
     let mut report = String::new();
     let certificate = modsign.as_ref().map(|sign| &sign.der);
     for package in &packages {
-        let path = args.out.join(file_name(package));
+        let path = args.request.out.join(file_name(package));
         write_atomically(&path, &std::fs::read(package)?)?;
         report.push_str(&format!("Built: {}\n", path.display()));
     }
-    let cert_path = args.out.join(super::modsign::NODE_CERTIFICATE);
+    let cert_path = args.request.out.join(super::modsign::NODE_CERTIFICATE);
     if let Some(der) = certificate {
         write_atomically(&cert_path, der)?;
         report.push_str(&format!("Built: {}\n", cert_path.display()));
@@ -149,7 +148,7 @@ pub fn build(args: &BuildModulesArgs, distro: &Distro) -> Result<()> {
     report.push_str(&format!(
         "\nBuild cost per kernel (core cache {}):\n{costs}\nNext: put these in a signed dnf repository:\n    cargo xtask build-repo --repo <DIR> --sign-key <KEY> {}/*.rpm\n",
         core_cache.display(),
-        args.out.display()
+        args.request.out.display()
     ));
     if certificate.is_some() {
         report.push_str(&ModSign::enrolment_note(&cert_path));

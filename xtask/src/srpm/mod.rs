@@ -14,9 +14,9 @@ pub mod writer;
 
 use crate::bench_writer::{BenchArgs, bench_writer};
 use crate::distro::{Distro, Family, ModuleRoute};
-use crate::pipeline::{self, Plan, Release, Request, Route, SingleArtifact, SourceTree};
+use crate::pipeline::{self, Plan, Request, Route, SingleArtifact, SourceTree};
 use anyhow::{Context, Result};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use writer::{SourceFile, SourcePackage};
 
 /// `build-srpm --help`'s description (main.rs puts it on the subcommand:
@@ -39,39 +39,16 @@ RUNS times into a scratch directory and print the wall time per run: min, median
 and max. Figures only; the target is 20 ms or less (the original build_module.sh took \
 ~115 ms).";
 
-/// Options of `cargo xtask build-srpm`.
-#[derive(Debug, clap::Args)]
-pub struct BuildArgs {
-    /// Directory the .src.rpm is written to (must exist and be writable).
-    #[arg(long, value_name = "DIR", default_value = "/tmp")]
-    pub out: PathBuf,
-    /// Target distribution: the id of an rpm-family entry of
-    /// packaging/distros.yaml (e.g. rhel8, rhel9, rocky9, alma9, fedora,
-    /// sles15; an unknown id is answered with the full list). It selects the
-    /// spec's BuildRequires, the -dkms package's Requires and the Group tag.
-    /// Default: the distribution /etc/os-release names when it has an entry
-    /// (RHEL/CentOS, Rocky, Alma, Fedora, SLES/Leap), else rhel9.
-    #[arg(long, value_name = "ID")]
-    pub distro: Option<String>,
-    /// Package release (RPM Release), a positive number. Default: `release`
-    /// in packaging/distros.yaml.
-    #[arg(long, value_name = "N")]
-    pub release: Option<Release>,
-}
-
-impl BuildArgs {
-    pub fn request(&self) -> Request {
-        Request {
-            out: self.out.clone(),
-            distro: self.distro.clone(),
-            release: self.release,
-        }
-    }
-}
+/// `--distro`'s help on build-srpm.
+pub const DISTRO_HELP: &str = "Target distribution: the id of an rpm-family entry of \
+packaging/distros.yaml (e.g. rhel8, rhel9, rocky9, alma9, fedora, sles15; an unknown id is \
+answered with the full list). It selects the spec's BuildRequires, the -dkms package's \
+Requires and the Group tag. Default: the distribution /etc/os-release names when it has an \
+entry (RHEL/CentOS, Rocky, Alma, Fedora, SLES/Leap), else rhel9.";
 
 /// `cargo xtask build-srpm`: builds and prints where, and the next steps.
-pub fn build_srpm_command(args: &BuildArgs) -> Result<()> {
-    pipeline::build_command::<Srpm>(&args.request())
+pub fn build_srpm_command(request: &Request) -> Result<()> {
+    pipeline::build_command::<Srpm>(request)
 }
 
 /// The source rpm route.
