@@ -9,10 +9,13 @@
 //! the helpers both use: apt_common/.) The key and
 //! helpers shared with rpm_repositories.rs (dnf) are in repository_common/.
 
+#[allow(dead_code)]
 mod apt_common;
 mod repository_common;
 
-use apt_common::{apt, build_repo, deb, node, packages, release_field, text};
+use apt_common::{
+    apt, build_repo, by_hash, deb, node, packages, packages_gz_sha256, release_field, text,
+};
 use repository_common::{key, ok, scratch};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -191,38 +194,20 @@ fn indexes_stay_by_hash_for_a_day_or_while_a_release_names_them() {
     let dir = scratch("by-hash");
     let k = key(&dir);
     let repo = dir.join("repo");
-    let sha256_of_packages_gz = |repo: &Path| {
-        std::fs::read_to_string(repo.join("dists/bookworm/Release"))
-            .unwrap()
-            .split("SHA256:")
-            .nth(1)
-            .unwrap()
-            .lines()
-            .find(|l| l.ends_with("main/binary-amd64/Packages.gz"))
-            .unwrap()
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .to_owned()
-    };
-    let by_hash = |h: &str| {
-        repo.join("dists/bookworm/main/binary-amd64/by-hash/SHA256")
-            .join(h)
-    };
     ok(
         build_repo(&repo, &k, &[], &[&deb(&dir, "aa", "1.0-1", None)])
             .output()
             .unwrap(),
     );
     assert_eq!(release_field(&repo, "Acquire-By-Hash"), "yes");
-    let first = sha256_of_packages_gz(&repo);
+    let first = packages_gz_sha256(&repo);
     ok(
         build_repo(&repo, &k, &[], &[&deb(&dir, "bb", "1.0-1", None)])
             .output()
             .unwrap(),
     );
-    let second = sha256_of_packages_gz(&repo);
-    assert!(by_hash(&first).is_file() && by_hash(&second).is_file());
+    let second = packages_gz_sha256(&repo);
+    assert!(by_hash(&repo, &first).is_file() && by_hash(&repo, &second).is_file());
     ok(
         build_repo(&repo, &k, &[], &[&deb(&dir, "cc", "1.0-1", None)])
             .output()
@@ -230,8 +215,11 @@ fn indexes_stay_by_hash_for_a_day_or_while_a_release_names_them() {
     );
     // Two Releases back, written less than a day ago: kept for a node or
     // mirror slower than the publishes (issue 58).
-    let third = sha256_of_packages_gz(&repo);
-    assert!(by_hash(&first).is_file(), "a copy of the last day is kept");
+    let third = packages_gz_sha256(&repo);
+    assert!(
+        by_hash(&repo, &first).is_file(),
+        "a copy of the last day is kept"
+    );
     // A publish two days later: what neither of the last two Releases
     // names and is older than a day goes.
     let later = (std::time::SystemTime::now()
@@ -247,14 +235,16 @@ fn indexes_stay_by_hash_for_a_day_or_while_a_release_names_them() {
             .unwrap(),
     );
     assert!(
-        !by_hash(&first).exists(),
+        !by_hash(&repo, &first).exists(),
         "older than a day and unnamed: pruned"
     );
     assert!(
-        !by_hash(&second).exists(),
+        !by_hash(&repo, &second).exists(),
         "older than a day and unnamed: pruned"
     );
-    assert!(by_hash(&third).is_file() && by_hash(&sha256_of_packages_gz(&repo)).is_file());
+    assert!(
+        by_hash(&repo, &third).is_file() && by_hash(&repo, &packages_gz_sha256(&repo)).is_file()
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -266,24 +256,6 @@ fn the_by_hash_window_is_the_operators() {
     let dir = scratch("by-hash-hours");
     let k = key(&dir);
     let repo = dir.join("repo");
-    let sha256_of_packages_gz = |repo: &Path| {
-        std::fs::read_to_string(repo.join("dists/bookworm/Release"))
-            .unwrap()
-            .split("SHA256:")
-            .nth(1)
-            .unwrap()
-            .lines()
-            .find(|l| l.ends_with("main/binary-amd64/Packages.gz"))
-            .unwrap()
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .to_owned()
-    };
-    let by_hash = |h: &str| {
-        repo.join("dists/bookworm/main/binary-amd64/by-hash/SHA256")
-            .join(h)
-    };
     let days_on = |days: u64| {
         (std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -304,16 +276,19 @@ fn the_by_hash_window_is_the_operators() {
         .unwrap())
     };
     publish("aa", 0);
-    let first = sha256_of_packages_gz(&repo);
+    let first = packages_gz_sha256(&repo);
     publish("bb", 0);
     publish("cc", 0);
     publish("dd", 2);
     assert!(
-        by_hash(&first).is_file(),
+        by_hash(&repo, &first).is_file(),
         "unnamed for two days, kept for three"
     );
     publish("ee", 4);
-    assert!(!by_hash(&first).exists(), "older than three days: pruned");
+    assert!(
+        !by_hash(&repo, &first).exists(),
+        "older than three days: pruned"
+    );
     let zero = build_repo(&repo, &k, &["--by-hash-hours", "0", "--refresh"], &[])
         .output()
         .unwrap();

@@ -7,7 +7,7 @@
 mod apt_common;
 mod repository_common;
 
-use apt_common::{apt, build_repo, deb_with, node, packages, text};
+use apt_common::{apt, build_repo, deb_with, node, packages, text, tree_hash};
 use repository_common::{key, ok, scratch};
 use std::path::Path;
 use std::process::Command;
@@ -31,16 +31,7 @@ fn remove_takes_packages_out_without_stranding_a_dependent() {
     ok(build_repo(&repo, &k, &[], &[&old, &cur, &meta])
         .output()
         .unwrap());
-    let tree = |repo: &Path| {
-        let out = Command::new("sh")
-            .arg("-c")
-            .arg("find . -type f | LC_ALL=C sort | xargs sha256sum")
-            .current_dir(repo)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let before = tree(&repo);
+    let before = tree_hash(&repo);
     let refused = build_repo(&repo, &k, &["--remove", "modules-cur"], &[])
         .output()
         .unwrap();
@@ -52,12 +43,16 @@ fn remove_takes_packages_out_without_stranding_a_dependent() {
         "{}",
         text(&refused)
     );
-    assert_eq!(tree(&repo), before, "a refused removal changes nothing");
+    assert_eq!(
+        tree_hash(&repo),
+        before,
+        "a refused removal changes nothing"
+    );
     let nothing = build_repo(&repo, &k, &["--remove", "modules-none"], &[])
         .output()
         .unwrap();
     assert_eq!(nothing.status.code(), Some(2), "{}", text(&nothing));
-    assert_eq!(tree(&repo), before);
+    assert_eq!(tree_hash(&repo), before);
     let removed = ok(
         build_repo(&repo, &k, &["--remove", "modules-old=1.0-1"], &[])
             .output()
@@ -164,16 +159,7 @@ fn keep_newest_prunes_each_kernel_series() {
             "nvidia-peer-memory-modules-amd64=6.1.2-1+1.4.0.1",
         ]
     );
-    let tree = |repo: &Path| {
-        let out = Command::new("sh")
-            .arg("-c")
-            .arg("find . -type f | LC_ALL=C sort | xargs sha256sum")
-            .current_dir(repo)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let before = tree(&repo);
+    let before = tree_hash(&repo);
     let again = ok(build_repo(&repo, &k, &["--keep-newest", "1"], &[])
         .output()
         .unwrap());
@@ -182,12 +168,12 @@ fn keep_newest_prunes_each_kernel_series() {
         "{}",
         text(&again)
     );
-    assert_eq!(tree(&repo), before, "nothing to prune changes nothing");
+    assert_eq!(tree_hash(&repo), before, "nothing to prune changes nothing");
     let zero = build_repo(&repo, &k, &["--keep-newest", "0"], &[])
         .output()
         .unwrap();
     assert_eq!(zero.status.code(), Some(2), "{}", text(&zero));
-    assert_eq!(tree(&repo), before);
+    assert_eq!(tree_hash(&repo), before);
     let conf = node(&dir, &repo, "keep-newest");
     ok(apt(&conf, &["update"]));
     let policy = |name: &str| {

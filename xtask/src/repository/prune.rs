@@ -162,17 +162,7 @@ mod tests {
         assert_eq!(series("6"), None);
     }
 
-    fn p(name: &str, version: &str, depends: &[&str]) -> Published {
-        Published {
-            file: format!("pool/{name}_{version}.deb"),
-            name: name.to_owned(),
-            version: version.to_owned(),
-            depends: depends
-                .iter()
-                .map(|d| vec![(d.to_string(), None)])
-                .collect(),
-        }
-    }
+    use super::super::removal::test_package as p;
 
     fn names(removals: &[Removal]) -> Vec<String> {
         let mut out: Vec<String> = removals

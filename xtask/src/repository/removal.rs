@@ -262,20 +262,27 @@ fn satisfies(format: Format, version: &str, constraint: Option<&(String, String)
     }
 }
 
+/// A published package for tests: @depends as a Debian Depends field's
+/// groups (`a (= 1) | b`).
+#[cfg(test)]
+pub fn test_package(name: &str, version: &str, depends: &[&str]) -> Published {
+    Published {
+        file: format!("pool/{name}_{version}.deb"),
+        name: name.to_owned(),
+        version: version.to_owned(),
+        depends: depends
+            .iter()
+            .map(|g| g.split('|').map(relation).collect())
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn p(name: &str, version: &str, depends: &[&str]) -> Published {
-        Published {
-            file: format!("pool/{name}_{version}.deb"),
-            name: name.to_owned(),
-            version: version.to_owned(),
-            depends: depends
-                .iter()
-                .map(|g| g.split('|').map(relation).collect())
-                .collect(),
-        }
+        test_package(name, version, depends)
     }
 
     #[test]

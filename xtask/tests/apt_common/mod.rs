@@ -122,3 +122,38 @@ pub fn release_field(repo: &Path, field: &str) -> String {
         .find_map(|l| l.strip_prefix(&format!("{field}: ")).map(str::to_owned))
         .unwrap_or_default()
 }
+
+/// Every file of @repo with its SHA-256, in name order: equal before and
+/// after a run that must change nothing.
+pub fn tree_hash(repo: &Path) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("find . -type f | LC_ALL=C sort | xargs sha256sum")
+        .current_dir(repo)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The SHA-256 the Release of @repo gives main/binary-amd64/Packages.gz:
+/// its name under by-hash/SHA256/.
+pub fn packages_gz_sha256(repo: &Path) -> String {
+    std::fs::read_to_string(repo.join("dists/bookworm/Release"))
+        .unwrap()
+        .split("SHA256:")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .find(|l| l.ends_with("main/binary-amd64/Packages.gz"))
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+/// Where @repo keeps the Packages.gz whose SHA-256 is @digest.
+pub fn by_hash(repo: &Path, digest: &str) -> PathBuf {
+    repo.join("dists/bookworm/main/binary-amd64/by-hash/SHA256")
+        .join(digest)
+}
