@@ -3,11 +3,21 @@
 
 use crate::platform::{ClientKind, SavedSgTable};
 use crate::range::GpuRange;
-use crate::registry::Links;
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64};
 
+/// A context's place in its bucket's chain of the registry
+/// (registry.rs), which alone reads and writes them, under the registry
+/// lock; atomics (relaxed: the lock orders them) so that a shared
+/// `&Context` can carry them. Defined here, beside the context that
+/// carries them, so that the registry imports the context and not the
+/// other way round.
+#[derive(Default)]
+pub struct Links {
+    pub(crate) next: AtomicPtr<Context>,
+    pub(crate) prev: AtomicPtr<Context>,
+}
 /// One registration of a GPU range.
 ///
 /// The NVIDIA free callback can run on another CPU while the core calls
@@ -57,7 +67,7 @@ pub struct Context {
     /// This context's ticket in the driver's registry (the NVIDIA free
     /// callbacks' data); fixed once `acquire` has registered it.
     pub ticket: AtomicU64,
-    /// Its place in the registry's chains (see [`crate::registry`]).
+    /// Its place in the registry's chains (registry.rs).
     pub links: Links,
     /// Whether the ticket is still in the registry; whoever swaps it to
     /// false removes it (release and an orphan's callback may both try).

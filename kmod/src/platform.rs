@@ -196,8 +196,8 @@ pub trait Platform {
     /// Removes what `create_peer_files` made, if it made anything.
     fn remove_peer_files(&self);
 
-    /// Takes the registry lock, a spinlock: [`crate::registry`]'s chains
-    /// change and are walked only under it.
+    /// Takes the registry lock, a spinlock: the context registry's chains
+    /// (registry.rs) change and are walked only under it.
     fn registry_lock(&self);
     fn registry_unlock(&self);
     /// The client lock of MLNX_OFED's peer_mem.c contract (its comment

@@ -6,7 +6,7 @@
 //! that outlives its context (NVIDIA 535 reports put_pages of a page table
 //! its teardown already unlinked as success, and calls the callback later)
 //! finds nothing instead of a later registration. Contexts are chained
-//! through links they carry themselves ([`Links`]) in a fixed table of
+//! through links they carry themselves ([`crate::context::Links`]) in a fixed table of
 //! buckets chosen by the ticket's low bits: inserting and removing
 //! allocate nothing and cost a few stores under the registry lock
 //! ([`Platform::registry_lock`], the glue's spinlock). The kernel's IDR it
@@ -22,15 +22,6 @@ use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 /// thousand live registrations a lookup (free callbacks only) walks a
 /// handful of contexts. Insert and remove never walk a chain.
 pub const BUCKETS: usize = 512;
-
-/// A context's place in its bucket's chain. Written and read only under
-/// the registry lock; atomics (relaxed: the lock orders them) so that a
-/// shared `&Context` can carry them.
-#[derive(Default)]
-pub struct Links {
-    next: AtomicPtr<Context>,
-    prev: AtomicPtr<Context>,
-}
 
 /// The table. Its state changes only under the registry lock.
 pub struct Registry {

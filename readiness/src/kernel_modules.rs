@@ -11,6 +11,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+/// Our module's name, as modprobe and /sys/module know it.
+pub const MODULE: &str = "nv_peer_mem";
+
 /// What depmod wrote for one kernel.
 #[derive(Debug, Clone)]
 pub struct Installed {

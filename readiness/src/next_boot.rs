@@ -13,7 +13,7 @@ use crate::signing_keys;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub const MODULE: &str = "nv_peer_mem";
+use crate::kernel_modules::MODULE;
 
 /// The answer for one kernel.
 #[derive(Debug)]

@@ -2,7 +2,7 @@
 //! dkms): what DKMS has of nv_peer_mem for a kernel, and, where it has
 //! nothing, whether our dkms.conf skips that kernel and for want of what.
 
-use crate::next_boot::MODULE;
+use crate::kernel_modules::MODULE;
 use crate::report::Fact;
 use std::path::Path;
 

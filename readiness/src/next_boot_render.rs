@@ -3,7 +3,8 @@
 //! `gpudirect-rdma-check-next-boot/1`) and Prometheus text with the
 //! `gpudirect_rdma_next_boot` metric a fleet alerts on before a reboot.
 
-use crate::next_boot::{MODULE, Verdict};
+use crate::kernel_modules::MODULE;
+use crate::next_boot::Verdict;
 use crate::render::{fact_lines, json_facts, json_string, label};
 use std::fmt::Write;
 
