@@ -1134,6 +1134,9 @@ SPEC
     sed -i 's/^enabled = .*/enabled = 0/' "$node/etc/dnf/libdnf5-plugins/local.conf"
     cp "$fedora_common" "$fedora_dkms" "$node/tmp/"
     in_node() { bash "$here/chroot.sh" run "$node" "$@"; }
+    # --nodeps: the sid chroot's rpm database holds none of Fedora's
+    # packages the two require (dkms, kernel-devel are Debian's there);
+    # their scriptlets run and DKMS registers for real.
     check "rpm installs Fedora's -common and -dkms on the node; DKMS registers nv_peer_mem" sh -c \
         "bash '$here/chroot.sh' run '$node' rpm -i --nodeps /tmp/${fedora_common##*/} /tmp/${fedora_dkms##*/} >>'$work/log' 2>&1 &&
          bash '$here/chroot.sh' run '$node' test -d /var/lib/dkms/nv_peer_mem/$version/source"
@@ -1187,6 +1190,8 @@ SPEC
     # A node that wants no peer memory client (-dkms and its registration
     # gone): a new kernel loses nothing, and dnf5 succeeds.
     no_client_passes() {
+        # --nodeps: -common requires -dkms or a kmod; the node is to have
+        # neither, as one whose admin removed the client.
         in_node rpm -e --nodeps nvidia_peer_memory-dkms >>"$work/log" 2>&1
         [ ! -e "$node/var/lib/dkms/nv_peer_mem" ] || return 1
         dnf5_install "$work/dnf5-k2.out" kernel-core-6.99.2
@@ -1206,7 +1211,11 @@ SPEC
         watch_node_ready() {
             # The guard tests' kernels go first: dnf5 keeps installonly_limit
             # (3) kernels and would remove the oldest, this one, with what
-            # requires it, in the next transaction.
+            # requires it, in the next transaction. --nodeps on erase and
+            # install: the stand-ins are index entries without the whole
+            # RHEL dependency chain (kernel-core's own Requires), and
+            # --noscripts: their scriptlets are RHEL's, which this node
+            # cannot run; what is tested is dnf5's watch, after them.
             in_node rpm -e --nodeps kernel-core-6.99.1 kernel-core-6.99.2 kernel-core-6.99.3 kernel-debug-core kernel-modules-core >>"$work/log" 2>&1 &&
                 cp "$symvers_module" "$providers"/rpms/kernel-core-*.rpm "$watch"/top/RPMS/*/kmod-nvidia-latest-dkms-580.142-*.rpm \
                 "$watch"/top/RPMS/*/kmod-mlnx-ofa_kernel-25.10-*.rpm "$node/tmp/" &&
