@@ -10,6 +10,7 @@ mod contract;
 mod deb;
 mod distro;
 mod dkms_package;
+mod dpkg_version;
 mod error;
 mod files_below;
 mod fixtures;

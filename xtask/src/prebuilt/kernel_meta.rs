@@ -53,12 +53,10 @@ pub fn apt_cache_show(meta: &str) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Debian's version order (`dpkg --compare-versions a gt b`).
+/// Whether @a is a later version than @b in Debian's order (false where
+/// dpkg cannot be run).
 pub fn dpkg_greater(a: &str, b: &str) -> bool {
-    Command::new("dpkg")
-        .args(["--compare-versions", a, "gt", b])
-        .status()
-        .is_ok_and(|s| s.success())
+    crate::dpkg_version::order(a, b).is_ok_and(|o| o == std::cmp::Ordering::Greater)
 }
 
 /// `apt-cache pkgnames @prefix`: the package names apt knows that start

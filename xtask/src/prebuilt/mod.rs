@@ -13,7 +13,7 @@
 
 mod build;
 mod deb;
-mod kernel;
+pub(crate) mod kernel;
 mod kernel_meta;
 mod modsign;
 mod package;

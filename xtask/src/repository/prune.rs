@@ -13,56 +13,25 @@
 //! removal::plan, so nothing left depends on what goes.
 
 use super::removal::{Published, Removal};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use std::cmp::Ordering;
-use std::process::Command;
 
 /// The per-kernel module package's name prefix (prebuilt::package).
 const MODULE_PREFIX: &str = "nvidia-peer-memory-modules-";
 
-/// A kernel release's series: its flavour and upstream major.minor;
-/// None where @release is not a kernel release (a metapackage's
-/// `amd64`, `amd64-backports`).
+/// A kernel release's series: its flavour (prebuilt::kernel::flavour, as
+/// build-modules reads it) and upstream major.minor; None where @release
+/// is not a kernel release (a metapackage's `amd64`, `amd64-backports`).
 fn series(release: &str) -> Option<(String, String)> {
-    let mut version_end = 0;
-    let bytes = release.as_bytes();
-    while version_end < bytes.len()
-        && (bytes[version_end].is_ascii_digit() || bytes[version_end] == b'.')
-    {
-        version_end += 1;
-    }
-    let mut numbers = release[..version_end].split('.');
+    let version = release.split(['-', '+']).next()?;
+    let mut numbers = version.split('.');
     let (major, minor) = (numbers.next()?, numbers.next()?);
-    if major.is_empty() || minor.is_empty() {
+    let numeric = |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+    if !numeric(major) || !numeric(minor) {
         return None;
     }
-    // What follows the version: `+deb12` (a backport), then `-<abi>` and
-    // `-<flavour>`, or `-<flavour>` alone.
-    let rest = release[version_end..].trim_start_matches(|c: char| c != '-');
-    let rest = rest.strip_prefix('-')?;
-    let flavour = match rest.split_once('-') {
-        Some((abi, flavour)) if abi.bytes().all(|b| b.is_ascii_digit()) => flavour,
-        _ => rest,
-    };
-    (!flavour.is_empty()).then(|| (flavour.to_owned(), format!("{major}.{minor}")))
-}
-
-/// dpkg's order of two versions (`dpkg --compare-versions`).
-fn dpkg_order(a: &str, b: &str) -> Result<Ordering> {
-    let test = |op: &str| -> Result<bool> {
-        Ok(Command::new("dpkg")
-            .args(["--compare-versions", a, op, b])
-            .status()
-            .context("running dpkg --compare-versions (install dpkg)")?
-            .success())
-    };
-    Ok(if test("lt")? {
-        Ordering::Less
-    } else if test("gt")? {
-        Ordering::Greater
-    } else {
-        Ordering::Equal
-    })
+    let flavour = crate::prebuilt::kernel::flavour(release)?;
+    Some((flavour.to_owned(), format!("{major}.{minor}")))
 }
 
 /// The removals that keep the newest @keep kernels of each series among
@@ -86,7 +55,7 @@ pub fn plan(published: &[Published], keep: usize) -> Result<Vec<Removal>> {
     for kernels in by_series.values_mut() {
         let mut error = None;
         kernels.sort_by(|a, b| {
-            dpkg_order(b, a).unwrap_or_else(|e| {
+            crate::dpkg_version::order(b, a).unwrap_or_else(|e| {
                 error = Some(e);
                 Ordering::Equal
             })
@@ -103,30 +72,38 @@ pub fn plan(published: &[Published], keep: usize) -> Result<Vec<Removal>> {
     }
     // A metapackage's newest version keeps its module; its older versions
     // that need a module that goes, go with it.
-    let newest = |name: &str| -> Result<Option<String>> {
-        let mut best: Option<String> = None;
-        for p in published.iter().filter(|p| p.name == name) {
-            if best.as_deref().map_or(Ok(true), |b| {
-                dpkg_order(&p.version, b).map(|o| o == Ordering::Greater)
-            })? {
-                best = Some(p.version.clone());
-            }
-        }
-        Ok(best)
-    };
     let needs = |p: &Published, module: &str| {
         p.depends
             .iter()
             .any(|group| group.iter().any(|(n, _)| n == module))
     };
-    let mut kept_for_meta = Vec::new();
-    for module in &old {
-        for p in published.iter().filter(|p| needs(p, module)) {
-            if newest(&p.name)?.as_deref() == Some(p.version.as_str()) {
-                kept_for_meta.push(module.clone());
+    let dependents: Vec<&Published> = published
+        .iter()
+        .filter(|p| old.iter().any(|m| needs(p, m)))
+        .collect();
+    // The newest version of each dependent's name, found once per name.
+    let mut newest: std::collections::BTreeMap<&str, &str> = Default::default();
+    for p in &dependents {
+        if newest.contains_key(p.name.as_str()) {
+            continue;
+        }
+        let mut best = p.version.as_str();
+        for q in published.iter().filter(|q| q.name == p.name) {
+            if crate::dpkg_version::order(&q.version, best)? == Ordering::Greater {
+                best = &q.version;
             }
         }
+        newest.insert(&p.name, best);
     }
+    let kept_for_meta: Vec<String> = old
+        .iter()
+        .filter(|m| {
+            dependents
+                .iter()
+                .any(|p| needs(p, m) && newest.get(p.name.as_str()) == Some(&p.version.as_str()))
+        })
+        .cloned()
+        .collect();
     old.retain(|m| !kept_for_meta.contains(m));
     let mut removals: Vec<Removal> = old
         .iter()

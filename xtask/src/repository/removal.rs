@@ -10,6 +10,7 @@
 use super::Format;
 use crate::error::BadInput;
 use anyhow::{Context, Result, bail};
+use std::cmp::Ordering;
 use std::path::Path;
 use std::process::Command;
 
@@ -237,19 +238,16 @@ fn satisfies(format: Format, version: &str, constraint: Option<&(String, String)
     };
     match format {
         Format::Apt => {
-            let op = match op.as_str() {
-                "=" => "eq",
-                ">=" => "ge",
-                "<=" => "le",
-                ">>" => "gt",
-                "<<" => "lt",
+            // The orders each operator admits (Debian Policy 7.1).
+            let admits: &[Ordering] = match op.as_str() {
+                "=" => &[Ordering::Equal],
+                ">=" => &[Ordering::Equal, Ordering::Greater],
+                "<=" => &[Ordering::Equal, Ordering::Less],
+                ">>" => &[Ordering::Greater],
+                "<<" => &[Ordering::Less],
                 other => bail!("unknown Debian relation operator {other:?}"),
             };
-            Ok(Command::new("dpkg")
-                .args(["--compare-versions", version, op, wanted])
-                .status()
-                .context("running dpkg")?
-                .success())
+            Ok(admits.contains(&crate::dpkg_version::order(version, wanted)?))
         }
         Format::Rpm => Ok(match op.as_str() {
             "=" => {
