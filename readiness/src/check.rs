@@ -351,8 +351,8 @@ pub fn check(host: &Host, programs: bool) -> Report {
     let nccl_of = |gpu: usize, first: &str| {
         let (all, views) = &placed[gpu];
         let i = all.iter().position(|(n, _, _)| n.name == first)?;
-        let (n, dev, d) = all[i];
-        Some((n, dev, d, &views[i]))
+        let (_, dev, d) = all[i];
+        Some((dev, d, &views[i]))
     };
     // NCCL's devices (an adapter's functions merged into one,
     // nccl_ib::merged), seen where their first member is.
@@ -361,7 +361,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
             let viewed = vnics
                 .iter()
                 .filter_map(|v| {
-                    let (_, dev, d, (nccl, by)) = nccl_of(g, nccl_ib::first_member(&v.name))?;
+                    let (dev, d, (nccl, by)) = nccl_of(g, nccl_ib::first_member(&v.name))?;
                     Some((v, dev, d, *nccl, by.clone()))
                 })
                 .collect();
@@ -393,7 +393,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 let ds = list
                     .iter()
                     .filter_map(|v| {
-                        let (_, dev, _, &(nccl, _)) = nccl_of(g, nccl_ib::first_member(&v.name))?;
+                        let (dev, _, &(nccl, _)) = nccl_of(g, nccl_ib::first_member(&v.name))?;
                         let bw = if topo_file.is_some() {
                             0.0
                         } else {

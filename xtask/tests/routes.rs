@@ -75,6 +75,13 @@ fn run(command: &mut Command) -> Output {
     command.output().expect("running the xtask binary")
 }
 
+/// `xtask ROUTE NEEDS... --out OUT`: a route of ROUTES, writing to @out.
+fn route_into(route: &str, needs: &[&str], out: &Path) -> Command {
+    let mut command = xtask();
+    command.arg(route).args(needs).arg("--out").arg(out);
+    command
+}
+
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
@@ -142,11 +149,7 @@ fn bad_options_exit_2_and_write_nothing_on_every_route() {
     for (what, args) in &cases {
         let mut messages = Vec::new();
         for (route, needs) in ROUTES {
-            let output = run(xtask()
-                .arg(route)
-                .args(needs)
-                .arg("--out")
-                .arg(&out)
+            let output = run(route_into(route, needs, &out)
                 .args(args)
                 .current_dir(checkout()));
             assert_eq!(
@@ -235,12 +238,7 @@ fn bad_data_templates_and_checkouts_exit_2_and_write_nothing_on_every_route() {
     for (what, break_it, expected) in &faults {
         break_it();
         for (route, needs) in ROUTES {
-            let output = run(xtask()
-                .arg(route)
-                .args(needs)
-                .arg("--out")
-                .arg(&out)
-                .current_dir(&copy));
+            let output = run(route_into(route, needs, &out).current_dir(&copy));
             let message = stderr(&output);
             assert_eq!(output.status.code(), Some(2), "{route}, {what}: {message}");
             assert!(message.contains(expected), "{route}, {what}: {message}");
