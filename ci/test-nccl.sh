@@ -159,11 +159,14 @@ check "every tree of the readiness tests judged by NCCL's own code as the check 
 
 echo "== generated nodes: shapes nobody chose, judged by NCCL's own code"
 # readiness/tests/generated.rs (issue 57): seeded node trees
-# (tests/common/generator.rs: sockets, NUMA -1, root ports, PLX, Microchip
-# and Broadcom two-level switches, VMD domains, one- and two-function NICs,
-# InfiniBand and RoCE, every port state), each at NCCL's default, PIX, PHB
-# and SYS, against both releases, GPU by GPU; a difference names the seed
-# that rebuilds its node. A long run outside CI: NVPM_GENERATED_NODES.
+# (tests/common/generator.rs: sockets, NUMA -1, root ports, PLX (one level
+# or chained), Microchip and Broadcom Gen4/Gen5 switches (two levels, one,
+# or a lower level NCCL does not fuse), VMD domains, one- and two-function
+# NICs with SR-IOV VFs, InfiniBand and RoCE, every port state, NVSwitches,
+# NCCL_IB_HCA), each at NCCL's default, PIX, PHB and SYS, against both
+# releases, GPU by GPU; a difference names the seed that rebuilds its node,
+# and the first is shrunk to the smallest node that still differs. A long
+# run outside CI: NVPM_GENERATED_NODES.
 generated_nodes=${NVPM_GENERATED_NODES:-1000}
 generated() {  # generated [ENV=VALUE...]: the differential, its figures
     env NVPM_NCCL_HARNESS_DIR="$root/target/nccl-harness" NVPM_GENERATED_NODES="$generated_nodes" "$@" \
@@ -187,8 +190,19 @@ mutant_caught() {  # mutant_caught SED-SCRIPT
         return 1
     fi
     (cd "$copy" && CARGO_TARGET_DIR=$work/mutant-target cargo build --locked -q -p readiness --bin gpudirect-rdma-check) || return 1
-    ! generated NVPM_CHECK_BIN="$work/mutant-target/debug/gpudirect-rdma-check" NVPM_GENERATED_STOP=1 >"$work/mutant-$name.log" 2>&1 || return 1
+    local bin=$work/mutant-target/debug/gpudirect-rdma-check
+    ! generated NVPM_CHECK_BIN="$bin" NVPM_GENERATED_STOP=1 >"$work/mutant-$name.log" 2>&1 || return 1
     grep -m1 '^seed ' "$work/mutant-$name.log" | cut -c1-60
+    # The run's first difference is shrunk; the command it prints rebuilds
+    # a node that still differs.
+    local smallest
+    smallest=$(grep -m1 -o 'NVPM_GENERATED_SEED=[0-9]* NVPM_GENERATED_NODES=1 NVPM_GENERATED_OMIT=[0-9,]*' "$work/mutant-$name.log") || {
+        echo "no smallest node in $work/mutant-$name.log"
+        return 1
+    }
+    grep -m1 '^smallest node' "$work/mutant-$name.log" | cut -c1-100
+    # shellcheck disable=SC2086 # the printed command's words
+    ! generated NVPM_CHECK_BIN="$bin" $smallest >"$work/mutant-$name-smallest.log" 2>&1
 }
 for mutant in "$root"/readiness/tests/mutants/*.sed; do
     check "mutant $(basename "$mutant" .sed): $(sed -n '1s/^# mutates [^:]*: //p' "$mutant") ... told apart by the generated nodes" mutant_caught "$mutant"

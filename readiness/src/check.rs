@@ -218,7 +218,12 @@ pub fn check(host: &Host, programs: bool) -> Report {
     // Where a topology file places devices, its order is not modelled:
     // the plugin's (docs/readiness.md, "Known limits").
     let vnics_of = |r: Rule| {
-        let merged = nccl_ib::merged(&r.order(&taken), merge_vfs, merge_nics);
+        let merged = nccl_ib::merged(
+            &r.order(&taken),
+            merge_vfs,
+            merge_nics,
+            r.max_devs_per_nic(),
+        );
         if topo_file.is_some() {
             return merged;
         }
@@ -423,15 +428,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
     } else {
         &views_230
     };
-    let views: Vec<(String, Vec<(String, Distance)>)> = views_bw
-        .iter()
-        .map(|(g, v)| {
-            (
-                g.clone(),
-                v.iter().map(|(n, d, _)| (n.clone(), *d)).collect(),
-            )
-        })
-        .collect();
+    let views = plain_views(views_bw);
     // Asked only where PXN may relay a GPU, and only in the forms that
     // may run programs.
     let joined = std::cell::OnceCell::new();
@@ -568,15 +565,16 @@ pub fn check(host: &Host, programs: bool) -> Report {
                     .as_ref()
                     .map(|up| up.contains(peer))
             };
-            let relay = || {
-                pxn::relay(&gpu.address, &views, None, pxn_disabled, &over_c2c).and_then(|may| {
+            let relay_over = |views: &pxn::Views| {
+                pxn::relay(&gpu.address, views, None, pxn_disabled, &over_c2c).and_then(|may| {
                     if !programs {
                         return Some(may);
                     }
                     let seen = joined.get_or_init(|| nvlink::joined(host));
-                    pxn::relay(&gpu.address, &views, seen.as_ref(), pxn_disabled, &over_c2c)
+                    pxn::relay(&gpu.address, views, seen.as_ref(), pxn_disabled, &over_c2c)
                 })
             };
+            let relay = || relay_over(&views);
             // Asked above (cuda_off): this GPU has a NIC here.
             let cuda_says_no = cuda_off;
             if cuda_says_no {
@@ -626,6 +624,23 @@ pub fn check(host: &Host, programs: bool) -> Report {
                     nccl_sees,
                     &mut facts,
                 );
+                // 2.28.9 merges at most four of an adapter's functions and
+                // may name them in another order (nccl_ib::merged): where
+                // no NCCL is installed and its relay's device is another,
+                // both are said.
+                if rule == Rule::Nccl230 && nccl_installed.is_none() {
+                    let theirs = relay_over(&plain_views(&views_228)).map(|r| r.nic);
+                    if let Some(b) = theirs.filter(|b| *b != relay.nic) {
+                        facts.push(Fact::info(
+                            "nccl",
+                            &gpu.address,
+                            format!(
+                                "NCCL 2.30 relays this GPU through {}, NCCL 2.28 relays it through {b} (its own merge of the adapter's functions, topo.cc ncclTopoAutoMerge): which NCCL the job loads decides; judged with {}",
+                                relay.nic, relay.nic
+                            ),
+                        ));
+                    }
+                }
             } else {
                 let seen = (nccl_distance, by.as_deref());
                 distance_fact(gpu, nic, distance, seen, &level, &mut facts);
@@ -686,6 +701,36 @@ pub fn check(host: &Host, programs: bool) -> Report {
                     "bring up {}'s port, {d} from this GPU, which NCCL skips while no port is ACTIVE: {}",
                     n.name,
                     port_fixes(n)
+                ));
+            }
+        }
+        // NCCL weighs path bandwidth before path type (nccl_local_net.rs):
+        // where the device it takes is farther than the nearest, the
+        // distance lines do not call it the closest, and the nearer one is
+        // named with the reason NCCL passes it over.
+        if let (Some(taken), Some(near)) = (closest, nearest) {
+            if taken.3 > near.3 {
+                let closest_words = format!(
+                    "closest RDMA device {} ({}) is",
+                    taken.0.name, taken.0.address
+                );
+                let taken_words = format!(
+                    "RDMA device {} ({}), the one NCCL takes, is",
+                    taken.0.name, taken.0.address
+                );
+                for f in facts[facts_before..]
+                    .iter_mut()
+                    .filter(|f| f.check == "distance")
+                {
+                    f.message = f.message.replacen(&closest_words, &taken_words, 1);
+                }
+                facts.push(Fact::info(
+                    "nccl",
+                    &gpu.address,
+                    format!(
+                        "NCCL takes {} ({}) over the nearer {} ({}): it weighs path bandwidth before path type (topo.cc, ncclTopoGetLocal), and {}'s path is narrower",
+                        taken.0.name, taken.3, near.0.name, near.3, near.0.name
+                    ),
                 ));
             }
         }
@@ -989,6 +1034,19 @@ fn gate_fact(
 fn port_type(host: &Host, d: &PciDevice) -> Option<PortType> {
     let reader = host.config(&d.dir.join("config")).ok()?;
     ConfigSpace::from_reader(&reader).port_type()
+}
+
+/// @views without their path bandwidths: what pxn::relay reads.
+fn plain_views(views: &[nccl_local_net::View]) -> Vec<(String, Vec<(String, Distance)>)> {
+    views
+        .iter()
+        .map(|(g, v)| {
+            (
+                g.clone(),
+                v.iter().map(|(n, d, _)| (n.clone(), *d)).collect(),
+            )
+        })
+        .collect()
 }
 
 /// The distance and NCCL facts of @gpu where PXN may relay it (pxn.rs):

@@ -162,35 +162,74 @@ pub fn merge_vfs(host: &Host) -> bool {
 /// NCCL_IB_MERGE_VFS, its VFs); the IB plugin's makeVDevice (net_ib.cc /
 /// net_ib/init.cc, NCCL_IB_MERGE_NICS, default 1) names the merged
 /// device by its members joined with `+`, as NCCL logs it
-/// (`mlx5_0+mlx5_1`). The first unplaced device takes every later one of
-/// its place, four at most (NCCL_NET_MAX_DEVS_PER_NIC in 2.28.9's
-/// plugin interface; 2.30.7's allows eight, which no adapter here has).
-/// makeVDevice refuses devices of different link layers ("Attempted to
-/// merge incompatible devices"): topo.cc then takes the first alone and
-/// the others stay for later rounds.
+/// (`mlx5_0+mlx5_1`). As AutoMerge does it: the first unplaced device
+/// takes every unplaced one of its place, @max_devs at most
+/// (Rule::max_devs_per_nic: four in 2.28.9, eight in 2.30.7); where the
+/// plugin's makeVDevice refuses the group (devices of different link
+/// layers: "Attempted to merge incompatible devices"), AutoMerge unplaces
+/// them, marks the first's path to each of the others disconnected
+/// (PATH_DIS) and starts again, at device 1 (its `i = 0` before the
+/// loop's `i++`). A device no group keeps stays its own.
+/// The result lists the devices left alone in the plugin's order, then
+/// the merged ones in the order they were made: NCCL numbers each merged
+/// device after every physical one (ncclTopoPopulateNics), which
+/// nccl_local_net::topology_order keeps.
 /// Where @merge is false (NCCL_IB_MERGE_NICS=0, NCCL_NET_MERGE_LEVEL=LOC)
 /// each device stays its own.
-pub fn merged(taken: &[Nic], merge_vfs: bool, merge: bool) -> Vec<Nic> {
-    const MAX_DEVS_PER_NIC: usize = 4;
-    let mut placed = vec![false; taken.len()];
-    let mut out = Vec::new();
-    for i in 0..taken.len() {
-        if placed[i] {
-            continue;
-        }
-        placed[i] = true;
-        let mut nic = taken[i].clone();
-        let at = placed_at(&nic.address, merge_vfs);
-        let group: Vec<usize> = (i + 1..taken.len())
-            .filter(|&j| merge && !placed[j] && placed_at(&taken[j].address, merge_vfs) == at)
-            .take(MAX_DEVS_PER_NIC - 1)
-            .collect();
-        if group.iter().all(|&j| link(&taken[j]) == link(&nic)) {
-            for j in group {
-                placed[j] = true;
-                nic.name = format!("{}+{}", nic.name, taken[j].name);
+pub fn merged(taken: &[Nic], merge_vfs: bool, merge: bool, max_devs: usize) -> Vec<Nic> {
+    let n = taken.len();
+    let at: Vec<String> = taken
+        .iter()
+        .map(|t| placed_at(&t.address, merge_vfs))
+        .collect();
+    let mut disconnected = vec![vec![false; n]; n];
+    let mut placed = vec![false; n];
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut i = 0;
+    while i < n {
+        if !placed[i] {
+            placed[i] = true;
+            let mut devs = vec![i];
+            for j in 0..n {
+                if merge && at[j] == at[i] && !disconnected[i][j] && !placed[j] && j != i {
+                    placed[j] = true;
+                    devs.push(j);
+                }
+                if devs.len() == max_devs {
+                    break;
+                }
+            }
+            let compatible = devs.iter().all(|&d| link(&taken[d]) == link(&taken[i]));
+            if !compatible {
+                placed[i] = false;
+                for &d in &devs[1..] {
+                    placed[d] = false;
+                    disconnected[i][d] = true;
+                    disconnected[d][i] = true;
+                }
+                i = 1;
+                continue;
+            }
+            if devs.len() > 1 {
+                groups.push(devs);
             }
         }
+        i += 1;
+    }
+    let in_group: Vec<bool> = (0..n)
+        .map(|d| groups.iter().any(|g| g.contains(&d)))
+        .collect();
+    let mut out: Vec<Nic> = (0..n)
+        .filter(|&d| !in_group[d])
+        .map(|d| taken[d].clone())
+        .collect();
+    for g in groups {
+        let mut nic = taken[g[0]].clone();
+        nic.name = g
+            .iter()
+            .map(|&d| taken[d].name.as_str())
+            .collect::<Vec<_>>()
+            .join("+");
         out.push(nic);
     }
     out
@@ -302,17 +341,17 @@ mod tests {
         ];
         let names = |v: Vec<Nic>| v.into_iter().map(|n| n.name).collect::<Vec<_>>();
         assert_eq!(
-            names(merged(&taken, true, true)),
-            ["mlx5_0+mlx5_2", "mlx5_1", "mlx5_3"]
+            names(merged(&taken, true, true, 4)),
+            ["mlx5_1", "mlx5_3", "mlx5_0+mlx5_2"]
         );
         assert_eq!(
-            names(merged(&taken, true, false)),
+            names(merged(&taken, true, false, 4)),
             ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
         );
         // VFs merge with their PF only where NCCL_IB_MERGE_VFS places them there.
         let vfs = [nic("mlx5_0", "0000:3b:00.0"), nic("mlx5_4", "0000:3b:01.2")];
-        assert_eq!(names(merged(&vfs, true, true)), ["mlx5_0+mlx5_4"]);
-        assert_eq!(names(merged(&vfs, false, true)), ["mlx5_0", "mlx5_4"]);
+        assert_eq!(names(merged(&vfs, true, true, 4)), ["mlx5_0+mlx5_4"]);
+        assert_eq!(names(merged(&vfs, false, true, 4)), ["mlx5_0", "mlx5_4"]);
         // An InfiniBand port and an Ethernet one are not merged.
         let on = |mut n: Nic, layer: &str| {
             n.ports = Some(vec![Port {
@@ -327,6 +366,46 @@ mod tests {
             on(nic("mlx5_0", "0000:41:00.0"), "InfiniBand"),
             on(nic("mlx5_1", "0000:41:00.1"), "Ethernet"),
         ];
-        assert_eq!(names(merged(&mixed, true, true)), ["mlx5_0", "mlx5_1"]);
+        assert_eq!(names(merged(&mixed, true, true, 4)), ["mlx5_0", "mlx5_1"]);
+        // Two PFs and three VFs of one adapter: 2.28.9 merges four, 2.30.7
+        // all five (the generated nodes of issue 57 found this).
+        let five: Vec<Nic> = ["00.0", "00.1", "00.2", "00.3", "00.4"]
+            .iter()
+            .enumerate()
+            .map(|(i, f)| nic(&format!("mlx5_{i}"), &format!("0000:3b:{f}")))
+            .collect();
+        assert_eq!(
+            names(merged(&five, true, true, 4)),
+            ["mlx5_4", "mlx5_0+mlx5_1+mlx5_2+mlx5_3"]
+        );
+        assert_eq!(
+            names(merged(&five, true, true, 8)),
+            ["mlx5_0+mlx5_1+mlx5_2+mlx5_3+mlx5_4"]
+        );
+        // An Ethernet PF, an InfiniBand PF and six Ethernet VFs of the
+        // first (generated seed 86): 2.28.9's first group of four is
+        // refused, the two PFs' paths to the three taken with them are cut
+        // and the search starts again; NCCL 2.28.9's own answer is
+        // mlx5_22, mlx5_21+mlx5_25+mlx5_26+mlx5_27, mlx5_23+mlx5_24+mlx5_28.
+        // Another adapter first, as in that node (AutoMerge's restart
+        // begins at device 1).
+        let adapter: Vec<Nic> = std::iter::once(on(nic("mlx5_15", "0000:97:00.0"), "Ethernet"))
+            .chain((0..8).map(|i| {
+                let layer = if i == 1 { "InfiniBand" } else { "Ethernet" };
+                on(
+                    nic(&format!("mlx5_2{}", i + 1), &format!("0000:9d:00.{i}")),
+                    layer,
+                )
+            }))
+            .collect();
+        assert_eq!(
+            names(merged(&adapter, true, true, 4)),
+            [
+                "mlx5_15",
+                "mlx5_22",
+                "mlx5_21+mlx5_25+mlx5_26+mlx5_27",
+                "mlx5_23+mlx5_24+mlx5_28"
+            ]
+        );
     }
 }

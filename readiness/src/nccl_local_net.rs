@@ -44,6 +44,19 @@ impl Rule {
     /// NCCL_IB_DEVICE_PCI_ORDER, default 1: ncclIbCompareDevs over
     /// busIdToInt64 of its realpath's last part), so `mlx5_9` before
     /// `mlx5_10` where the bus numbers say so.
+    /// How many of an adapter's functions NCCL merges into one device at
+    /// most: graph/topo.cc, ncclTopoAutoMerge, stops a device at
+    /// NCCL_NET_MAX_DEVS_PER_NIC (2.28.9: 4, include/plugin/nccl_net.h);
+    /// 2.30.7 at netInfo.maxDevsPerNic, 8 for a plugin of interface v12
+    /// (NCCL_NET_MAX_DEVS_PER_NIC_V12, include/plugin/net/net_v12.h),
+    /// which its own IB plugin is (plugin/net.cc tries v12 first).
+    pub fn max_devs_per_nic(self) -> usize {
+        match self {
+            Rule::Nccl228 => 4,
+            Rule::Nccl230 => 8,
+        }
+    }
+
     pub fn order(self, taken: &[Nic]) -> Vec<Nic> {
         let mut out = taken.to_vec();
         if self == Rule::Nccl230 {
@@ -76,7 +89,12 @@ pub struct Place {
 /// the nets in plugin order, and the node's is local rank 0's with the
 /// others fused after it (topo.cc, ncclTopoGetSystem; ncclTopoFuseXml
 /// appends what is new), so @gpu_numas (rank 0's GPU's) first, then the
-/// devices'. Devices of one adapter keep the plugin's order.
+/// devices'. Devices of one adapter keep the plugin's order, those NCCL
+/// left alone before its merged ones: ncclTopoProcessNet populates the
+/// physical devices first and each merged device after them, as a new
+/// device numbered after every physical one (graph/topo.cc,
+/// ncclTopoPopulateNics with startIndex at the physical count), and
+/// drops the merged members (`keep` 0).
 pub fn topology_order(devices: Vec<(Nic, Place)>, gpu_numas: &[i64]) -> Vec<Nic> {
     let mut cpus: Vec<i64> = Vec::new();
     for numa in gpu_numas.iter().chain(devices.iter().map(|(_, p)| &p.numa)) {
@@ -84,16 +102,17 @@ pub fn topology_order(devices: Vec<(Nic, Place)>, gpu_numas: &[i64]) -> Vec<Nic>
             cpus.push(*numa);
         }
     }
-    let mut keyed: Vec<(usize, Vec<String>, usize, Nic)> = devices
+    let mut keyed: Vec<(usize, Vec<String>, bool, usize, Nic)> = devices
         .into_iter()
         .enumerate()
         .map(|(i, (nic, place))| {
             let cpu = cpus.iter().position(|c| *c == place.numa).unwrap_or(0);
-            (cpu, place.chain, i, nic)
+            let merged = nic.name.contains('+');
+            (cpu, place.chain, merged, i, nic)
         })
         .collect();
-    keyed.sort_by(|a, b| (a.0, &a.1, a.2).cmp(&(b.0, &b.1, b.2)));
-    keyed.into_iter().map(|(_, _, _, nic)| nic).collect()
+    keyed.sort_by(|a, b| (a.0, &a.1, a.2, a.3).cmp(&(b.0, &b.1, b.2, b.3)));
+    keyed.into_iter().map(|(_, _, _, _, nic)| nic).collect()
 }
 
 /// misc/utils.cc's busIdToInt64: the hex digits of @address, `:` and `.`
@@ -267,6 +286,18 @@ mod tests {
                 "mlx5_10", "mlx5_9", "mlx5_12", "mlx5_13", "mlx5_14", "mlx5_0", "mlx5_8"
             ]
         );
+        // A merged device comes after the functions of its adapter NCCL
+        // left alone: it is numbered after every physical device.
+        let adapter = place(0, &["0000:00:01.0", "0000:01:00.0"]);
+        let devices = vec![
+            (nic("mlx5_0+mlx5_1+mlx5_2+mlx5_3"), adapter.clone()),
+            (nic("mlx5_4"), adapter),
+        ];
+        let names: Vec<String> = topology_order(devices, &[0])
+            .into_iter()
+            .map(|n| n.name)
+            .collect();
+        assert_eq!(names, ["mlx5_4", "mlx5_0+mlx5_1+mlx5_2+mlx5_3"]);
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! (tests/common/generator.rs), every level, both releases, GPU by GPU (the
 //! distance class, the NIC NCCL uses, GPUDirect RDMA for reads and
 //! writes: tests/common/oracle.rs). A difference names the seed that
-//! rebuilds its node: NVPM_GENERATED_SEED=<seed> NVPM_GENERATED_NODES=1.
+//! rebuilds its node: NVPM_GENERATED_SEED=<seed> NVPM_GENERATED_NODES=1;
+//! the first difference of a run is shrunk (`shrink`: each part of the node
+//! left out while the difference stays), and NVPM_GENERATED_OMIT=<parts>
+//! rebuilds the smallest node that still differs.
 //! NVPM_GENERATED_NODES (default 40) nodes from NVPM_GENERATED_SEED
 //! (default 1) on NVPM_GENERATED_JOBS threads (default: every core);
 //! ci/test-nccl.sh runs 1000, and a long run outside CI asks for more.
@@ -26,12 +29,13 @@ fn env_number(name: &str, default: u64) -> u64 {
 #[test]
 fn the_generator_makes_the_same_node_of_a_seed_in_kernel_shapes() {
     for seed in 1..=20 {
-        let (a, what_a) = generator::node(seed);
-        let (b, what_b) = generator::node(seed);
-        assert_eq!(what_a, what_b);
-        assert!(check_shapes(&a.sys()) > 0, "seed {seed}: {what_a}");
+        let a = generator::node(seed);
+        let b = generator::node(seed);
+        let what_a = &a.what;
+        assert_eq!(what_a, &b.what);
+        assert!(check_shapes(&a.tree.sys()) > 0, "seed {seed}: {what_a}");
         // Buses as the kernel names them (<domain>:<bus>), never NCCL's cut.
-        for e in std::fs::read_dir(a.sys().join("class/pci_bus")).unwrap() {
+        for e in std::fs::read_dir(a.tree.sys().join("class/pci_bus")).unwrap() {
             let name = e.unwrap().file_name().to_string_lossy().into_owned();
             let (domain, bus) = name.split_once(':').unwrap();
             assert!(
@@ -43,6 +47,59 @@ fn the_generator_makes_the_same_node_of_a_seed_in_kernel_shapes() {
     }
 }
 
+#[test]
+fn the_generator_draws_every_shape_and_shrinks_without_renaming() {
+    // The plans of 300 seeds (written trees cost about 0.15 s each).
+    let plans: Vec<String> = (1..=300).map(generator::plan).collect();
+    let seen = plans.join("\n");
+    for shape in [
+        "Switch(Plx,",
+        "PlxChained",
+        "Microchip",
+        "Switch(BroadcomGen5,",
+        "BroadcomGen4",
+        "BroadcomGen5OneLevel",
+        "BroadcomGen5LowerUnmatched",
+        "vfs: [Port",
+        "vmd: true",
+        "nvswitch: true",
+        "numa: -1",
+        "Ethernet",
+        "2: INIT",
+        "1: DOWN",
+        "3: Disabled",
+    ] {
+        assert!(seen.contains(shape), "no {shape} in 300 plans");
+    }
+    // Adapters of more functions than 2.28.9 merges (four), and VFs past
+    // function 7.
+    let most_vfs = plans
+        .iter()
+        .flat_map(|p| p.split("vfs: [").skip(1))
+        .map(|v| v.split(']').next().unwrap_or("").matches("Port").count())
+        .max();
+    assert_eq!(most_vfs, Some(8));
+    // A part left out removes its devices and renames nothing else.
+    for seed in 1..=15 {
+        let whole = generator::node(seed);
+        let fewer = generator::node_without(seed, &generator::Omit::parse("0"));
+        let kept: Vec<&str> = fewer
+            .what
+            .split("; ")
+            .filter(|l| l.trim_start().starts_with("mlx5_") || l.trim_start().starts_with("GPU "))
+            .filter(|l| !l.contains("root port 00:10.0"))
+            .collect();
+        for line in &kept {
+            assert!(whole.what.contains(line), "seed {seed}: {line} renamed");
+        }
+        assert!(fewer.what.contains("without parts 0"));
+        // (A node left without a GPU or a NIC gets one, on root port 00:10.0.)
+        if !fewer.what.contains("root port 00:10.0") && !whole.what.contains("root port 00:10.0") {
+            assert_eq!(whole.nics, fewer.nics, "seed {seed}: names drawn alike");
+        }
+    }
+}
+
 /// The differential over the nodes of seeds @first.. (@count of them) on
 /// @jobs threads: how many GPU verdicts were compared, and each difference.
 /// With @stop, the threads stop at the first node that differs.
@@ -50,6 +107,12 @@ fn differential(first: u64, count: u64, jobs: usize, stop: bool) -> (usize, Vec<
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     let next = AtomicU64::new(first);
     let found = AtomicBool::new(false);
+    let shrunk = AtomicBool::new(false);
+    // NVPM_GENERATED_OMIT: the parts a shrunk difference left out.
+    let omit = std::env::var("NVPM_GENERATED_OMIT").map_or_else(
+        |_| generator::Omit::default(),
+        |v| generator::Omit::parse(&v),
+    );
     let results = std::sync::Mutex::new((0usize, Vec::new()));
     std::thread::scope(|scope| {
         for _ in 0..jobs {
@@ -59,9 +122,14 @@ fn differential(first: u64, count: u64, jobs: usize, stop: bool) -> (usize, Vec<
                     if seed >= first + count || (stop && found.load(Ordering::Relaxed)) {
                         break;
                     }
-                    let (n, d) = judge_node(seed);
+                    let (n, mut d) = judge_node(seed, &omit);
                     if !d.is_empty() {
                         found.store(true, Ordering::Relaxed);
+                        // The run's first difference only: a rule switched
+                        // off may make every node differ.
+                        if !shrunk.swap(true, Ordering::Relaxed) {
+                            d.push(shrink(seed));
+                        }
                     }
                     let mut r = results.lock().unwrap();
                     r.0 += n;
@@ -73,15 +141,45 @@ fn differential(first: u64, count: u64, jobs: usize, stop: bool) -> (usize, Vec<
     results.into_inner().unwrap()
 }
 
-/// One generated node: the check at every level, NCCL's releases over all
+/// The smallest node of @seed that still differs: each part of it
+/// (generator::Omit; the last, the node's NCCL settings) left out in turn,
+/// and kept out where the check and NCCL still differ without it. A line
+/// with what remains, the command that rebuilds it and its differences.
+fn shrink(seed: u64) -> String {
+    let parts = generator::node(seed).parts;
+    let mut omit = generator::Omit::default();
+    let mut last = judge_node(seed, &omit).1;
+    for part in 0..=parts {
+        let mut fewer = omit.clone();
+        fewer.0.insert(part);
+        let (_, d) = judge_node(seed, &fewer);
+        if !d.is_empty() {
+            omit = fewer;
+            last = d;
+        }
+    }
+    format!(
+        "smallest node that still differs (of {} parts, {} left out): NVPM_GENERATED_SEED={seed} NVPM_GENERATED_NODES=1 NVPM_GENERATED_OMIT={}\n{}",
+        parts + 1,
+        omit.0.len(),
+        omit.list(),
+        last.join("\n")
+    )
+}
+
+/// One generated node without the parts in @omit (its NCCL settings are
+/// part `node.parts`): the check at every level, NCCL's releases over all
 /// of them at once (oracle::judge_levels), under the node's NCCL settings
 /// (generator::settings) as each reads them.
-fn judge_node(seed: u64) -> (usize, Vec<String>) {
-    let (t, mut what) = generator::node(seed);
+fn judge_node(seed: u64, omit: &generator::Omit) -> (usize, Vec<String>) {
+    let node = generator::node_without(seed, omit);
+    let (t, mut what) = (&node.tree, node.what.clone());
     t.nvidia_open_580();
     t.mofed_with("nv_peer_mem");
-    let nics = std::fs::read_dir(t.sys().join("class/infiniband")).map_or(0, |d| d.count()) as u32;
-    let (settings, given) = generator::settings(seed, nics);
+    let (mut settings, given) = generator::settings(seed, node.nics);
+    if omit.0.contains(&node.parts) {
+        settings.clear();
+    }
     // The check's environment, and NCCL's (the harness reads the node's
     // /etc/nccl.conf from the file NCCL_HARNESS_ETC_NCCL_CONF names).
     let mut ours: Vec<(&str, PathBuf)> = Vec::new();
@@ -119,8 +217,15 @@ fn judge_node(seed: u64) -> (usize, Vec<String>) {
     if gpus.is_empty() || nics.is_empty() {
         return (0, Vec::new());
     }
-    let label = format!("seed {seed} (NVPM_GENERATED_SEED={seed} NVPM_GENERATED_NODES=1): {what}");
-    oracle::judge_levels(&t, &runs, &theirs, false, &label)
+    let label = format!(
+        "seed {seed} (NVPM_GENERATED_SEED={seed} NVPM_GENERATED_NODES=1{}): {what}",
+        if omit.0.is_empty() {
+            String::new()
+        } else {
+            format!(" NVPM_GENERATED_OMIT={}", omit.list())
+        }
+    );
+    oracle::judge_levels(t, &runs, &theirs, node.nvswitch, &label)
 }
 
 /// NCCL's default and every level that moves a generated node's verdicts.

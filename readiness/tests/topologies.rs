@@ -1533,3 +1533,54 @@ fn a_down_port_below_the_gpus_switch_is_the_fix() {
         "{out}"
     );
 }
+
+/// Issue 57: NCCL weighs path bandwidth before path type (topo.cc,
+/// ncclTopoGetLocal), so where the NIC beside the GPU has a narrow link
+/// (x4 here) it takes a farther, wider one. The check names that one as the
+/// device NCCL takes, not as the closest, and says why the nearer one is
+/// passed over; NCCL's own code judges the same tree (ci/test-nccl.sh).
+#[test]
+fn a_farther_wider_nic_is_the_one_nccl_takes_and_not_called_the_closest() {
+    let t = one_switch("wider", None);
+    let narrow = "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0";
+    for dir in [narrow.to_owned(), format!("{narrow}/0000:04:00.0")] {
+        t.write(&format!("{dir}/max_link_width"), "4\n");
+    }
+    t.bridge("pci0000:00/0000:00:02.0", 4, None, 0);
+    t.nic("pci0000:00/0000:00:02.0/0000:05:00.0", "mlx5_1", 0);
+    t.mofed_with("nv_peer_mem");
+    let phb = vec![("NCCL_NET_GDR_LEVEL", std::path::PathBuf::from("PHB"))];
+    let (_, out) = t.run_with(&[], &phb);
+    assert_line(
+        &out,
+        &[
+            "distance",
+            "0000:03:00.0",
+            "RDMA device mlx5_1 (0000:05:00.0), the one NCCL takes, is PHB from it",
+        ],
+    );
+    assert_line(
+        &out,
+        &[
+            "nccl",
+            "0000:03:00.0",
+            "NCCL takes mlx5_1 (PHB) over the nearer mlx5_0 (PIX): it weighs path bandwidth before path type",
+        ],
+    );
+    assert!(!out.contains("closest RDMA device mlx5_1"), "{out}");
+    // Both links alike: the nearest is NCCL's, and the closest.
+    let t = one_switch("alike", None);
+    t.bridge("pci0000:00/0000:00:02.0", 4, None, 0);
+    t.nic("pci0000:00/0000:00:02.0/0000:05:00.0", "mlx5_1", 0);
+    t.mofed_with("nv_peer_mem");
+    let (_, out) = t.run(&[]);
+    assert_line(
+        &out,
+        &[
+            "distance",
+            "0000:03:00.0",
+            "closest RDMA device mlx5_0 (0000:04:00.0) is PIX from it",
+        ],
+    );
+    assert!(!out.contains("the one NCCL takes"), "{out}");
+}

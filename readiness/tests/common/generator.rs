@@ -6,19 +6,31 @@
 //!
 //! What a node may have: one or two sockets, each NUMA node known or unset
 //! (-1); per socket one to three root ports; below a root port a GPU or a
-//! NIC alone, or a switch (PLX/Broadcom PEX 8700 one level, Microchip
-//! Switchtec, or Broadcom's Gen5 PEX89000 shown as two levels, which NCCL
-//! flattens) with two to four devices; sometimes an Intel VMD domain with a
-//! NIC; NICs with one or two functions (mlx5 devices), InfiniBand or
-//! Ethernet, ports ACTIVE, DOWN (Polling or Disabled) or INIT.
+//! NIC alone, or a switch of two to four devices; sometimes an Intel VMD
+//! domain with a NIC; NICs with one or two functions (mlx5 devices),
+//! InfiniBand or Ethernet, ports ACTIVE, DOWN (Polling or Disabled) or
+//! INIT.
 //!
-//! `settings` draws, from the same seed but its own stream (so a seed's
-//! node is the one earlier runs judged), the NCCL settings a site gives:
-//! none mostly, else NCCL_IB_HCA in each of NCCL's forms (a prefix list,
-//! `^` to exclude, `=` for exact names, `:port`), from the environment or
-//! from /etc/nccl.conf.
+//! From the same seed's second stream (so that each seed's base node stays
+//! the one the long runs judged; docs/nccl-harness.md): the switch's make
+//! in detail (PLX/Broadcom PEX 8700 one level, or chained two levels,
+//! which NCCL does not flatten; Microchip Switchtec; Broadcom's Gen5
+//! PEX89000 and Gen4 PEX88000 shown as two levels, which NCCL flattens,
+//! Gen5 with one level, and Gen5 whose lower level has the upper's ids,
+//! which NCCL leaves unflattened), SR-IOV virtual functions of a NIC, and
+//! NVSwitches joining every GPU (the nvidia-smi double of Tree::nvswitch).
+//!
+//! A node is planned first (every draw made), then written; `Omit` leaves
+//! parts of the plan unwritten, its names and bus numbers unchanged, which
+//! is how a difference is shrunk (generated.rs, `shrink`).
+//!
+//! `settings` draws, from the same seed but its own stream, the NCCL
+//! settings a site gives: none mostly, else NCCL_IB_HCA in each of NCCL's
+//! forms (a prefix list, `^` to exclude, `=` for exact names, `:port`),
+//! from the environment or from /etc/nccl.conf.
 
 use super::{GIB, Tree};
+use std::collections::BTreeSet;
 
 /// splitmix64: a small, fixed generator, so a seed means the same node on
 /// every machine and toolchain.
@@ -45,176 +57,446 @@ impl Rng {
     }
 }
 
-/// A switch's make: vendor and device of its ports, and how it shows.
-#[derive(Clone, Copy)]
+/// A switch's make and how it shows in sysfs: each level's port ids
+/// (vendor, device, subsystem vendor, subsystem device), as NCCL's
+/// getBcmGen (graph/topo.cc, 2.28.9 and 2.30.7) reads them.
+#[derive(Clone, Copy, Debug)]
 enum Switch {
-    /// PLX (now Broadcom) PEX 8700 Gen3: vendor 0x10b5, one level.
+    /// PLX (now Broadcom) PEX 8700 Gen3, one level.
     Plx,
-    /// Microchip Switchtec PFX Gen4: vendor 0x11f8, one level.
+    /// Two PLX switches chained: not Broadcom's ids, so NCCL keeps both.
+    PlxChained,
+    /// Microchip Switchtec PFX Gen4, one level.
     Microchip,
-    /// Broadcom PEX89000 Gen5, two levels in sysfs: the upper switch's
-    /// ports subsystem 0x1000:0x0001, the lower's 0x1000:0x1001 (NCCL's
-    /// getBcmGen; the catalogue's Broadcom node).
-    BroadcomTwoLevel,
+    /// Broadcom PEX89000 Gen5, two levels: the upper switch's ports
+    /// subsystem 0x1000:0x0???, the lower's 0x1000:0x1??? (NCCL flattens).
+    BroadcomGen5,
+    /// Broadcom PEX88000 Gen4, two levels, both `0x1000c0101000a???`
+    /// (NCCL flattens).
+    BroadcomGen4,
+    /// Broadcom Gen5 with its upper level only (nothing to flatten).
+    BroadcomGen5OneLevel,
+    /// Broadcom Gen5 whose lower level has the upper level's ids: NCCL
+    /// fuses only a lower level of 0x1???, so it keeps both.
+    BroadcomGen5LowerUnmatched,
 }
 
-/// The node of @seed, and a line saying what it is.
-pub fn node(seed: u64) -> (Tree, String) {
-    let mut rng = Rng::new(seed);
-    let t = Tree::new(&format!("gen-{seed}"));
-    let mut said = Vec::new();
-    let sockets = 1 + rng.below(2) as u32;
-    let mut bus = 0u32;
-    let (mut gpus, mut nics) = (0u32, 0u32);
-    let mut next_bus = |base: u32| {
-        bus += 1;
-        base + bus
-    };
-    // The kernel gives every device of a host bridge its node (pcibus_to_node):
-    // socket 0's is kept for the device added at the end.
-    let mut first_numa = 0;
-    for s in 0..sockets {
-        let numa: i32 = if rng.one_in(6) { -1 } else { s as i32 };
-        if s == 0 {
-            first_numa = numa;
-        }
-        let base = 0x80 * s;
-        let root = format!("pci0000:{base:02x}");
-        let ports = 1 + rng.below(3) as u32;
-        said.push(format!("socket {s} (numa {numa}): {ports} root ports"));
-        for p in 0..ports {
-            let rp = format!("{root}/0000:{base:02x}:{:02x}.0", p + 1);
-            t.bridge(&rp, 4, None, numa);
-            let kind = rng.below(4);
-            if kind == 0 {
-                // One device on the root port.
-                let dev = format!("{rp}/0000:{:02x}:00.0", next_bus(base));
-                device(&t, &mut rng, &dev, numa, &mut gpus, &mut nics, &mut said);
-                continue;
-            }
-            let make = match rng.below(3) {
-                0 => Switch::Plx,
-                1 => Switch::Microchip,
-                _ => Switch::BroadcomTwoLevel,
-            };
-            let (vendor, device_id) = match make {
-                Switch::Plx => (0x10b5, 0x8747),
-                Switch::Microchip => (0x11f8, 0x4036),
-                Switch::BroadcomTwoLevel => (0x1000, 0xc030),
-            };
-            let usp = format!("{rp}/0000:{:02x}:00.0", next_bus(base));
-            t.bridge(&usp, 5, None, numa);
-            t.switch_ids(&usp, (vendor, device_id), (vendor, 0x0001));
-            let dsp_bus = next_bus(base);
-            let n = 2 + rng.below(3) as u32;
-            said.push(format!(
-                "  root port {p}: a {} switch of {n}",
-                match make {
-                    Switch::Plx => "PLX",
-                    Switch::Microchip => "Microchip",
-                    Switch::BroadcomTwoLevel => "Broadcom two-level",
-                }
-            ));
-            for d in 0..n {
-                let dsp = format!("{usp}/0000:{dsp_bus:02x}:{d:02x}.0");
-                t.bridge(&dsp, 6, None, numa);
-                t.switch_ids(&dsp, (vendor, device_id), (vendor, 0x0001));
-                let below = if let Switch::BroadcomTwoLevel = make {
-                    let usp2 = format!("{dsp}/0000:{:02x}:00.0", next_bus(base));
-                    let dsp2 = format!("{usp2}/0000:{:02x}:00.0", next_bus(base));
-                    for (chain, kind) in [(&usp2, 5), (&dsp2, 6)] {
-                        t.bridge(chain, kind, None, numa);
-                        t.switch_ids(chain, (vendor, device_id), (vendor, 0x1001));
-                    }
-                    dsp2
-                } else {
-                    dsp
-                };
-                let dev = format!("{below}/0000:{:02x}:00.0", next_bus(base));
-                device(&t, &mut rng, &dev, numa, &mut gpus, &mut nics, &mut said);
-            }
-        }
-        if rng.one_in(5) {
-            // An Intel VMD domain on this socket's host bridge, a NIC in it.
-            let vmd = format!("{root}/0000:{base:02x}:0e.0");
-            t.pci(
-                &vmd,
-                (0x8086, 0x28c0, 0x010400),
-                numa,
-                &super::plain_resource(),
-                &[0u8; 4096],
-            );
-            t.bind(&vmd, "vmd");
-            let domain = format!("{vmd}/pci1000{s}:e0");
-            t.bridge(&format!("{domain}/1000{s}:e0:06.0"), 4, None, numa);
-            let name = format!("mlx5_{nics}");
-            nics += 1;
-            t.nic(
-                &format!("{domain}/1000{s}:e0:06.0/1000{s}:e1:00.0"),
-                &name,
-                numa,
-            );
-            said.push(format!("  a VMD domain 1000{s} with {name}"));
+impl Switch {
+    /// The upper level's ids, and the lower's where there is one.
+    fn ids(self) -> ([u16; 4], Option<[u16; 4]>) {
+        match self {
+            Switch::Plx => ([0x10b5, 0x8747, 0x10b5, 0x0001], None),
+            Switch::PlxChained => (
+                [0x10b5, 0x8747, 0x10b5, 0x0001],
+                Some([0x10b5, 0x8747, 0x10b5, 0x0001]),
+            ),
+            Switch::Microchip => ([0x11f8, 0x4036, 0x11f8, 0x0001], None),
+            Switch::BroadcomGen5 => (
+                [0x1000, 0xc030, 0x1000, 0x0001],
+                Some([0x1000, 0xc030, 0x1000, 0x1001]),
+            ),
+            Switch::BroadcomGen4 => (
+                [0x1000, 0xc010, 0x1000, 0xa064],
+                Some([0x1000, 0xc010, 0x1000, 0xa064]),
+            ),
+            Switch::BroadcomGen5OneLevel => ([0x1000, 0xc030, 0x1000, 0x0001], None),
+            Switch::BroadcomGen5LowerUnmatched => (
+                [0x1000, 0xc030, 0x1000, 0x0001],
+                Some([0x1000, 0xc030, 0x1000, 0x0001]),
+            ),
         }
     }
+}
+
+/// A port of an RDMA function: state and phys_state as the kernel prints
+/// them, and its link layer.
+#[derive(Clone, Debug)]
+struct Port {
+    state: &'static str,
+    phys: &'static str,
+    layer: &'static str,
+}
+
+#[derive(Clone, Debug)]
+enum Device {
+    Gpu,
+    /// An adapter's physical functions (one or two) and the SR-IOV virtual
+    /// functions of its first.
+    Nic {
+        functions: Vec<Port>,
+        vfs: Vec<Port>,
+    },
+}
+
+#[derive(Clone, Debug)]
+enum Below {
+    Alone(Device),
+    Switch(Switch, Vec<Device>),
+}
+
+#[derive(Clone, Debug)]
+struct Socket {
+    numa: i32,
+    ports: Vec<Below>,
+    vmd: bool,
+}
+
+/// The parts of a node that shrinking may leave out, numbered in the
+/// order `Plan::parts` lists them: each root port with what is below it,
+/// each VMD domain, the NVSwitches.
+#[derive(Clone, Default, Debug)]
+pub struct Omit(pub BTreeSet<usize>);
+
+impl Omit {
+    /// `NVPM_GENERATED_OMIT=1,4` as a set.
+    pub fn parse(text: &str) -> Omit {
+        Omit(
+            text.split(',')
+                .filter_map(|p| p.trim().parse().ok())
+                .collect(),
+        )
+    }
+    pub fn list(&self) -> String {
+        let v: Vec<String> = self.0.iter().map(|p| p.to_string()).collect();
+        v.join(",")
+    }
+}
+
+/// What @seed draws, before anything is written (the plan's Debug form):
+/// what a test of the generator's coverage reads without writing trees.
+pub fn plan(seed: u64) -> String {
+    format!("{:?}", Plan::draw(seed))
+}
+
+/// What a seed draws, before anything is written.
+#[derive(Debug)]
+struct Plan {
+    sockets: Vec<Socket>,
+    nvswitch: bool,
+}
+
+impl Plan {
+    fn draw(seed: u64) -> Plan {
+        let mut rng = Rng::new(seed);
+        // The second stream: what the base node of a seed never drew.
+        let mut more = Rng::new(seed ^ 0x6d6f_7265_5f73_6861);
+        let count = 1 + rng.below(2);
+        let mut sockets = Vec::new();
+        for s in 0..count {
+            let numa: i32 = if rng.one_in(6) { -1 } else { s as i32 };
+            let ports = 1 + rng.below(3);
+            let mut below = Vec::new();
+            for _ in 0..ports {
+                if rng.below(4) == 0 {
+                    below.push(Below::Alone(draw_device(&mut rng, &mut more)));
+                    continue;
+                }
+                let make = match rng.below(3) {
+                    0 if more.one_in(4) => Switch::PlxChained,
+                    0 => Switch::Plx,
+                    1 => Switch::Microchip,
+                    _ => match more.below(6) {
+                        0 => Switch::BroadcomGen4,
+                        1 => Switch::BroadcomGen5OneLevel,
+                        2 => Switch::BroadcomGen5LowerUnmatched,
+                        _ => Switch::BroadcomGen5,
+                    },
+                };
+                let n = 2 + rng.below(3);
+                let devices = (0..n).map(|_| draw_device(&mut rng, &mut more)).collect();
+                below.push(Below::Switch(make, devices));
+            }
+            let vmd = rng.one_in(5);
+            sockets.push(Socket {
+                numa,
+                ports: below,
+                vmd,
+            });
+        }
+        Plan {
+            sockets,
+            nvswitch: more.one_in(4),
+        }
+    }
+}
+
+/// A GPU or a NIC (one function or two, port states varied; VFs from the
+/// second stream).
+fn draw_device(rng: &mut Rng, more: &mut Rng) -> Device {
+    if rng.one_in(2) {
+        return Device::Gpu;
+    }
+    let count = if rng.one_in(4) { 2 } else { 1 };
+    let functions: Vec<Port> = (0..count)
+        .map(|_| {
+            let layer = if rng.one_in(4) {
+                "Ethernet"
+            } else {
+                "InfiniBand"
+            };
+            let (state, phys) = match rng.below(6) {
+                0 => ("1: DOWN", "2: Polling"),
+                1 => ("1: DOWN", "3: Disabled"),
+                2 if layer == "InfiniBand" => ("2: INIT", "5: LinkUp"),
+                _ => ("4: ACTIVE", "5: LinkUp"),
+            };
+            Port { state, phys, layer }
+        })
+        .collect();
+    // SR-IOV: a VF's link is its PF's; an InfiniBand VF of an active port
+    // waits in INIT until the subnet manager gives it a LID.
+    let pf = functions[0].clone();
+    // One to three VFs mostly, sometimes up to eight: beyond the PFs'
+    // functions they take the next device numbers of the bus (ARI).
+    let vfs = if more.one_in(5) {
+        let count = if more.one_in(3) {
+            4 + more.below(5)
+        } else {
+            1 + more.below(3)
+        };
+        (0..count)
+            .map(|_| {
+                if pf.layer == "InfiniBand" && pf.state.starts_with('4') && more.one_in(3) {
+                    Port {
+                        state: "2: INIT",
+                        ..pf.clone()
+                    }
+                } else {
+                    pf.clone()
+                }
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Device::Nic { functions, vfs }
+}
+
+/// A generated node: the tree, what it holds, and what judging it needs.
+pub struct Node {
+    pub tree: Tree,
+    pub what: String,
+    /// RDMA devices named (mlx5_0..), written or not.
+    pub nics: u32,
+    /// The parts `Omit` may name.
+    pub parts: usize,
+    /// NVSwitches join the GPUs (the oracle's `nvswitch`).
+    pub nvswitch: bool,
+}
+
+/// The node of @seed.
+pub fn node(seed: u64) -> Node {
+    node_without(seed, &Omit::default())
+}
+
+/// The node of @seed without the parts in @omit.
+pub fn node_without(seed: u64, omit: &Omit) -> Node {
+    let plan = Plan::draw(seed);
+    let t = Tree::new(&format!("gen-{seed}"));
+    let mut w = Writer {
+        t: &t,
+        bus: 0,
+        nics: 0,
+        gpus: Vec::new(),
+        said: Vec::new(),
+        keep: true,
+    };
+    let mut part = 0;
+    // The kernel gives every device of a host bridge its node (pcibus_to_node):
+    // socket 0's is kept for the device added at the end.
+    let first_numa = plan.sockets[0].numa;
+    for (s, socket) in plan.sockets.iter().enumerate() {
+        let s = s as u32;
+        let numa = socket.numa;
+        let base = 0x80 * s;
+        let root = format!("pci0000:{base:02x}");
+        w.said.push(format!(
+            "socket {s} (numa {numa}): {} root ports",
+            socket.ports.len()
+        ));
+        for (p, below) in socket.ports.iter().enumerate() {
+            w.keep = !omit.0.contains(&part);
+            part += 1;
+            let rp = format!("{root}/0000:{base:02x}:{:02x}.0", p + 1);
+            w.bridge(&rp, 4, None, numa);
+            match below {
+                Below::Alone(d) => {
+                    let dev = format!("{rp}/0000:{:02x}:00.0", w.next_bus(base));
+                    w.device(d, &dev, numa);
+                }
+                Below::Switch(make, devices) => {
+                    let (upper, lower) = make.ids();
+                    let usp = format!("{rp}/0000:{:02x}:00.0", w.next_bus(base));
+                    w.bridge(&usp, 5, Some(upper), numa);
+                    let dsp_bus = w.next_bus(base);
+                    w.say(format!(
+                        "  root port {p}: {make:?} switch of {}",
+                        devices.len()
+                    ));
+                    for (d, device) in devices.iter().enumerate() {
+                        let dsp = format!("{usp}/0000:{dsp_bus:02x}:{d:02x}.0");
+                        w.bridge(&dsp, 6, Some(upper), numa);
+                        let below = if let Some(lower) = lower {
+                            let usp2 = format!("{dsp}/0000:{:02x}:00.0", w.next_bus(base));
+                            let dsp2 = format!("{usp2}/0000:{:02x}:00.0", w.next_bus(base));
+                            w.bridge(&usp2, 5, Some(lower), numa);
+                            w.bridge(&dsp2, 6, Some(lower), numa);
+                            dsp2
+                        } else {
+                            dsp
+                        };
+                        let dev = format!("{below}/0000:{:02x}:00.0", w.next_bus(base));
+                        w.device(device, &dev, numa);
+                    }
+                }
+            }
+        }
+        if socket.vmd {
+            w.keep = !omit.0.contains(&part);
+            part += 1;
+            // An Intel VMD domain on this socket's host bridge, a NIC in it.
+            let name = format!("mlx5_{}", w.nics);
+            w.nics += 1;
+            if w.keep {
+                let vmd = format!("{root}/0000:{base:02x}:0e.0");
+                t.pci(
+                    &vmd,
+                    (0x8086, 0x28c0, 0x010400),
+                    numa,
+                    &super::plain_resource(),
+                    &[0u8; 4096],
+                );
+                t.bind(&vmd, "vmd");
+                let domain = format!("{vmd}/pci1000{s}:e0");
+                t.bridge(&format!("{domain}/1000{s}:e0:06.0"), 4, None, numa);
+                t.nic(
+                    &format!("{domain}/1000{s}:e0:06.0/1000{s}:e1:00.0"),
+                    &name,
+                    numa,
+                );
+            }
+            w.say(format!("  a VMD domain 1000{s} with {name}"));
+        }
+    }
+    w.keep = true;
+    let written_nics = std::fs::read_dir(t.sys().join("class/infiniband")).map_or(0, |d| d.count());
     // A node always has a GPU and a NIC: NCCL has nothing to judge otherwise.
-    if gpus == 0 || nics == 0 {
+    if w.gpus.is_empty() || written_nics == 0 {
         let rp = format!("pci0000:00/0000:00:{:02x}.0", 0x10);
         let dev = format!("{rp}/0000:{:02x}:00.0", 0x70);
         t.bridge(&rp, 4, None, first_numa);
-        if gpus == 0 {
+        if w.gpus.is_empty() {
             t.gpu(&dev, 0x2330, first_numa, 128 * GIB);
-            said.push("  a GPU on root port 00:10.0".to_owned());
+            w.gpus.push(dev_address(&dev));
+            w.said.push("  a GPU on root port 00:10.0".to_owned());
         } else {
-            t.nic(&dev, &format!("mlx5_{nics}"), first_numa);
-            said.push(format!("  mlx5_{nics} on root port 00:10.0"));
+            let name = format!("mlx5_{}", w.nics);
+            w.nics += 1;
+            t.nic(&dev, &name, first_numa);
+            w.said.push(format!("  {name} on root port 00:10.0"));
         }
     }
-    (t, said.join("; "))
+    let nvswitch_part = part;
+    let nvswitch = plan.nvswitch && w.gpus.len() > 1 && !omit.0.contains(&nvswitch_part);
+    if nvswitch {
+        // NVML's order is PCI order (nvidia-smi's index).
+        let mut gpus = w.gpus.clone();
+        gpus.sort();
+        let gpus: Vec<&str> = gpus.iter().map(String::as_str).collect();
+        t.nvswitch(&gpus);
+        w.said.push("  NVSwitches join every GPU".to_owned());
+    }
+    if !omit.0.is_empty() {
+        w.said.push(format!("  without parts {}", omit.list()));
+    }
+    Node {
+        what: w.said.join("; "),
+        nics: w.nics,
+        parts: nvswitch_part + usize::from(plan.nvswitch),
+        nvswitch,
+        tree: t,
+    }
 }
 
-/// A GPU or a NIC (one function or two, port states varied) at @chain.
-fn device(
-    t: &Tree,
-    rng: &mut Rng,
-    chain: &str,
-    numa: i32,
-    gpus: &mut u32,
-    nics: &mut u32,
-    said: &mut Vec<String>,
-) {
-    if rng.one_in(2) {
-        t.gpu(chain, 0x2330, numa, 128 * GIB);
-        *gpus += 1;
-        said.push(format!(
-            "    GPU {}",
-            chain.rsplit('/').next().unwrap_or("")
-        ));
-        return;
+fn dev_address(chain: &str) -> String {
+    chain.rsplit('/').next().unwrap_or("").to_owned()
+}
+
+/// Writes a plan's devices, naming and numbering them whether written
+/// (`keep`) or not, so that a part left out changes no other part.
+struct Writer<'a> {
+    t: &'a Tree,
+    bus: u32,
+    nics: u32,
+    gpus: Vec<String>,
+    said: Vec<String>,
+    keep: bool,
+}
+
+impl Writer<'_> {
+    fn next_bus(&mut self, base: u32) -> u32 {
+        self.bus += 1;
+        base + self.bus
     }
-    let functions = if rng.one_in(4) { 2 } else { 1 };
-    for f in 0..functions {
-        let at = if f == 0 {
-            chain.to_owned()
-        } else {
-            format!("{}.1", chain.trim_end_matches(".0"))
-        };
-        let name = format!("mlx5_{nics}");
-        *nics += 1;
-        t.nic(&at, &name, numa);
-        let layer = if rng.one_in(4) {
-            "Ethernet"
-        } else {
-            "InfiniBand"
-        };
-        let (state, phys) = match rng.below(6) {
-            0 => ("1: DOWN", "2: Polling"),
-            1 => ("1: DOWN", "3: Disabled"),
-            2 if layer == "InfiniBand" => ("2: INIT", "5: LinkUp"),
-            _ => ("4: ACTIVE", "5: LinkUp"),
-        };
-        t.port_phys(&name, 1, state, phys, layer);
-        said.push(format!("    {name} {layer} {state}"));
+
+    fn say(&mut self, line: String) {
+        if self.keep {
+            self.said.push(line);
+        }
+    }
+
+    /// A root port or switch port, with the switch's ids where given.
+    fn bridge(&self, chain: &str, kind: u8, ids: Option<[u16; 4]>, numa: i32) {
+        if !self.keep {
+            return;
+        }
+        self.t.bridge(chain, kind, None, numa);
+        if let Some([v, d, sv, sd]) = ids {
+            self.t.switch_ids(chain, (v, d), (sv, sd));
+        }
+    }
+
+    fn device(&mut self, device: &Device, chain: &str, numa: i32) {
+        match device {
+            Device::Gpu => {
+                if self.keep {
+                    self.t.gpu(chain, 0x2330, numa, 128 * GIB);
+                    self.gpus.push(dev_address(chain));
+                }
+                self.say(format!("    GPU {}", dev_address(chain)));
+            }
+            Device::Nic { functions, vfs } => {
+                // Function @f of the adapter: device 00's eight functions,
+                // then device 01's (an ARI routing id, drivers/pci/iov.c
+                // pci_iov_virtfn_devfn: PF's + offset + stride x VF).
+                let function = |f: usize| {
+                    let device = chain.trim_end_matches("00.0");
+                    format!("{device}{:02x}.{}", f / 8, f % 8)
+                };
+                let pf = self.nics;
+                for (f, port) in functions.iter().enumerate() {
+                    let name = format!("mlx5_{}", self.nics);
+                    self.nics += 1;
+                    if self.keep {
+                        self.t.nic(&function(f), &name, numa);
+                        self.t
+                            .port_phys(&name, 1, port.state, port.phys, port.layer);
+                    }
+                    self.say(format!("    {name} {} {}", port.layer, port.state));
+                }
+                for (v, port) in vfs.iter().enumerate() {
+                    let name = format!("mlx5_{}", self.nics);
+                    self.nics += 1;
+                    let at = function(functions.len() + v);
+                    if self.keep {
+                        self.t.virtual_function(&at, &function(0), v, &name, numa);
+                        self.t
+                            .port_phys(&name, 1, port.state, port.phys, port.layer);
+                    }
+                    self.say(format!("    {name} VF {v} of mlx5_{pf} {}", port.state));
+                }
+            }
+        }
     }
 }
 

@@ -320,6 +320,38 @@ impl Tree {
         self.verbs_library("libibverbs.so.1.14.44.0");
     }
 
+    /// SR-IOV virtual function @index of the ConnectX at @pf, at @chain,
+    /// with its RDMA device @name: a ConnectX Family mlx5Gen Virtual
+    /// Function (0x101e), linked as drivers/pci/iov.c links them (the VF's
+    /// `physfn`, the PF's `virtfn<index>`). The VF's directory is beside
+    /// its PF's: pci_iov_add_virtfn gives it the PF's parent.
+    pub fn virtual_function(&self, chain: &str, pf: &str, index: usize, name: &str, numa: i32) {
+        self.pci(
+            chain,
+            (0x15b3, 0x101e, 0x020700),
+            numa,
+            &nic_resource(),
+            &[0u8; 4096],
+        );
+        let devices = self.sys().join("devices");
+        let pf_address = pf.rsplit('/').next().unwrap();
+        let vf_address = chain.rsplit('/').next().unwrap();
+        symlink(
+            format!("../{pf_address}"),
+            devices.join(chain).join("physfn"),
+        )
+        .unwrap();
+        symlink(
+            format!("../{vf_address}"),
+            devices.join(pf).join(format!("virtfn{index}")),
+        )
+        .unwrap();
+        let dir = self.sys().join("class/infiniband").join(name);
+        fs::create_dir_all(&dir).unwrap();
+        symlink(format!("../../../devices/{chain}"), dir.join("device")).unwrap();
+        self.port(name, 1, "4: ACTIVE", "InfiniBand");
+    }
+
     /// Port @number of RDMA device @name, its `state` and `link_layer` as
     /// the kernel prints them (drivers/infiniband/core/sysfs.c: state_show
     /// "%d: %s" of ib_port_state, `1: DOWN`, `4: ACTIVE`; link_layer_show

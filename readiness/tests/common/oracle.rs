@@ -411,20 +411,40 @@ pub fn judge_levels(
                 // device order: nccl_local_net.rs) and none is installed, the
                 // check names 2.28's too: that one is held to 2.28.
                 let judged = nic;
-                let nic_228 = out
-                    .lines()
-                    .filter(|l| l.contains(&format!(" {gpu}: ")))
-                    .find_map(|l| l.split_once("NCCL 2.28 gives it "))
-                    .and_then(|(_, rest)| rest.split(' ').next())
-                    .filter(|_| release.starts_with("2.28.") && !relayed);
+                // A relayed GPU's: the device 2.28 relays it through, where
+                // the check says it is another.
+                let said_228 = |words: &str| {
+                    out.lines()
+                        .filter(|l| l.contains(&format!(" {gpu}: ")))
+                        .find_map(|l| l.split_once(words))
+                        .and_then(|(_, rest)| rest.split(' ').next())
+                        .filter(|_| release.starts_with("2.28."))
+                };
+                let nic_228 = if relayed {
+                    said_228("NCCL 2.28 relays it through ")
+                } else {
+                    said_228("NCCL 2.28 gives it ")
+                };
                 let nic = nic_228.unwrap_or(nic);
                 let name = if distance.contains(&format!("as NCCL offers it ({nic}_dma)")) {
                     format!("{nic}_dma")
                 } else {
                     nic.to_string()
                 };
-                let the_pair =
-                    |lines: &[String]| lines.iter().find(|p| field(p, "name") == name).cloned();
+                // A merged device by its members: 2.28.9 and 2.30.7 may
+                // join the same functions' names in another order (the
+                // check says so: "NCCL 2.28 gives it mlx5_10+mlx5_9").
+                let members = |n: &str| {
+                    let mut m: Vec<String> = n.split('+').map(str::to_owned).collect();
+                    m.sort();
+                    m
+                };
+                let the_pair = |lines: &[String]| {
+                    lines
+                        .iter()
+                        .find(|p| members(field(p, "name")) == members(&name))
+                        .cloned()
+                };
                 let order = ["PIX", "PXB", "P2C", "PXN", "PHB", "SYS"];
                 let rank_of = |p: &str| order.iter().position(|o| *o == p).unwrap_or(9);
                 // NCCL's nearest as ncclTopoGetLocal takes it: the highest
