@@ -428,7 +428,6 @@ pub fn check(host: &Host, programs: bool) -> Report {
     } else {
         &views_230
     };
-    let views = plain_views(views_bw);
     // Asked only where PXN may relay a GPU, and only in the forms that
     // may run programs.
     let joined = std::cell::OnceCell::new();
@@ -565,16 +564,29 @@ pub fn check(host: &Host, programs: bool) -> Report {
                     .as_ref()
                     .map(|up| up.contains(peer))
             };
-            let relay_over = |views: &pxn::Views| {
-                pxn::relay(&gpu.address, views, None, pxn_disabled, &over_c2c).and_then(|may| {
-                    if !programs {
-                        return Some(may);
-                    }
-                    let seen = joined.get_or_init(|| nvlink::joined(host));
-                    pxn::relay(&gpu.address, views, seen.as_ref(), pxn_disabled, &over_c2c)
-                })
+            // PXN by @rule's devices (@with_bw, their views): each NIC's
+            // local GPU as that release chooses it.
+            let relay_over = |with_bw: &[nccl_local_net::View], r: Rule| {
+                let views = plain_views(with_bw);
+                let local = |nic: &str| nccl_local_net::local_gpu(with_bw, nic, r);
+                pxn::relay(&gpu.address, &views, None, pxn_disabled, &over_c2c, &local).and_then(
+                    |may| {
+                        if !programs {
+                            return Some(may);
+                        }
+                        let seen = joined.get_or_init(|| nvlink::joined(host));
+                        pxn::relay(
+                            &gpu.address,
+                            &views,
+                            seen.as_ref(),
+                            pxn_disabled,
+                            &over_c2c,
+                            &local,
+                        )
+                    },
+                )
             };
-            let relay = || relay_over(&views);
+            let relay = || relay_over(views_bw, rule);
             // Asked above (cuda_off): this GPU has a NIC here.
             let cuda_says_no = cuda_off;
             if cuda_says_no {
@@ -629,7 +641,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 // no NCCL is installed and its relay's device is another,
                 // both are said.
                 if rule == Rule::Nccl230 && nccl_installed.is_none() {
-                    let theirs = relay_over(&plain_views(&views_228)).map(|r| r.nic);
+                    let theirs = relay_over(&views_228, Rule::Nccl228).map(|r| r.nic);
                     if let Some(b) = theirs.filter(|b| *b != relay.nic) {
                         facts.push(Fact::info(
                             "nccl",

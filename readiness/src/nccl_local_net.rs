@@ -175,6 +175,41 @@ fn best(paths: &[(Distance, f64)]) -> Vec<usize> {
 
 /// The NIC NCCL gives @gpu under @rule. @views: every GPU's (View).
 pub fn pick(views: &[View], gpu: &str, rule: Rule) -> Option<String> {
+    pick_on(views, gpu, rule, 0)
+}
+
+/// The GPU PXN relays @nic's traffic through (graph/topo.cc,
+/// ncclTopoGetLocalGpu, 2.28.9 and 2.30.7): of the GPUs nearest to the
+/// NIC, in NCCL's GPU order, the first whose NIC on some channel (of
+/// MAXCHANNELS, 64) is @nic; none where no such GPU takes it on any
+/// channel (then paths.cc relays nothing through it).
+pub fn local_gpu(views: &[View], nic: &str, rule: Rule) -> Option<String> {
+    let to_nic: Vec<(Distance, f64)> = views
+        .iter()
+        .map(|(_, v)| {
+            v.iter()
+                .find(|(n, _, _)| n == nic)
+                .map_or((Distance::Sys, 0.0), |(_, d, bw)| (*d, *bw))
+        })
+        .collect();
+    let nearest: Vec<&str> = best(&to_nic)
+        .into_iter()
+        .filter(|&i| views[i].1.iter().any(|(n, _, _)| n == nic))
+        .map(|i| views[i].0.as_str())
+        .collect();
+    (0..64).find_map(|channel| {
+        nearest
+            .iter()
+            .find(|g| pick_on(views, g, rule, channel).as_deref() == Some(nic))
+            .map(|g| g.to_string())
+    })
+}
+
+/// ncclTopoGetLocalNet for @gpu on @channel: its device number's NIC
+/// among the nearest, moved on by the channel within the NICs each GPU
+/// shares (netsPerGpu, NCCL_NETDEVS_POLICY's default AUTO: the nearest
+/// NICs over the GPUs nearest to the first of them, rounded up).
+fn pick_on(views: &[View], gpu: &str, rule: Rule, channel: usize) -> Option<String> {
     let mut order: Vec<&str> = views.iter().map(|(a, _)| a.as_str()).collect();
     order.sort_unstable();
     let dev = order.iter().position(|a| *a == gpu)?;
@@ -188,26 +223,25 @@ pub fn pick(views: &[View], gpu: &str, rule: Rule) -> Option<String> {
     if count == 0 {
         return None;
     }
+    // ncclTopoGetLocal(NET, localNets[0], GPU): the GPUs nearest to
+    // that NIC, from its side (a tree's paths are the same both ways).
+    let to_first: Vec<(Distance, f64)> = views
+        .iter()
+        .filter_map(|(_, v)| {
+            v.iter()
+                .find(|(n, _, _)| n == local[0])
+                .map(|(_, d, bw)| (*d, *bw))
+        })
+        .collect();
+    let local_gpus = best(&to_first).len().max(1);
     let mut net = match rule {
         Rule::Nccl228 => dev,
-        Rule::Nccl230 => {
-            // ncclTopoGetLocal(NET, localNets[0], GPU): the GPUs nearest to
-            // that NIC, from its side (a tree's paths are the same both
-            // ways).
-            let to_first: Vec<(Distance, f64)> = views
-                .iter()
-                .filter_map(|(_, v)| {
-                    v.iter()
-                        .find(|(n, _, _)| n == local[0])
-                        .map(|(_, d, bw)| (*d, *bw))
-                })
-                .collect();
-            dev % best(&to_first).len().max(1)
-        }
+        Rule::Nccl230 => dev % local_gpus,
     };
     if count.is_power_of_two() {
         net = mirror_bits(net, count);
     }
+    net += channel % count.div_ceil(local_gpus);
     Some(local[net % count].to_owned())
 }
 
@@ -298,6 +332,38 @@ mod tests {
             .map(|n| n.name)
             .collect();
         assert_eq!(names, ["mlx5_4", "mlx5_0+mlx5_1+mlx5_2+mlx5_3"]);
+    }
+
+    #[test]
+    fn a_nic_no_gpu_takes_on_any_channel_has_no_local_gpu() {
+        // Eight GPUs; the last two are PIX from five NICs (the others SYS),
+        // so each takes three of them over its channels (netsPerGpu =
+        // ceil(5 / 2)): 2.28.9 from its device number (6: n1 n2 n3, 7: n2
+        // n3 n4), 2.30.7 from it modulo the two (n0 n1 n2, n1 n2 n3).
+        let gpus: Vec<String> = (0..8).map(|i| format!("0000:0{i}:00.0")).collect();
+        let views: Vec<View> = gpus
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let near = i >= 6;
+                let nics = (0..5)
+                    .map(|n| {
+                        if near {
+                            (format!("n{n}"), Distance::Pix, 48.0)
+                        } else {
+                            (format!("n{n}"), Distance::Sys, 10.0)
+                        }
+                    })
+                    .collect();
+                (g.clone(), nics)
+            })
+            .collect();
+        let local = |nic: &str, rule| local_gpu(&views, nic, rule);
+        assert_eq!(local("n0", Rule::Nccl228), None);
+        assert_eq!(local("n1", Rule::Nccl228).as_deref(), Some("0000:06:00.0"));
+        assert_eq!(local("n4", Rule::Nccl228).as_deref(), Some("0000:07:00.0"));
+        assert_eq!(local("n0", Rule::Nccl230).as_deref(), Some("0000:06:00.0"));
+        assert_eq!(local("n4", Rule::Nccl230), None);
     }
 
     #[test]

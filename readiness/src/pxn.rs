@@ -7,10 +7,11 @@
 //! With `NCCL_PXN_C2C` (default 1 in both releases) the peer may also be
 //! P2C from the NIC: over its C2C link to its CPU, whose PCIe has the NIC
 //! (NCCL's `pxnType`; c2c.rs), and GPUDirect RDMA is then judged by that
-//! P2C path. Left out, and said in docs/diagnostics.md: the bandwidth
+//! P2C path. A NIC's local GPU is NCCL's own choice, given by the caller
+//! (nccl_local_net::local_gpu, ncclTopoGetLocalGpu: the first nearest GPU
+//! whose NIC on some channel it is; none, and the NIC relays nothing). Left out, and said in docs/diagnostics.md: the bandwidth
 //! clause (the check never relays a GPU that has a NIC within PXB
-//! itself), NCCL's choice of a NIC's local GPU among equals by its
-//! channels (here the first by address), and from 2.30 that the relay
+//! itself), and from 2.30 that the relay
 //! must also be able to read GPU memory for the NIC (`NCCL_NET_GDR_READ=0`
 //! stops PXN there). NCCL's own code judges the same trees in
 //! ci/test-nccl.sh (readiness/tests/nccl_oracle.rs).
@@ -53,6 +54,7 @@ pub fn relay(
     joined: Option<&BTreeSet<(String, String)>>,
     disabled: bool,
     over_c2c: &dyn Fn(&str) -> Option<bool>,
+    local_gpu: &dyn Fn(&str) -> Option<String>,
 ) -> Option<Relay> {
     if disabled {
         return None;
@@ -71,31 +73,30 @@ pub fn relay(
     };
     own.iter()
         .filter_map(|(nic, _)| {
-            // the NIC's local GPU: the first of the GPUs nearest it
-            let (peer, distance) = views
-                .iter()
-                .filter_map(|(g, ds)| ds.iter().find(|(n, _)| n == nic).map(|(_, d)| (g, *d)))
-                .min_by_key(|(_, d)| *d)?;
+            // the NIC's local GPU, as NCCL chooses it
+            let peer = local_gpu(nic)?;
+            let (_, ds) = views.iter().find(|(g, _)| *g == peer)?;
+            let distance = ds.iter().find(|(n, _)| n == nic).map(|(_, d)| *d)?;
             if peer == gpu {
                 return None;
             }
             // P2C: a NIC on the peer's own CPU, the peer's C2C link up.
             let (c2c, c2c_seen) = match distance {
                 Distance::Pix | Distance::Pxb => (false, true),
-                Distance::Phb | Distance::Node => match over_c2c(peer) {
+                Distance::Phb | Distance::Node => match over_c2c(&peer) {
                     Some(true) => (true, true),
                     Some(false) => return None,
                     None => (true, false),
                 },
                 Distance::Sys => return None,
             };
-            let seen = match linked(peer) {
+            let seen = match linked(&peer) {
                 Some(true) => c2c_seen,
                 Some(false) => return None,
                 None => false,
             };
             Some(Relay {
-                peer: peer.clone(),
+                peer,
                 nic: nic.clone(),
                 distance,
                 seen,
@@ -114,6 +115,11 @@ mod tests {
         Some(false)
     }
 
+    /// The local GPU of every NIC in these tests: `a`, beside each.
+    fn a(_: &str) -> Option<String> {
+        Some("a".to_owned())
+    }
+
     fn views() -> Vec<(String, Vec<(String, Distance)>)> {
         // GPU a has mlx5_0 beside it; GPU b is across the CPUs from it.
         vec![
@@ -125,20 +131,28 @@ mod tests {
     #[test]
     fn a_far_gpu_is_relayed_by_its_nvlink_peer() {
         let joined: BTreeSet<_> = [("a".to_owned(), "b".to_owned())].into();
-        let r = relay("b", &views(), Some(&joined), false, &no_c2c).unwrap();
+        let r = relay("b", &views(), Some(&joined), false, &no_c2c, &a).unwrap();
         assert_eq!(
             (r.peer.as_str(), r.nic.as_str(), r.distance, r.seen),
             ("a", "mlx5_0", Pix, true)
         );
         // not for the near GPU, not without NVLink, not with PXN off
-        assert_eq!(relay("a", &views(), Some(&joined), false, &no_c2c), None);
         assert_eq!(
-            relay("b", &views(), Some(&BTreeSet::new()), false, &no_c2c),
+            relay("a", &views(), Some(&joined), false, &no_c2c, &a),
             None
         );
-        assert_eq!(relay("b", &views(), Some(&joined), true, &no_c2c), None);
+        assert_eq!(
+            relay("b", &views(), Some(&BTreeSet::new()), false, &no_c2c, &a),
+            None
+        );
+        assert_eq!(relay("b", &views(), Some(&joined), true, &no_c2c, &a), None);
         // NVLink unknown: a relay NCCL may take
-        assert!(!relay("b", &views(), None, false, &no_c2c).unwrap().seen);
+        assert!(!relay("b", &views(), None, false, &no_c2c, &a).unwrap().seen);
+        // a NIC no GPU takes on any channel has no local GPU: no relay
+        assert_eq!(
+            relay("b", &views(), Some(&joined), false, &no_c2c, &|_| None),
+            None
+        );
     }
 
     #[test]
@@ -147,16 +161,16 @@ mod tests {
             ("a".to_owned(), vec![("mlx5_0".to_owned(), Phb)]),
             ("b".to_owned(), vec![("mlx5_0".to_owned(), Sys)]),
         ];
-        assert_eq!(relay("b", &v, None, false, &no_c2c), None);
+        assert_eq!(relay("b", &v, None, false, &no_c2c, &a), None);
         // unless the peer's C2C link carries it: P2C
         let joined: BTreeSet<_> = [("a".to_owned(), "b".to_owned())].into();
-        let r = relay("b", &v, Some(&joined), false, &|_| Some(true)).unwrap();
+        let r = relay("b", &v, Some(&joined), false, &|_| Some(true), &a).unwrap();
         assert_eq!(
             (r.peer.as_str(), r.distance, r.c2c, r.seen),
             ("a", Phb, true, true)
         );
         assert!(
-            !relay("b", &v, Some(&joined), false, &|_| None)
+            !relay("b", &v, Some(&joined), false, &|_| None, &a)
                 .unwrap()
                 .seen
         );
