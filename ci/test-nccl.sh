@@ -168,8 +168,12 @@ echo "== generated nodes: shapes nobody chose, judged by NCCL's own code"
 # and the first is shrunk to the smallest node that still differs. A long
 # run outside CI: NVPM_GENERATED_NODES.
 generated_nodes=${NVPM_GENERATED_NODES:-1000}
+# The nodes' trees are written in memory where the machine has /dev/shm:
+# writing them costs more than judging them (about 2.5 times faster here).
+tree_dir=${TMPDIR:-/tmp}
+[ -d /dev/shm ] && [ -w /dev/shm ] && tree_dir=/dev/shm
 generated() {  # generated [ENV=VALUE...]: the differential, its figures
-    env NVPM_NCCL_HARNESS_DIR="$root/target/nccl-harness" NVPM_GENERATED_NODES="$generated_nodes" "$@" \
+    env TMPDIR="$tree_dir" NVPM_NCCL_HARNESS_DIR="$root/target/nccl-harness" NVPM_GENERATED_NODES="$generated_nodes" "$@" \
         cargo test --locked -q -p readiness --test generated -- --ignored --nocapture generated_nodes
 }
 check "$generated_nodes generated nodes x 4 levels x each release: the check's NCCL verdicts = NCCL's" generated

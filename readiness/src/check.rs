@@ -124,10 +124,39 @@ pub fn check(host: &Host, programs: bool) -> Report {
     // The devices NCCL takes (nccl_ib.rs): each GPU is judged with the
     // nearest of them; the others are said, with NCCL's reason.
     let hca = nccl_ib::hca(host);
-    let refused: Vec<(&Nic, String)> = nics
+    let mut refused: Vec<(&Nic, String)> = nics
         .iter()
         .filter_map(|n| nccl_ib::refusal(n, hca.as_ref()).map(|why| (n, why)))
         .collect();
+    // NCCL's IB plugin lists devices, in the verbs library's order (by
+    // name), only until it holds MAX_IB_DEVS (32) ports (net_ib.cc /
+    // net_ib/init.cc, ncclIbInitDevices: `ncclNIbDevs < MAX_IB_DEVS`;
+    // 2.30.7 sorts by PCI address after): the devices after are not NCCL's
+    // (issue 57's long run found a node of 44).
+    let mut ports = 0;
+    for n in &nics {
+        if refused.iter().any(|(r, _)| *r == n) {
+            continue;
+        }
+        if ports >= nccl_ib::MAX_IB_DEVS {
+            refused.push((
+                n,
+                format!(
+                    "NCCL's IB plugin takes the first {} ports by device name (MAX_IB_DEVS) and {} comes after them",
+                    nccl_ib::MAX_IB_DEVS,
+                    n.name
+                ),
+            ));
+            continue;
+        }
+        ports += n
+            .ports
+            .iter()
+            .flatten()
+            .filter(|p| p.active())
+            .count()
+            .max(1);
+    }
     let taken: Vec<Nic> = nics
         .iter()
         .filter(|n| !refused.iter().any(|(r, _)| r == n))

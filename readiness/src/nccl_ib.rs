@@ -154,6 +154,10 @@ pub fn merge_vfs(host: &Host) -> bool {
         .is_some_and(|(v, _)| consumers::param_zero(&v))
 }
 
+/// The ports NCCL's IB plugin holds at most (net_ib.cc, 2.28.9;
+/// net_ib/common.h, 2.30.7).
+pub const MAX_IB_DEVS: usize = 32;
+
 /// NCCL's devices after it merges an adapter's functions (issue 57):
 /// graph/topo.cc, ncclTopoAutoMerge, with NCCL_NET_MERGE_LEVEL at its
 /// default PORT, merges the devices of @taken (in the IB plugin's order)
