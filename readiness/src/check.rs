@@ -128,35 +128,8 @@ pub fn check(host: &Host, programs: bool) -> Report {
         .iter()
         .filter_map(|n| nccl_ib::refusal(n, hca.as_ref()).map(|why| (n, why)))
         .collect();
-    // NCCL's IB plugin lists devices, in the verbs library's order (by
-    // name), only until it holds MAX_IB_DEVS (32) ports (net_ib.cc /
-    // net_ib/init.cc, ncclIbInitDevices: `ncclNIbDevs < MAX_IB_DEVS`;
-    // 2.30.7 sorts by PCI address after): the devices after are not NCCL's
-    // (issue 57's long run found a node of 44).
-    let mut ports = 0;
-    for n in &nics {
-        if refused.iter().any(|(r, _)| *r == n) {
-            continue;
-        }
-        if ports >= nccl_ib::MAX_IB_DEVS {
-            refused.push((
-                n,
-                format!(
-                    "NCCL's IB plugin takes the first {} ports by device name (MAX_IB_DEVS) and {} comes after them",
-                    nccl_ib::MAX_IB_DEVS,
-                    n.name
-                ),
-            ));
-            continue;
-        }
-        ports += n
-            .ports
-            .iter()
-            .flatten()
-            .filter(|p| p.active())
-            .count()
-            .max(1);
-    }
+    let beyond = nccl_ib::beyond_max_ib_devs(&nics, &refused);
+    refused.extend(beyond);
     let taken: Vec<Nic> = nics
         .iter()
         .filter(|n| !refused.iter().any(|(r, _)| r == n))
@@ -457,6 +430,9 @@ pub fn check(host: &Host, programs: bool) -> Report {
     } else {
         &views_230
     };
+    // What pxn::relay reads of them (no bandwidths), made once for every
+    // GPU: the judged rule's, and 2.28's for the relay it may say apart.
+    let (plain_bw, plain_228) = (plain_views(views_bw), plain_views(&views_228));
     // Asked only where PXN may relay a GPU, and only in the forms that
     // may run programs.
     let joined = std::cell::OnceCell::new();
@@ -593,12 +569,11 @@ pub fn check(host: &Host, programs: bool) -> Report {
                     .as_ref()
                     .map(|up| up.contains(peer))
             };
-            // PXN by @rule's devices (@with_bw, their views): each NIC's
-            // local GPU as that release chooses it.
-            let relay_over = |with_bw: &[nccl_local_net::View], r: Rule| {
-                let views = plain_views(with_bw);
+            // PXN by @r's devices (@views, and @with_bw with their path
+            // bandwidths): each NIC's local GPU as that release chooses it.
+            let relay_over = |views: &pxn::Views, with_bw: &[nccl_local_net::View], r: Rule| {
                 let local = |nic: &str| nccl_local_net::local_gpu(with_bw, nic, r);
-                pxn::relay(&gpu.address, &views, None, pxn_disabled, &over_c2c, &local).and_then(
+                pxn::relay(&gpu.address, views, None, pxn_disabled, &over_c2c, &local).and_then(
                     |may| {
                         if !programs {
                             return Some(may);
@@ -606,7 +581,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
                         let seen = joined.get_or_init(|| nvlink::joined(host));
                         pxn::relay(
                             &gpu.address,
-                            &views,
+                            views,
                             seen.as_ref(),
                             pxn_disabled,
                             &over_c2c,
@@ -615,7 +590,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
                     },
                 )
             };
-            let relay = || relay_over(views_bw, rule);
+            let relay = || relay_over(&plain_bw, views_bw, rule);
             // Asked above (cuda_off): this GPU has a NIC here.
             let cuda_says_no = cuda_off;
             if cuda_says_no {
@@ -670,7 +645,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 // no NCCL is installed and its relay's device is another,
                 // both are said.
                 if rule == Rule::Nccl230 && nccl_installed.is_none() {
-                    let theirs = relay_over(&views_228, Rule::Nccl228).map(|r| r.nic);
+                    let theirs = relay_over(&plain_228, &views_228, Rule::Nccl228).map(|r| r.nic);
                     if let Some(b) = theirs.filter(|b| *b != relay.nic) {
                         facts.push(Fact::info(
                             "nccl",

@@ -158,6 +158,43 @@ pub fn merge_vfs(host: &Host) -> bool {
 /// net_ib/common.h, 2.30.7).
 pub const MAX_IB_DEVS: usize = 32;
 
+/// The devices NCCL's IB plugin never lists, each with its reason: it
+/// lists devices, in the verbs library's order (by name, as @nics are),
+/// only until it holds MAX_IB_DEVS ports (net_ib.cc / net_ib/init.cc,
+/// ncclIbInitDevices: `ncclNIbDevs < MAX_IB_DEVS`; 2.30.7 sorts by PCI
+/// address after), so of @nics not @refused, those after the 32nd port
+/// (issue 57's long run found a node of 44).
+pub fn beyond_max_ib_devs<'a>(
+    nics: &'a [Nic],
+    refused: &[(&Nic, String)],
+) -> Vec<(&'a Nic, String)> {
+    let mut ports = 0;
+    let mut out = Vec::new();
+    for n in nics {
+        if refused.iter().any(|(r, _)| *r == n) {
+            continue;
+        }
+        if ports >= MAX_IB_DEVS {
+            out.push((
+                n,
+                format!(
+                    "NCCL's IB plugin takes the first {MAX_IB_DEVS} ports by device name (MAX_IB_DEVS) and {} comes after them",
+                    n.name
+                ),
+            ));
+            continue;
+        }
+        ports += n
+            .ports
+            .iter()
+            .flatten()
+            .filter(|p| p.active())
+            .count()
+            .max(1);
+    }
+    out
+}
+
 /// NCCL's devices after it merges an adapter's functions (issue 57):
 /// graph/topo.cc, ncclTopoAutoMerge, with NCCL_NET_MERGE_LEVEL at its
 /// default PORT, merges the devices of @taken (in the IB plugin's order)
@@ -328,6 +365,40 @@ mod tests {
         assert_eq!(placed_at("0000:00:07.0", true), "0000:00:00.0");
         assert_eq!(placed_at("0000:3b:01.3", true), "0000:3b:00.0");
         assert_eq!(placed_at("0000:3b:01.3", false), "0000:3b:01.0");
+    }
+
+    #[test]
+    fn the_ib_plugin_lists_thirty_two_ports() {
+        let active = |number| Port {
+            number,
+            state: "4: ACTIVE".to_owned(),
+            link_layer: "InfiniBand".to_owned(),
+            phys_state: None,
+        };
+        // 33 devices of one port, by name as the verbs library lists them;
+        // the first of two ports.
+        let mut nics: Vec<Nic> = (0..33)
+            .map(|i| Nic {
+                name: format!("mlx5_{i:02}"),
+                address: format!("0000:{:02x}:00.0", i + 1),
+                ports: Some(vec![active(1)]),
+            })
+            .collect();
+        let names = |v: Vec<(&Nic, String)>| {
+            v.into_iter()
+                .map(|(n, _)| n.name.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(beyond_max_ib_devs(&nics, &[])), ["mlx5_32"]);
+        // one refused before: the 33rd is taken
+        let refused = [(&nics[3], "down".to_owned())];
+        assert!(beyond_max_ib_devs(&nics, &refused).is_empty());
+        // a device of two active ports holds two
+        nics[0].ports = Some(vec![active(1), active(2)]);
+        assert_eq!(
+            names(beyond_max_ib_devs(&nics, &[])),
+            ["mlx5_31", "mlx5_32"]
+        );
     }
 
     #[test]

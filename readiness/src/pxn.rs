@@ -9,11 +9,11 @@
 //! (NCCL's `pxnType`; c2c.rs), and GPUDirect RDMA is then judged by that
 //! P2C path. A NIC's local GPU is NCCL's own choice, given by the caller
 //! (nccl_local_net::local_gpu, ncclTopoGetLocalGpu: the first nearest GPU
-//! whose NIC on some channel it is; none, and the NIC relays nothing). Left out, and said in docs/diagnostics.md: the bandwidth
-//! clause (the check never relays a GPU that has a NIC within PXB
-//! itself), and from 2.30 that the relay
-//! must also be able to read GPU memory for the NIC (`NCCL_NET_GDR_READ=0`
-//! stops PXN there). NCCL's own code judges the same trees in
+//! whose NIC on some channel it is; none, and the NIC relays nothing).
+//! Left out, and said in docs/diagnostics.md: the bandwidth clause (the
+//! check never relays a GPU that has a NIC within PXB itself), and from
+//! 2.30 that the relay must also be able to read GPU memory for the NIC
+//! (`NCCL_NET_GDR_READ=0` stops PXN there). NCCL's own code judges the same trees in
 //! ci/test-nccl.sh (readiness/tests/nccl_oracle.rs).
 
 use crate::topology::Distance;

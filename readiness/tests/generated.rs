@@ -128,7 +128,10 @@ fn differential(first: u64, count: u64, jobs: usize, stop: bool) -> (usize, Vec<
                         // The run's first difference only: a rule switched
                         // off may make every node differ.
                         if !shrunk.swap(true, Ordering::Relaxed) {
-                            d.push(shrink(seed));
+                            // The whole node's differences, where this
+                            // node is whole.
+                            let found = omit.0.is_empty().then(|| d.clone());
+                            d.push(shrink(seed, found));
                         }
                     }
                     let mut r = results.lock().unwrap();
@@ -145,10 +148,11 @@ fn differential(first: u64, count: u64, jobs: usize, stop: bool) -> (usize, Vec<
 /// (generator::Omit; the last, the node's NCCL settings) left out in turn,
 /// and kept out where the check and NCCL still differ without it. A line
 /// with what remains, the command that rebuilds it and its differences.
-fn shrink(seed: u64) -> String {
-    let parts = generator::node(seed).parts;
+/// @found: the whole node's differences where already judged.
+fn shrink(seed: u64, found: Option<Vec<String>>) -> String {
+    let parts = generator::parts(seed);
     let mut omit = generator::Omit::default();
-    let mut last = judge_node(seed, &omit).1;
+    let mut last = found.unwrap_or_else(|| judge_node(seed, &omit).1);
     for part in 0..=parts {
         let mut fewer = omit.clone();
         fewer.0.insert(part);

@@ -168,6 +168,12 @@ pub fn plan(seed: u64) -> String {
     format!("{:?}", Plan::draw(seed))
 }
 
+/// How many parts of @seed's node `Omit` may name (its NCCL settings,
+/// generated.rs's part, not counted), read from its plan alone.
+pub fn parts(seed: u64) -> usize {
+    Plan::draw(seed).parts()
+}
+
 /// What a seed draws, before anything is written.
 #[derive(Debug)]
 struct Plan {
@@ -176,6 +182,15 @@ struct Plan {
 }
 
 impl Plan {
+    /// Each root port, each VMD domain, the NVSwitches where drawn.
+    fn parts(&self) -> usize {
+        self.sockets
+            .iter()
+            .map(|s| s.ports.len() + usize::from(s.vmd))
+            .sum::<usize>()
+            + usize::from(self.nvswitch)
+    }
+
     fn draw(seed: u64) -> Plan {
         let mut rng = Rng::new(seed);
         // The second stream: what the base node of a seed never drew.
@@ -412,7 +427,7 @@ pub fn node_without(seed: u64, omit: &Omit) -> Node {
     Node {
         what: w.said.join("; "),
         nics: w.nics,
-        parts: nvswitch_part + usize::from(plan.nvswitch),
+        parts: plan.parts(),
         nvswitch,
         tree: t,
     }
