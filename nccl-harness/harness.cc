@@ -31,6 +31,7 @@
 #include <climits>
 #include <cstring>
 #include <dirent.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <initializer_list>
@@ -198,6 +199,13 @@ struct Net {
 };
 static std::vector<Gpu> gpus;
 static std::vector<Net> nets;
+// NVLinks between two GPUs (NVML's answer on a board with NVLink bridges or
+// a mesh without NVSwitches): each GPU's links to the other.
+struct NvPair {
+  std::string a, b;
+  int count;
+};
+static std::vector<NvPair> nvPairs;
 static std::vector<std::string> netPaths;
 
 // The net plugin (net_ib.cc's ncclIbGetProperties) as the harness stands
@@ -404,6 +412,23 @@ static ncclResult_t from_sysfs(const char* dump) {
       NCCLCHECK(xmlSetAttrInt(nvlink, "count", gpus[r].nvswitch));
       NCCLCHECK(xmlSetAttr(nvlink, "tclass", "0x068000"));
     }
+    // NVLink to a peer GPU as ncclTopoGetXmlFromGpu records what NVML's
+    // nvmlDeviceGetNvLinkRemotePciInfo gives for each active link: one
+    // nvlink child per remote bus id (lower case, NVML's 4-digit-domain
+    // busId of its v1 nvmlPciInfo_t), its count the links to it. The
+    // target class is left for NCCL's own loop below to read from the
+    // peer's sysfs `class`, as it does for NVML's answers.
+    for (const NvPair& p : nvPairs) {
+      const std::string* peer = nullptr;
+      if (strcasecmp(p.a.c_str(), gpus[r].busId) == 0) peer = &p.b;
+      if (strcasecmp(p.b.c_str(), gpus[r].busId) == 0) peer = &p.a;
+      if (peer == nullptr) continue;
+      std::string lower(*peer);
+      for (char& c : lower) c = (char)tolower((unsigned char)c);
+      NCCLCHECK(xmlAddNode(xml, gpu, "nvlink", &nvlink));
+      NCCLCHECK(xmlSetAttr(nvlink, "target", lower.c_str()));
+      NCCLCHECK(xmlSetAttrInt(nvlink, "count", p.count));
+    }
     // C2C as ncclTopoGetXmlFromGpu fills it from NVML for sm >= 90: the
     // active links' count and the last one's NVML_FI_DEV_C2C_LINK_GET_MAX_BW
     // in MB/s; 44712 is what a GH200 reports (`nvidia-smi c2c -s`: 44.712
@@ -483,11 +508,12 @@ static int usage() {
           "       nccl-harness --sysfs ROOT [--cpu VENDOR,family=F,model=M]\n"
           "                    --gpu BUSID[,sm=90][,gdr=1][,nvswitch=18][,c2c=10]... [--net NAME[,gdr=1]...]\n"
           "                    [--dmabuf yes|no] [--distances yes|no] [--data-direct NAME=PATH]... [--dump FILE]\n"
-          "                    [--levels LEVEL,...]\n"
+          "                    [--levels LEVEL,...] [--nvlink BUSID,BUSID,COUNT]...\n"
           "  ROOT holds the node's sys/ tree; BUSID as 0000:03:00.0; NAME an RDMA device\n"
           "  (sys/class/infiniband/NAME); gdr=0: the GPU or NIC cannot register GPU memory;\n"
           "  nvswitch=N: N NVLinks to NVSwitches, as NVML reports on an HGX board;\n"
           "  c2c=N: N active C2C links to the GPU's CPU, as NVML reports on Grace Hopper;\n"
+          "  --nvlink A,B,N: GPUs A and B joined by N NVLinks (bridges, a mesh), as NVML reports;\n"
           "  --cpu arm64: the CPUs an arm64 NCCL describes (no vendor, no cpuid).\n"
           "  Without --net: NCCL's own IB plugin over the verbs double (the node's devices);\n"
           "  --data-direct NAME=PATH: mlx5 device NAME's Data Direct function, PATH as the\n"
@@ -525,6 +551,12 @@ int main(int argc, char** argv) {
         Gpu g;
         if (!parse(value, &g.busId, {{"sm", &g.sm}, {"gdr", &g.gdr}, {"nvswitch", &g.nvswitch}, {"c2c", &g.c2c}})) return usage();
         gpus.push_back(g);
+      } else if (strcmp(argv[i - 1], "--nvlink") == 0) {
+        char a[32], b[32];
+        int count;
+        char end;
+        if (sscanf(value, "%31[^,],%31[^,],%d%c", a, b, &count, &end) != 3 || count < 1) return usage();
+        nvPairs.push_back({a, b, count});
       } else if (strcmp(argv[i - 1], "--net") == 0) {
         Net n;
         if (!parse(value, &n.name, {{"gdr", &n.gdr}})) return usage();

@@ -425,17 +425,13 @@ pub fn check(host: &Host, programs: bool) -> Report {
     // The views by both releases' rules, each made once; the installed
     // release's (or the newest's) is the one the check's lines follow.
     let (views_228, views_230) = (views_of(&vnics_228), views_of(&vnics_230));
-    let views_bw = if rule == Rule::Nccl228 {
-        &views_228
-    } else {
-        &views_230
-    };
     // What pxn::relay reads of them (no bandwidths), made once for every
-    // GPU: the judged rule's, and 2.28's for the relay it may say apart.
-    let (plain_bw, plain_228) = (plain_views(views_bw), plain_views(&views_228));
+    // GPU.
+    let (plain_228, plain_230) = (plain_views(&views_228), plain_views(&views_230));
     // Asked only where PXN may relay a GPU, and only in the forms that
     // may run programs.
     let joined = std::cell::OnceCell::new();
+    let link_counts = std::cell::OnceCell::new();
     let pxn_disabled =
         consumers::nccl_setting(host, "NCCL_PXN_DISABLE").is_some_and(|(v, _)| v == "1");
     // NCCL_PXN_C2C (paths.cc, default 1): a peer P2C from the NIC relays.
@@ -477,10 +473,102 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 .as_ref()
                 .and_then(|m| m.get(&gpu.address))
                 == Some(&false);
-        let (by_228, by_230) = (
-            nccl_local_net::pick(&views_228, &gpu.address, Rule::Nccl228),
-            nccl_local_net::pick(&views_230, &gpu.address, Rule::Nccl230),
+        // A peer P2C from a NIC relays too (NCCL_PXN_C2C): where its
+        // C2C link is up, None where that cannot be seen.
+        let over_c2c = |peer: &str| -> Option<bool> {
+            if !(c2c_possible && pxn_c2c) {
+                return Some(false);
+            }
+            if !programs {
+                return None;
+            }
+            c2c_linked
+                .get_or_init(|| c2c::linked(host))
+                .as_ref()
+                .map(|up| up.contains(peer))
+        };
+        // PXN by @r's devices (@views, and @with_bw with their path
+        // bandwidths): each NIC's local GPU as that release chooses it.
+        // The bandwidths of a relayed path and of the GPU's own
+        // (pxn::Widths), by @with_bw's paths; a relay's only where
+        // nvidia-smi told the NVLinks' count.
+        let relayed_bw = |relay: &pxn::Relay, with_bw: &[nccl_local_net::View]| {
+            let pair = if gpu.address < relay.peer {
+                (gpu.address.clone(), relay.peer.clone())
+            } else {
+                (relay.peer.clone(), gpu.address.clone())
+            };
+            let links = *link_counts
+                .get_or_init(|| nvlink::counts(host))
+                .as_ref()?
+                .get(&pair)?;
+            // NCCL's own GPU's capability; unknown: Hopper's, the
+            // fleets' (docs/diagnostics.md, "PXN").
+            let per_link = compute_caps
+                .get_or_init(|| gdr_reads::compute_caps(host))
+                .as_ref()
+                .and_then(|c| c.get(&gpu.address))
+                .map_or(20.6, |&(major, minor)| nvlink::link_bw(major, minor));
+            let peer_to_nic = path_bw(with_bw, &relay.peer, &relay.nic).unwrap_or(f64::MAX);
+            Some((f64::from(links) * per_link).min(peer_to_nic))
+        };
+        let relay_over = |views: &pxn::Views, with_bw: &[nccl_local_net::View], r: Rule| {
+            let local = |nic: &str| nccl_local_net::local_gpu(with_bw, nic, r);
+            let relayed = |relay: &pxn::Relay| relayed_bw(relay, with_bw);
+            let own = |nic: &str| path_bw(with_bw, &gpu.address, nic).unwrap_or(0.0);
+            let widths = pxn::Widths {
+                relayed: &relayed,
+                own: &own,
+            };
+            let may = pxn::relay(
+                &gpu.address,
+                views,
+                None,
+                pxn_disabled,
+                &over_c2c,
+                &local,
+                &pxn::Widths::UNKNOWN,
+            );
+            if may.chosen.is_none() || !programs {
+                return may;
+            }
+            let seen = joined.get_or_init(|| nvlink::joined(host));
+            pxn::relay(
+                &gpu.address,
+                views,
+                seen.as_ref(),
+                pxn_disabled,
+                &over_c2c,
+                &local,
+                &widths,
+            )
+        };
+        // PXN by each release's rule: the relay NCCL takes, and the NICs
+        // it gives this GPU among the rest (not those a peer relays
+        // through a narrower path).
+        let (relayed_228, relayed_230) = (
+            relay_over(&plain_228, &views_228, Rule::Nccl228),
+            relay_over(&plain_230, &views_230, Rule::Nccl230),
         );
+        let (by_228, by_230) = (
+            pick_among(
+                &views_228,
+                &gpu.address,
+                &relayed_228.outweighed,
+                Rule::Nccl228,
+            ),
+            pick_among(
+                &views_230,
+                &gpu.address,
+                &relayed_230.outweighed,
+                Rule::Nccl230,
+            ),
+        );
+        let relay = if rule == Rule::Nccl228 {
+            relayed_228.chosen.clone()
+        } else {
+            relayed_230.chosen.clone()
+        };
         let by_rule = if rule == Rule::Nccl228 {
             by_228.clone()
         } else {
@@ -555,42 +643,6 @@ pub fn check(host: &Host, programs: bool) -> Report {
                     }
                 })
                 .flatten();
-            // A peer P2C from a NIC relays too (NCCL_PXN_C2C): where its
-            // C2C link is up, None where that cannot be seen.
-            let over_c2c = |peer: &str| -> Option<bool> {
-                if !(c2c_possible && pxn_c2c) {
-                    return Some(false);
-                }
-                if !programs {
-                    return None;
-                }
-                c2c_linked
-                    .get_or_init(|| c2c::linked(host))
-                    .as_ref()
-                    .map(|up| up.contains(peer))
-            };
-            // PXN by @r's devices (@views, and @with_bw with their path
-            // bandwidths): each NIC's local GPU as that release chooses it.
-            let relay_over = |views: &pxn::Views, with_bw: &[nccl_local_net::View], r: Rule| {
-                let local = |nic: &str| nccl_local_net::local_gpu(with_bw, nic, r);
-                pxn::relay(&gpu.address, views, None, pxn_disabled, &over_c2c, &local).and_then(
-                    |may| {
-                        if !programs {
-                            return Some(may);
-                        }
-                        let seen = joined.get_or_init(|| nvlink::joined(host));
-                        pxn::relay(
-                            &gpu.address,
-                            views,
-                            seen.as_ref(),
-                            pxn_disabled,
-                            &over_c2c,
-                            &local,
-                        )
-                    },
-                )
-            };
-            let relay = || relay_over(&plain_bw, views_bw, rule);
             // Asked above (cuda_off): this GPU has a NIC here.
             let cuda_says_no = cuda_off;
             if cuda_says_no {
@@ -621,7 +673,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
                     settings,
                     nccl_sees,
                 ));
-            } else if let Some(relay) = relay() {
+            } else if let Some(relay) = relay {
                 let settings = relay.c2c.then(|| {
                     c2c_settings.get_or_init(|| {
                         c2c::Settings::read(
@@ -645,7 +697,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 // no NCCL is installed and its relay's device is another,
                 // both are said.
                 if rule == Rule::Nccl230 && nccl_installed.is_none() {
-                    let theirs = relay_over(&plain_228, &views_228, Rule::Nccl228).map(|r| r.nic);
+                    let theirs = relayed_228.chosen.as_ref().map(|r| r.nic.clone());
                     if let Some(b) = theirs.filter(|b| *b != relay.nic) {
                         facts.push(Fact::info(
                             "nccl",
@@ -1050,6 +1102,42 @@ fn gate_fact(
 fn port_type(host: &Host, d: &PciDevice) -> Option<PortType> {
     let reader = host.config(&d.dir.join("config")).ok()?;
     ConfigSpace::from_reader(&reader).port_type()
+}
+
+/// The NIC NCCL gives @gpu under @rule (nccl_local_net::pick), none of
+/// @outweighed (pxn::Relayed): @views with the GPU's paths to them left
+/// out, which are narrower than the one NCCL takes and so change nothing
+/// else of ncclTopoGetLocalNet's choice.
+fn pick_among(
+    views: &[nccl_local_net::View],
+    gpu: &str,
+    outweighed: &[String],
+    rule: nccl_local_net::Rule,
+) -> Option<String> {
+    if outweighed.is_empty() {
+        return nccl_local_net::pick(views, gpu, rule);
+    }
+    let left: Vec<nccl_local_net::View> = views
+        .iter()
+        .map(|(g, paths)| {
+            let kept = paths
+                .iter()
+                .filter(|(n, _, _)| g != gpu || !outweighed.contains(n))
+                .cloned()
+                .collect();
+            (g.clone(), kept)
+        })
+        .collect();
+    nccl_local_net::pick(&left, gpu, rule)
+}
+
+/// The bandwidth of @gpu's path to @nic in @views.
+fn path_bw(views: &[nccl_local_net::View], gpu: &str, nic: &str) -> Option<f64> {
+    let (_, paths) = views.iter().find(|(g, _)| g == gpu)?;
+    paths
+        .iter()
+        .find(|(n, _, _)| n == nic)
+        .map(|(_, _, bw)| *bw)
 }
 
 /// @views without their path bandwidths: what pxn::relay reads.

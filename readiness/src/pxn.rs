@@ -47,7 +47,8 @@ pub struct Relay {
 /// NIC's local GPU within PXB of it (or P2C: @over_c2c says whether a
 /// peer's C2C link carries it to a NIC on its own CPU, None where that is
 /// not known) is (or, with @joined unknown, may be) joined to @gpu by
-/// NVLink.
+/// NVLink. Of the relays, and the GPU's own paths to the NICs no peer
+/// relays, NCCL takes the widest (@widths; outweighs).
 pub fn relay(
     gpu: &str,
     views: &Views,
@@ -55,13 +56,20 @@ pub fn relay(
     disabled: bool,
     over_c2c: &dyn Fn(&str) -> Option<bool>,
     local_gpu: &dyn Fn(&str) -> Option<String>,
-) -> Option<Relay> {
+    widths: &Widths,
+) -> Relayed {
+    let none = Relayed {
+        chosen: None,
+        outweighed: Vec::new(),
+    };
     if disabled {
-        return None;
+        return none;
     }
-    let (_, own) = views.iter().find(|(g, _)| g == gpu)?;
+    let Some((_, own)) = views.iter().find(|(g, _)| g == gpu) else {
+        return none;
+    };
     if own.iter().any(|(_, d)| *d <= Distance::Pxb) || own.is_empty() {
-        return None;
+        return none;
     }
     let linked = |peer: &str| {
         let pair = if gpu < peer {
@@ -71,7 +79,8 @@ pub fn relay(
         };
         joined.map(|j| j.contains(&pair))
     };
-    own.iter()
+    let relays = own
+        .iter()
         .filter_map(|(nic, _)| {
             // the NIC's local GPU, as NCCL chooses it
             let peer = local_gpu(nic)?;
@@ -103,7 +112,70 @@ pub fn relay(
                 c2c,
             })
         })
-        .min_by_key(|r| (r.c2c, r.distance))
+        .collect::<Vec<Relay>>();
+    let relayed = |r: &Relay| (widths.relayed)(r).unwrap_or(f64::INFINITY);
+    let own_best = own
+        .iter()
+        .filter(|(nic, _)| !relays.iter().any(|r| r.nic == *nic))
+        .map(|(nic, _)| (widths.own)(nic))
+        .fold(0.0, f64::max);
+    let chosen = relays
+        .iter()
+        .min_by(|a, b| {
+            relayed(b)
+                .total_cmp(&relayed(a))
+                .then((a.c2c, a.distance).cmp(&(b.c2c, b.distance)))
+        })
+        .filter(|r| outweighs(relayed(r), f64::INFINITY, own_best))
+        .cloned();
+    // The relayed paths narrower than the GPU's widest: NCCL's NIC for
+    // the GPU is none of them.
+    let best = chosen.as_ref().map_or(own_best, relayed);
+    let outweighed = relays
+        .iter()
+        .filter(|r| relayed(r) < best)
+        .map(|r| r.nic.clone())
+        .collect();
+    Relayed { chosen, outweighed }
+}
+
+/// What relay found for a GPU.
+#[derive(Debug, PartialEq)]
+pub struct Relayed {
+    /// The relay NCCL takes.
+    pub chosen: Option<Relay>,
+    /// NICs a peer would relay through a path narrower than NCCL's
+    /// choice: NCCL gives the GPU none of them (ncclTopoGetLocalNet).
+    pub outweighed: Vec<String>,
+}
+
+/// The bandwidths NCCL weighs a GPU's paths by (ncclTopoGetLocalNet):
+/// a relay's path (outweighs; None: not known, and the relay is taken)
+/// and the GPU's own path to a NIC by name.
+pub struct Widths<'a> {
+    pub relayed: &'a dyn Fn(&Relay) -> Option<f64>,
+    pub own: &'a dyn Fn(&str) -> f64,
+}
+
+impl Widths<'_> {
+    /// Bandwidths not known: every relay is taken.
+    pub const UNKNOWN: Widths<'static> = Widths {
+        relayed: &|_| None,
+        own: &|_| 0.0,
+    };
+}
+
+/// Whether NCCL gives a GPU the relay rather than its own best NIC
+/// (@own_best: that path's bandwidth): ncclTopoGetLocalNet weighs
+/// bandwidth first (topo.cc, ncclTopoGetLocal), and a relayed path is as
+/// wide as the narrower of the NVLinks to the peer (@nvlink_bw: their
+/// count times nvlink::link_bw) and the peer's path to the NIC
+/// (@peer_to_nic; paths.cc, addInterStep). At equal bandwidth PXN wins:
+/// its type (PATH_PXN, 7) is nearer than PHB's and SYS's, which the GPU's
+/// own paths are where it is relayed. NVSwitches (18 links) always
+/// outweigh; a bridge's single link may not.
+pub fn outweighs(nvlink_bw: f64, peer_to_nic: f64, own_best: f64) -> bool {
+    nvlink_bw.min(peer_to_nic) >= own_best
 }
 
 #[cfg(test)]
@@ -131,28 +203,123 @@ mod tests {
     #[test]
     fn a_far_gpu_is_relayed_by_its_nvlink_peer() {
         let joined: BTreeSet<_> = [("a".to_owned(), "b".to_owned())].into();
-        let r = relay("b", &views(), Some(&joined), false, &no_c2c, &a).unwrap();
+        let r = relay(
+            "b",
+            &views(),
+            Some(&joined),
+            false,
+            &no_c2c,
+            &a,
+            &Widths::UNKNOWN,
+        )
+        .chosen
+        .unwrap();
         assert_eq!(
             (r.peer.as_str(), r.nic.as_str(), r.distance, r.seen),
             ("a", "mlx5_0", Pix, true)
         );
         // not for the near GPU, not without NVLink, not with PXN off
         assert_eq!(
-            relay("a", &views(), Some(&joined), false, &no_c2c, &a),
+            relay(
+                "a",
+                &views(),
+                Some(&joined),
+                false,
+                &no_c2c,
+                &a,
+                &Widths::UNKNOWN
+            )
+            .chosen,
             None
         );
         assert_eq!(
-            relay("b", &views(), Some(&BTreeSet::new()), false, &no_c2c, &a),
+            relay(
+                "b",
+                &views(),
+                Some(&BTreeSet::new()),
+                false,
+                &no_c2c,
+                &a,
+                &Widths::UNKNOWN
+            )
+            .chosen,
             None
         );
-        assert_eq!(relay("b", &views(), Some(&joined), true, &no_c2c, &a), None);
+        assert_eq!(
+            relay(
+                "b",
+                &views(),
+                Some(&joined),
+                true,
+                &no_c2c,
+                &a,
+                &Widths::UNKNOWN
+            )
+            .chosen,
+            None
+        );
         // NVLink unknown: a relay NCCL may take
-        assert!(!relay("b", &views(), None, false, &no_c2c, &a).unwrap().seen);
+        assert!(
+            !relay("b", &views(), None, false, &no_c2c, &a, &Widths::UNKNOWN)
+                .chosen
+                .unwrap()
+                .seen
+        );
         // a NIC no GPU takes on any channel has no local GPU: no relay
         assert_eq!(
-            relay("b", &views(), Some(&joined), false, &no_c2c, &|_| None),
+            relay(
+                "b",
+                &views(),
+                Some(&joined),
+                false,
+                &no_c2c,
+                &|_| None,
+                &Widths::UNKNOWN
+            )
+            .chosen,
             None
         );
+    }
+
+    #[test]
+    fn a_narrow_nvlink_loses_to_a_wider_own_path() {
+        // one Hopper NVLink (20.6 GB/s) against a 40 GB/s path across the
+        // CPUs: NCCL takes its own NIC; eighteen (NVSwitches) relay
+        assert!(!outweighs(20.6, 48.0, 40.0));
+        assert!(outweighs(18.0 * 20.6, 48.0, 40.0));
+        // a tie goes to PXN; the peer's own link may be the narrower
+        assert!(outweighs(41.2, 40.0, 40.0));
+        assert!(!outweighs(370.8, 24.0, 40.0));
+        // in relay: b's own mlx5_1 across the CPUs at 40 GB/s against
+        // mlx5_0 through a over one link; through a over eighteen
+        let v = vec![
+            (
+                "a".to_owned(),
+                vec![("mlx5_0".to_owned(), Pix), ("mlx5_1".to_owned(), Sys)],
+            ),
+            (
+                "b".to_owned(),
+                vec![("mlx5_0".to_owned(), Sys), ("mlx5_1".to_owned(), Sys)],
+            ),
+        ];
+        let joined: BTreeSet<_> = [("a".to_owned(), "b".to_owned())].into();
+        let local = |nic: &str| (nic == "mlx5_0").then(|| "a".to_owned());
+        let own = |_: &str| 40.0;
+        for (links, relayed) in [(1.0, false), (18.0, true)] {
+            let width = move |_: &Relay| Some(links * 20.6);
+            let widths = Widths {
+                relayed: &width,
+                own: &own,
+            };
+            let r = relay("b", &v, Some(&joined), false, &no_c2c, &local, &widths);
+            assert_eq!(r.chosen.is_some(), relayed, "{links} links");
+            let lost = if relayed {
+                vec![]
+            } else {
+                vec!["mlx5_0".to_owned()]
+            };
+            assert_eq!(r.outweighed, lost);
+        }
     }
 
     #[test]
@@ -161,18 +328,40 @@ mod tests {
             ("a".to_owned(), vec![("mlx5_0".to_owned(), Phb)]),
             ("b".to_owned(), vec![("mlx5_0".to_owned(), Sys)]),
         ];
-        assert_eq!(relay("b", &v, None, false, &no_c2c, &a), None);
+        assert_eq!(
+            relay("b", &v, None, false, &no_c2c, &a, &Widths::UNKNOWN).chosen,
+            None
+        );
         // unless the peer's C2C link carries it: P2C
         let joined: BTreeSet<_> = [("a".to_owned(), "b".to_owned())].into();
-        let r = relay("b", &v, Some(&joined), false, &|_| Some(true), &a).unwrap();
+        let r = relay(
+            "b",
+            &v,
+            Some(&joined),
+            false,
+            &|_| Some(true),
+            &a,
+            &Widths::UNKNOWN,
+        )
+        .chosen
+        .unwrap();
         assert_eq!(
             (r.peer.as_str(), r.distance, r.c2c, r.seen),
             ("a", Phb, true, true)
         );
         assert!(
-            !relay("b", &v, Some(&joined), false, &|_| None, &a)
-                .unwrap()
-                .seen
+            !relay(
+                "b",
+                &v,
+                Some(&joined),
+                false,
+                &|_| None,
+                &a,
+                &Widths::UNKNOWN
+            )
+            .chosen
+            .unwrap()
+            .seen
         );
     }
 }

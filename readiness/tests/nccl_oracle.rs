@@ -633,6 +633,25 @@ fn catalogue() -> Vec<Case> {
     ] {
         cases.push(Case::plain(what, pxn("oracle-pxn"), env, true));
     }
+    // PXN over NVLink bridges (no NVSwitch), the far GPU having a NIC of
+    // its own on another root port (PHB): ncclTopoGetLocalNet weighs
+    // bandwidth first, so one bridge link (20.6 GB/s) loses to that NIC's
+    // path and NCCL keeps the GPU's own NIC beyond PXB; three bridges
+    // (NV12) relay it (found by the generated nodes; pxn::outweighs).
+    for (what, links) in [
+        (
+            "PXN: one NVLink bridge is narrower than the GPU's own NIC",
+            1,
+        ),
+        ("PXN: three NVLink bridges (NV12) relay the far GPU", 12),
+    ] {
+        cases.push(Case::plain(
+            what,
+            far_gpu_bridged("oracle-pxn-bridge", links),
+            vec![],
+            false,
+        ));
+    }
     // NCCL_NET_GDR_READ=0: sends without GPUDirect RDMA, receives with it.
     cases.push(Case::plain(
         "one switch, NCCL_NET_GDR_READ=0",

@@ -1187,6 +1187,38 @@ fn pxn_relays_a_far_gpu_through_its_nvlink_peer() {
 }
 
 #[test]
+fn pxn_weighs_an_nvlink_bridge_against_the_gpus_own_nic() {
+    // GPU 10:00.0 has mlx5_1 of its own (PHB); mlx5_0 is PIX from its
+    // peer 92:00.0. One bridge link (20.6 GB/s) is narrower than mlx5_1's
+    // path: NCCL keeps mlx5_1 (ncclTopoGetLocalNet weighs bandwidth
+    // first); twelve relay. NCCL's own code agrees (nccl_oracle.rs).
+    for (links, line) in [
+        (
+            1,
+            [
+                "nccl",
+                "0000:10:00.0",
+                "NCCL does not use GPUDirect RDMA with mlx5_1: PHB is beyond PXB",
+            ],
+        ),
+        (
+            12,
+            [
+                "ok",
+                "nccl",
+                "0000:10:00.0: NCCL uses GPUDirect RDMA with mlx5_0 through GPU 0000:92:00.0 over NVLink (PXN",
+            ],
+        ),
+    ] {
+        let t = far_gpu_bridged("pxn-bridge", links);
+        t.nvidia_open_580();
+        t.mofed_with("nv_peer_mem");
+        let (_, out) = t.run(&[]);
+        assert_line(&out, &line);
+    }
+}
+
+#[test]
 fn nccl_net_gdr_read_0_leaves_receives_only() {
     let t = one_switch("gdr-read", None);
     t.mofed_with("nv_peer_mem");

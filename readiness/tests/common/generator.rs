@@ -19,6 +19,8 @@
 //! Gen5 with one level, and Gen5 whose lower level has the upper's ids,
 //! which NCCL leaves unflattened), SR-IOV virtual functions of a NIC, and
 //! NVSwitches joining every GPU (the nvidia-smi double of Tree::nvswitch).
+//! From a third stream: NVLink without NVSwitches on a third of the other
+//! nodes, bridges over neighbouring GPUs or a partial mesh (Tree::nvlink).
 //!
 //! A node is planned first (every draw made), then written; `Omit` leaves
 //! parts of the plan unwritten, its names and bus numbers unchanged, which
@@ -179,6 +181,46 @@ pub fn parts(seed: u64) -> usize {
 struct Plan {
     sockets: Vec<Socket>,
     nvswitch: bool,
+    /// NVLink between GPUs without NVSwitches, where no NVSwitch is drawn.
+    nvlink: Option<Links>,
+}
+
+/// How NVLink joins a node's GPUs (in PCI order) when no NVSwitch does.
+#[derive(Debug)]
+enum Links {
+    /// NVLink bridges over neighbouring pairs (GPU 0 with 1, 2 with 3, ...),
+    /// @0 links each: 4 on an RTX A6000's bridge, 12 on three A100 PCIe
+    /// bridges.
+    Bridges(u32),
+    /// A partial mesh (a DGX-1's hybrid cube mesh is one): pair k of the
+    /// pairs in order (0-1, 0-2, ..., 1-2, ...) is joined where bit 2k of
+    /// @0 is set, by one link, or two where bit 2k+1 is set too (the
+    /// first 32 pairs; later ones are not joined).
+    Mesh(u64),
+}
+
+impl Links {
+    /// The links among @gpus GPUs: (index, index, count).
+    fn among(&self, gpus: usize) -> Vec<(usize, usize, u32)> {
+        let mut out = Vec::new();
+        let mut k = 0;
+        for i in 0..gpus {
+            for j in i + 1..gpus {
+                match self {
+                    Links::Bridges(n) if i % 2 == 0 && j == i + 1 => out.push((i, j, *n)),
+                    Links::Bridges(_) => {}
+                    Links::Mesh(bits) => {
+                        let bit = |b: u32| b < 64 && bits >> b & 1 == 1;
+                        if bit(2 * k) {
+                            out.push((i, j, 1 + u32::from(bit(2 * k + 1))));
+                        }
+                    }
+                }
+                k += 1;
+            }
+        }
+        out
+    }
 }
 
 impl Plan {
@@ -189,6 +231,7 @@ impl Plan {
             .map(|s| s.ports.len() + usize::from(s.vmd))
             .sum::<usize>()
             + usize::from(self.nvswitch)
+            + usize::from(self.nvlink.is_some())
     }
 
     fn draw(seed: u64) -> Plan {
@@ -228,9 +271,21 @@ impl Plan {
                 vmd,
             });
         }
+        let nvswitch = more.one_in(4);
+        // The third stream: NVLink without NVSwitches, on a third of the
+        // nodes without them (each seed's earlier draws unchanged).
+        let mut links = Rng::new(seed ^ 0x6e76_6c69_6e6b_5f33);
+        let nvlink = (!nvswitch && links.one_in(3)).then(|| {
+            if links.one_in(2) {
+                Links::Bridges(if links.one_in(2) { 4 } else { 12 })
+            } else {
+                Links::Mesh(links.next())
+            }
+        });
         Plan {
             sockets,
-            nvswitch: more.one_in(4),
+            nvswitch,
+            nvlink,
         }
     }
 }
@@ -308,6 +363,9 @@ pub fn node(seed: u64) -> Node {
 pub fn node_without(seed: u64, omit: &Omit) -> Node {
     let plan = Plan::draw(seed);
     let t = Tree::new(&format!("gen-{seed}"));
+    // The harness's CPU (an Emerald Rapids, its default --cpu), so that
+    // both sides give the link between the sockets one bandwidth.
+    t.cpuinfo("GenuineIntel", 6, 207);
     let mut w = Writer {
         t: &t,
         bus: 0,
@@ -420,6 +478,22 @@ pub fn node_without(seed: u64, omit: &Omit) -> Node {
         let gpus: Vec<&str> = gpus.iter().map(String::as_str).collect();
         t.nvswitch(&gpus);
         w.said.push("  NVSwitches join every GPU".to_owned());
+    }
+    // NVLink without NVSwitches: the part after the NVSwitches'.
+    let nvlink_part = nvswitch_part + usize::from(plan.nvswitch);
+    if let Some(links) = &plan.nvlink {
+        let mut gpus = w.gpus.clone();
+        gpus.sort();
+        let nvlinks = links.among(gpus.len());
+        if !nvlinks.is_empty() && !omit.0.contains(&nvlink_part) {
+            let gpus: Vec<&str> = gpus.iter().map(String::as_str).collect();
+            t.nvlink(&gpus, &nvlinks);
+            let pairs: Vec<String> = nvlinks
+                .iter()
+                .map(|(a, b, n)| format!("{}-{} NV{n}", gpus[*a], gpus[*b]))
+                .collect();
+            w.said.push(format!("  NVLink {}", pairs.join(", ")));
+        }
     }
     if !omit.0.is_empty() {
         w.said.push(format!("  without parts {}", omit.list()));

@@ -602,6 +602,19 @@ impl Tree {
         path
     }
 
+    /// An x86 node's CPUs as /proc/cpuinfo shows them (the first lines
+    /// of each processor's block, arch/x86/kernel/cpu/proc.c,
+    /// show_cpuinfo): @vendor, @family and @model, which NCCL reads from
+    /// cpuid for its inter-CPU bandwidth (the harness's --cpu).
+    pub fn cpuinfo(&self, vendor: &str, family: u32, model: u32) {
+        self.write(
+            "proc/cpuinfo",
+            format!(
+                "processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: {family}\nmodel\t\t: {model}\nmodel name\t: CPU\nstepping\t: 2\n\n"
+            ),
+        );
+    }
+
     /// An arm64 node's CPUs: `midr_el1` as arm64's cpuinfo.c prints it
     /// (`0x%016llx`), a Neoverse V2's (Grace: implementer 0x41, part 0xd4f).
     pub fn arm64(&self) {
@@ -675,6 +688,67 @@ impl Tree {
                 ("topo", &topo),
             ],
         )
+    }
+
+    /// A fake nvidia-smi for GPUs @gpus (PCI addresses, in NVML's index
+    /// order) joined pairwise by NVLink without NVSwitches (bridges, a
+    /// mesh): @links are (index, index, count), `topo -m`'s cell `NV<count>`
+    /// for those pairs (the shape of NVIDIA/nccl issue #1617's 4 x H100
+    /// matrix), the PCIe class elsewhere (Tree::pcie_class; the check reads
+    /// only the NV cells, nvlink.rs); 80 GB each, compute capability 9.0
+    /// (the harness's default). The links are listed in
+    /// `nvlink-gpus` beside the tree (`A,B,COUNT` a line), for the oracle
+    /// (the harness's `--nvlink`).
+    pub fn nvlink(&self, gpus: &[&str], links: &[(usize, usize, u32)]) -> PathBuf {
+        let count = |i: usize, j: usize| {
+            links
+                .iter()
+                .find(|(a, b, _)| (*a, *b) == (i, j) || (*a, *b) == (j, i))
+                .map(|l| l.2)
+        };
+        let topo = topo_matrix(gpus.len(), |i, j| match count(i, j) {
+            Some(n) => format!("NV{n}"),
+            None => self.pcie_class(gpus[i], gpus[j]).to_owned(),
+        });
+        let listed: Vec<String> = links
+            .iter()
+            .map(|(a, b, n)| format!("{},{},{n}", gpus[*a], gpus[*b]))
+            .collect();
+        self.write("nvlink-gpus", listed.join("\n"));
+        // Hopper's, as the harness's default sm=90.
+        let caps: String = gpus
+            .iter()
+            .map(|g| format!("0000{}, 9.0\n", g.to_ascii_uppercase()))
+            .collect();
+        self.smi_for(
+            gpus,
+            81559,
+            &[
+                ("--query-gpu=pci.bus_id,compute_cap", &caps),
+                ("topo", &topo),
+            ],
+        )
+    }
+
+    /// `nvidia-smi topo -m`'s class between two devices of the tree, from
+    /// their places below the host bridges: SYS across host bridges (the
+    /// generated nodes have one per socket), NODE across root ports, PIX
+    /// through one switch, PXB through more bridges.
+    pub fn pcie_class(&self, a: &str, b: &str) -> &'static str {
+        let chain = |d: &str| -> Vec<String> {
+            let link = fs::read_link(self.sys().join("bus/pci/devices").join(d)).unwrap();
+            let text = link.to_string_lossy().into_owned();
+            let below = text.split_once("devices/").map_or("", |(_, r)| r);
+            below.split('/').map(str::to_owned).collect()
+        };
+        let (a, b) = (chain(a), chain(b));
+        let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+        match common {
+            0 => "SYS",
+            1 => "NODE",
+            _ if a.len() == common + 2 && b.len() == common + 2 => "PIX",
+            _ => "PXB",
+        }
     }
 
     /// What the CUDA driver reports of @gpus (PCI addresses, in CUDA's
@@ -1000,18 +1074,38 @@ pub fn far_gpu_and_near_pair(name: &str) -> Tree {
     t
 }
 
+/// far_gpu_and_near_pair with NVLink bridges instead of NVSwitches
+/// (@links NVLinks join the two GPUs, Tree::nvlink), a second NIC mlx5_1
+/// on socket 0's root port 00:02.0 (PHB from the far GPU), and the
+/// harness's CPU (Tree::cpuinfo): PXN's path against the GPU's own.
+pub fn far_gpu_bridged(name: &str, links: u32) -> Tree {
+    let t = far_gpu_and_near_pair(name);
+    t.bridge("pci0000:00/0000:00:02.0", 4, None, 0);
+    t.nic("pci0000:00/0000:00:02.0/0000:20:00.0", "mlx5_1", 0);
+    t.cpuinfo("GenuineIntel", 6, 207);
+    t.nvlink(&["0000:10:00.0", "0000:92:00.0"], &[(0, 1, links)]);
+    t
+}
+
 /// `nvidia-smi topo -m` for @n GPUs that NVSwitches join, as the lent 4 x
 /// H100 host printed it (tests/real/h100x4-vm): tab-separated, the header
 /// underlined, NV18 between every pair.
 fn nvswitch_topo(n: usize) -> String {
+    topo_matrix(n, |_, _| "NV18".to_owned())
+}
+
+/// `nvidia-smi topo -m`'s GPU matrix in the lent 4 x H100 host's shape
+/// (tab-separated, the header underlined, ` X ` on the diagonal), @cell
+/// giving the others.
+fn topo_matrix(n: usize, cell: impl Fn(usize, usize) -> String) -> String {
     let names: Vec<String> = (0..n).map(|i| format!("GPU{i}")).collect();
     let mut topo = format!(
         "\t\u{1b}[4m{}\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\u{1b}[0m\n",
         names.join("\t")
     );
     for (i, name) in names.iter().enumerate() {
-        let cells: Vec<&str> = (0..n)
-            .map(|j| if i == j { " X " } else { "NV18" })
+        let cells: Vec<String> = (0..n)
+            .map(|j| if i == j { " X ".to_owned() } else { cell(i, j) })
             .collect();
         topo.push_str(&format!("{name}\t{}\t0-63\t0\t\tN/A\n", cells.join("\t")));
     }

@@ -83,6 +83,12 @@ fn nccl_run(
     for n in nets {
         cmd.args(["--net", n]);
     }
+    // NVLink between GPUs, where the tree's nvidia-smi shows it
+    // (Tree::nvlink): NVML's answer to NCCL.
+    let links = std::fs::read_to_string(t.root.join("nvlink-gpus")).unwrap_or_default();
+    for link in links.lines() {
+        cmd.args(["--nvlink", link]);
+    }
     // The kernel's Data Direct answers, where the tree lists them
     // (grace_blackwell_data_direct).
     let dd = std::fs::read_to_string(t.root.join("data-direct")).unwrap_or_default();
