@@ -586,7 +586,14 @@ pub fn check(host: &Host, programs: bool) -> Report {
         // Said after the GPU's verdict (below), which stays its first
         // `nccl` line.
         let releases_differ = match (&by_230, &by_228) {
-            (Some(a), Some(b)) if !cuda_off && nccl_installed.is_none() && a != b => {
+            // A relayed GPU's releases are said with its relay (below).
+            (Some(a), Some(b))
+                if !cuda_off
+                    && nccl_installed.is_none()
+                    && a != b
+                    && relayed_228.chosen.is_none()
+                    && relayed_230.chosen.is_none() =>
+            {
                 Some(Fact::info(
                     "nccl",
                     &gpu.address,
@@ -697,22 +704,35 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 // no NCCL is installed and its relay's device is another,
                 // both are said.
                 if rule == Rule::Nccl230 && nccl_installed.is_none() {
-                    let theirs = relayed_228.chosen.as_ref().map(|r| r.nic.clone());
-                    if let Some(b) = theirs.filter(|b| *b != relay.nic) {
-                        facts.push(Fact::info(
+                    match relayed_228.chosen.as_ref() {
+                        Some(theirs) if theirs.nic != relay.nic => facts.push(Fact::info(
                             "nccl",
                             &gpu.address,
                             format!(
-                                "NCCL 2.30 relays this GPU through {}, NCCL 2.28 relays it through {b} (its own merge of the adapter's functions, topo.cc ncclTopoAutoMerge): which NCCL the job loads decides; judged with {}",
-                                relay.nic, relay.nic
+                                "NCCL 2.30 relays this GPU through {}, NCCL 2.28 relays it through {} (its own merge of the adapter's functions, topo.cc ncclTopoAutoMerge): which NCCL the job loads decides; judged with {}",
+                                relay.nic, theirs.nic, relay.nic
                             ),
-                        ));
+                        )),
+                        Some(_) => {}
+                        None => facts.extend(not_relayed_by_228(
+                            gpu,
+                            &relay.nic,
+                            by_228.as_deref(),
+                            &views_228,
+                            &level,
+                            nccl_sees,
+                        )),
                     }
                 }
             } else {
                 let seen = (nccl_distance, by.as_deref());
                 distance_fact(gpu, nic, distance, seen, &level, &mut facts);
                 nccl_pair_fact(gpu, nic, nccl_distance, &level, nccl_sees, &mut facts);
+                if rule == Rule::Nccl230 && nccl_installed.is_none() {
+                    if let Some(theirs) = relayed_228.chosen.as_ref().filter(|r| r.seen && !r.c2c) {
+                        facts.push(relayed_by_228(gpu, theirs, &level, nccl_sees));
+                    }
+                }
             }
             let old_gpu = || {
                 if !(old_gpu_rule && programs && gdr_reads::may_be_old(gpu.device)) {
@@ -1236,6 +1256,73 @@ fn relay_facts(
     } else {
         Fact::info("nccl", &gpu.address, format!("NCCL does not use GPUDirect RDMA with {through}: it finds no GPUDirect RDMA support on this node (see the nccl line)"))
     });
+}
+
+/// Where no NCCL is installed, the check follows 2.30.7; 2.28.9 may relay
+/// a GPU that 2.30.7 does not, or the reverse (their merges of an
+/// adapter's functions and their channel rules differ, so a NIC's local
+/// GPU may be another: nccl_local_net.rs). Each says 2.28's relay, or its
+/// NIC, with its GPUDirect RDMA verdict (", with GPUDirect RDMA (" or
+/// ", without GPUDirect RDMA ("), which the NCCL oracle holds to 2.28.9.
+fn relayed_by_228(
+    gpu: &PciDevice,
+    relay: &pxn::Relay,
+    level: &(usize, String),
+    sees: bool,
+) -> Fact {
+    let verdict = gdr_by_level(relay.distance, level, sees);
+    Fact::info(
+        "nccl",
+        &gpu.address,
+        format!(
+            "NCCL 2.30 does not relay this GPU, NCCL 2.28 relays it through {} via GPU {} over NVLink (PXN; {} is {} from {}), {verdict}: which NCCL the job loads decides; judged with 2.30's",
+            relay.nic, relay.peer, relay.nic, relay.distance, relay.peer
+        ),
+    )
+}
+
+/// relayed_by_228's other half: 2.30.7 relays through @relayed, 2.28.9
+/// does not and gives the GPU @by_228 (in @views_228).
+fn not_relayed_by_228(
+    gpu: &PciDevice,
+    relayed: &str,
+    by_228: Option<&str>,
+    views_228: &[nccl_local_net::View],
+    level: &(usize, String),
+    sees: bool,
+) -> Option<Fact> {
+    let theirs = by_228?;
+    let (_, paths) = views_228.iter().find(|(g, _)| *g == gpu.address)?;
+    let (_, d, _) = paths.iter().find(|(n, _, _)| n == theirs)?;
+    let verdict = gdr_by_level(*d, level, sees);
+    Some(Fact::info(
+        "nccl",
+        &gpu.address,
+        format!(
+            "NCCL 2.30 relays this GPU through {relayed}, NCCL 2.28 does not relay it: NCCL 2.28 gives it {theirs} ({d} from it), {verdict}: which NCCL the job loads decides; judged with {relayed}"
+        ),
+    ))
+}
+
+/// "with GPUDirect RDMA (PIX within PXB, NCCL's default, PXB)" or
+/// "without ..." for a path of @distance at @level.
+fn gdr_by_level(distance: Distance, level: &(usize, String), sees: bool) -> String {
+    let name = consumers::level_name(level.0);
+    if !sees {
+        return "without GPUDirect RDMA (NCCL finds no GPUDirect RDMA support on this node)"
+            .to_owned();
+    }
+    if consumers::nccl_within(distance, level.0) {
+        format!(
+            "with GPUDirect RDMA ({distance} within {name}, {})",
+            level.1
+        )
+    } else {
+        format!(
+            "without GPUDirect RDMA ({distance} beyond {name}, {})",
+            level.1
+        )
+    }
 }
 
 /// @gpu's closest NIC within PCIe switches but beyond NCCL's level, on a

@@ -426,12 +426,40 @@ pub fn judge_levels(
                         .and_then(|(_, rest)| rest.split(' ').next())
                         .filter(|_| release.starts_with("2.28."))
                 };
+                // Where 2.28.9 relays otherwise than 2.30.7, the check's
+                // line for 2.28 says whether it relays, the device, and
+                // GPUDirect RDMA or not ("NCCL 2.28 relays it through X via
+                // GPU ..., with GPUDirect RDMA (", "NCCL 2.28 does not relay
+                // it: NCCL 2.28 gives it X (PHB from it), without GPUDirect RDMA (").
+                let line_228 = out
+                    .lines()
+                    .filter(|l| l.contains(&format!(" {gpu}: ")))
+                    .find(|l| {
+                        l.contains("NCCL 2.28 relays it through ")
+                            || l.contains("NCCL 2.28 does not relay it")
+                    })
+                    .filter(|_| release.starts_with("2.28."));
+                let relay_228 = said_228("NCCL 2.28 relays it through ");
+                let no_relay_228 =
+                    line_228.is_some_and(|l| l.contains("NCCL 2.28 does not relay it"));
+                let relayed = (relayed && !no_relay_228) || relay_228.is_some();
                 let nic_228 = if relayed {
-                    said_228("NCCL 2.28 relays it through ")
+                    relay_228
                 } else {
                     said_228("NCCL 2.28 gives it ")
                 };
                 let nic = nic_228.unwrap_or(nic);
+                let uses = match line_228 {
+                    Some(l) if l.contains(", with GPUDirect RDMA (") => true,
+                    Some(l) if l.contains(", without GPUDirect RDMA (") => false,
+                    _ => uses,
+                };
+                // 2.28's own device's class where it does not relay.
+                let class_228 = line_228
+                    .filter(|_| no_relay_228)
+                    .and_then(|l| l.split_once(&format!("gives it {nic} (")))
+                    .and_then(|(_, rest)| rest.split(' ').next())
+                    .map(|c| if c == "NODE" { "PHB" } else { c });
                 let name = if distance.contains(&format!("as NCCL offers it ({nic}_dma)")) {
                     format!("{nic}_dma")
                 } else {
@@ -481,6 +509,8 @@ pub fn judge_levels(
                 // is the GPU's own, NCCL's path is PXN.
                 let same_path = if path == "PXN" {
                     relayed
+                } else if let Some(c) = class_228 {
+                    !relayed && path == c
                 } else {
                     !relayed && path == class && distance.contains(&format!("device {judged} ("))
                 };
