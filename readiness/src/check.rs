@@ -586,13 +586,15 @@ pub fn check(host: &Host, programs: bool) -> Report {
         // Said after the GPU's verdict (below), which stays its first
         // `nccl` line.
         let releases_differ = match (&by_230, &by_228) {
-            // A relayed GPU's releases are said with its relay (below).
+            // A relayed GPU's releases are said with its relay (below);
+            // a relay nvidia-smi could not confirm has these as its "else".
             (Some(a), Some(b))
                 if !cuda_off
                     && nccl_installed.is_none()
                     && a != b
-                    && relayed_228.chosen.is_none()
-                    && relayed_230.chosen.is_none() =>
+                    && [&relayed_228, &relayed_230]
+                        .iter()
+                        .all(|r| r.chosen.as_ref().is_none_or(|r| !r.seen)) =>
             {
                 Some(Fact::info(
                     "nccl",

@@ -442,7 +442,9 @@ pub fn judge_levels(
                 let relay_228 = said_228("NCCL 2.28 relays it through ");
                 let no_relay_228 =
                     line_228.is_some_and(|l| l.contains("NCCL 2.28 does not relay it"));
-                let relayed = (relayed && !no_relay_228) || relay_228.is_some();
+                // (A conditional verdict's relay, 2.28's or not, is the
+                // "if": the "else" is held to NCCL, told of no NVLink.)
+                let relayed = (relayed && !no_relay_228) || (relay_228.is_some() && !conditional);
                 let nic_228 = if relayed {
                     relay_228
                 } else {
