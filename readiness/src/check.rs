@@ -550,20 +550,31 @@ pub fn check(host: &Host, programs: bool) -> Report {
             relay_over(&plain_228, &views_228, Rule::Nccl228),
             relay_over(&plain_230, &views_230, Rule::Nccl230),
         );
-        let (by_228, by_230) = (
-            pick_among(
+        let relayed_by = |r: &pxn::Relay, with_bw: &[nccl_local_net::View]| relayed_bw(r, with_bw);
+        let ((by_228, chosen_228), (by_230, chosen_230)) = (
+            settle(
                 &views_228,
                 &gpu.address,
-                &relayed_228.outweighed,
+                &relayed_228,
+                &relayed_by,
                 Rule::Nccl228,
             ),
-            pick_among(
+            settle(
                 &views_230,
                 &gpu.address,
-                &relayed_230.outweighed,
+                &relayed_230,
+                &relayed_by,
                 Rule::Nccl230,
             ),
         );
+        let relayed_228 = pxn::Relayed {
+            chosen: chosen_228,
+            ..relayed_228
+        };
+        let relayed_230 = pxn::Relayed {
+            chosen: chosen_230,
+            ..relayed_230
+        };
         let relay = if rule == Rule::Nccl228 {
             relayed_228.chosen.clone()
         } else {
@@ -600,7 +611,8 @@ pub fn check(host: &Host, programs: bool) -> Report {
                     "nccl",
                     &gpu.address,
                     format!(
-                        "NCCL 2.30 gives this GPU {a}, NCCL 2.28 gives it {b} (topo.cc, ncclTopoGetLocalNet: the nearest NICs shared by device number): which NCCL the job loads decides; judged with {a}"
+                        "NCCL 2.30 gives this GPU {a}, NCCL 2.28 gives it {} (topo.cc, ncclTopoGetLocalNet: the nearest NICs shared by device number): which NCCL the job loads decides; judged with {a}",
+                        device_228(&gpu.address, b, &views_228, &level, nccl_sees)
                     ),
                 ))
             }
@@ -1126,6 +1138,53 @@ fn port_type(host: &Host, d: &PciDevice) -> Option<PortType> {
     ConfigSpace::from_reader(&reader).port_type()
 }
 
+/// NCCL's NIC for @gpu by @rule and the relay it takes: paths.cc puts
+/// each relay's path (PXN, as wide as @relayed_bw says) in place of the
+/// GPU's own to that NIC, then ncclTopoGetLocalNet picks among them all
+/// (nccl_local_net::pick_with; PXN ranks below PXB and above PHB, and a
+/// relayed GPU's own paths are all beyond PXB, so PXB stands for it).
+/// Where a relay was not seen or its bandwidth is not known, pxn::relay's
+/// own choice stands. A relayed GPU's device is its own pick (the check
+/// names its own nearest beside the relay).
+fn settle(
+    views: &[nccl_local_net::View],
+    gpu: &str,
+    relayed: &pxn::Relayed,
+    relayed_bw: &dyn Fn(&pxn::Relay, &[nccl_local_net::View]) -> Option<f64>,
+    rule: nccl_local_net::Rule,
+) -> (Option<String>, Option<pxn::Relay>) {
+    let widths: Option<Vec<f64>> = relayed
+        .candidates
+        .iter()
+        .map(|r| relayed_bw(r, views).filter(|_| r.seen))
+        .collect();
+    let (Some(widths), false) = (widths, relayed.candidates.is_empty()) else {
+        let by = pick_among(views, gpu, &relayed.outweighed, rule);
+        return (by, relayed.chosen.clone());
+    };
+    let Some((_, own)) = views.iter().find(|(g, _)| g == gpu) else {
+        return (None, None);
+    };
+    let mine: Vec<(String, Distance, f64)> = own
+        .iter()
+        .map(
+            |(nic, d, bw)| match relayed.candidates.iter().position(|r| r.nic == *nic) {
+                Some(i) => (nic.clone(), Distance::Pxb, widths[i]),
+                None => (nic.clone(), *d, *bw),
+            },
+        )
+        .collect();
+    let by = nccl_local_net::pick_with(views, gpu, &mine, rule);
+    match relayed
+        .candidates
+        .iter()
+        .find(|r| Some(&r.nic) == by.as_ref())
+    {
+        Some(r) => (nccl_local_net::pick(views, gpu, rule), Some(r.clone())),
+        None => (by, None),
+    }
+}
+
 /// The NIC NCCL gives @gpu under @rule (nccl_local_net::pick), none of
 /// @outweighed (pxn::Relayed): @views with the GPU's paths to them left
 /// out, which are narrower than the one NCCL takes and so change nothing
@@ -1293,17 +1352,35 @@ fn not_relayed_by_228(
     level: &(usize, String),
     sees: bool,
 ) -> Option<Fact> {
-    let theirs = by_228?;
-    let (_, paths) = views_228.iter().find(|(g, _)| *g == gpu.address)?;
-    let (_, d, _) = paths.iter().find(|(n, _, _)| n == theirs)?;
-    let verdict = gdr_by_level(*d, level, sees);
+    let theirs = device_228(&gpu.address, by_228?, views_228, level, sees);
     Some(Fact::info(
         "nccl",
         &gpu.address,
         format!(
-            "NCCL 2.30 relays this GPU through {relayed}, NCCL 2.28 does not relay it: NCCL 2.28 gives it {theirs} ({d} from it), {verdict}: which NCCL the job loads decides; judged with {relayed}"
+            "NCCL 2.30 relays this GPU through {relayed}, NCCL 2.28 does not relay it: NCCL 2.28 gives it {theirs}: which NCCL the job loads decides; judged with {relayed}"
         ),
     ))
+}
+
+/// 2.28.9's device @theirs for @gpu as the check names it beside 2.30's:
+/// "mlx5_4 (SYS from it), without GPUDirect RDMA (SYS beyond PXB, ...)",
+/// its distance in @views_228 (the name alone where it is not there).
+fn device_228(
+    gpu: &str,
+    theirs: &str,
+    views_228: &[nccl_local_net::View],
+    level: &(usize, String),
+    sees: bool,
+) -> String {
+    let distance = views_228
+        .iter()
+        .find(|(g, _)| g == gpu)
+        .and_then(|(_, paths)| paths.iter().find(|(n, _, _)| n == theirs))
+        .map(|(_, d, _)| *d);
+    match distance {
+        Some(d) => format!("{theirs} ({d} from it), {}", gdr_by_level(d, level, sees)),
+        None => theirs.to_owned(),
+    }
 }
 
 /// "with GPUDirect RDMA (PIX within PXB, NCCL's default, PXB)" or

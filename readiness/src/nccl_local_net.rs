@@ -175,7 +175,20 @@ fn best(paths: &[(Distance, f64)]) -> Vec<usize> {
 
 /// The NIC NCCL gives @gpu under @rule. @views: every GPU's (View).
 pub fn pick(views: &[View], gpu: &str, rule: Rule) -> Option<String> {
-    pick_on(views, gpu, rule, 0)
+    let (_, mine) = views.iter().find(|(a, _)| a == gpu)?;
+    pick_on(views, gpu, mine, rule, 0)
+}
+
+/// As pick, with @gpu's own paths @mine in place of its view's: its paths
+/// after PXN relays some (paths.cc replaces the GPU's paths to those
+/// NICs, not the NICs' paths to the GPUs, which the rule also reads).
+pub fn pick_with(
+    views: &[View],
+    gpu: &str,
+    mine: &[(String, Distance, f64)],
+    rule: Rule,
+) -> Option<String> {
+    pick_on(views, gpu, mine, rule, 0)
 }
 
 /// The GPU PXN relays @nic's traffic through (graph/topo.cc,
@@ -200,7 +213,12 @@ pub fn local_gpu(views: &[View], nic: &str, rule: Rule) -> Option<String> {
     (0..64).find_map(|channel| {
         nearest
             .iter()
-            .find(|g| pick_on(views, g, rule, channel).as_deref() == Some(nic))
+            .find(|g| {
+                let mine = views.iter().find(|(a, _)| a == *g).map(|(_, m)| m);
+                mine.and_then(|m| pick_on(views, g, m, rule, channel))
+                    .as_deref()
+                    == Some(nic)
+            })
             .map(|g| g.to_string())
     })
 }
@@ -209,11 +227,16 @@ pub fn local_gpu(views: &[View], nic: &str, rule: Rule) -> Option<String> {
 /// among the nearest, moved on by the channel within the NICs each GPU
 /// shares (netsPerGpu, NCCL_NETDEVS_POLICY's default AUTO: the nearest
 /// NICs over the GPUs nearest to the first of them, rounded up).
-fn pick_on(views: &[View], gpu: &str, rule: Rule, channel: usize) -> Option<String> {
+fn pick_on(
+    views: &[View],
+    gpu: &str,
+    mine: &[(String, Distance, f64)],
+    rule: Rule,
+    channel: usize,
+) -> Option<String> {
     let mut order: Vec<&str> = views.iter().map(|(a, _)| a.as_str()).collect();
     order.sort_unstable();
     let dev = order.iter().position(|a| *a == gpu)?;
-    let (_, mine) = views.iter().find(|(a, _)| a == gpu)?;
     let paths: Vec<(Distance, f64)> = mine.iter().map(|(_, d, bw)| (*d, *bw)).collect();
     let local: Vec<&str> = best(&paths)
         .into_iter()

@@ -61,6 +61,7 @@ pub fn relay(
     let none = Relayed {
         chosen: None,
         outweighed: Vec::new(),
+        candidates: Vec::new(),
     };
     if disabled {
         return none;
@@ -136,7 +137,11 @@ pub fn relay(
         .filter(|r| relayed(r) < best)
         .map(|r| r.nic.clone())
         .collect();
-    Relayed { chosen, outweighed }
+    Relayed {
+        chosen,
+        outweighed,
+        candidates: relays,
+    }
 }
 
 /// What relay found for a GPU.
@@ -147,6 +152,10 @@ pub struct Relayed {
     /// NICs a peer would relay through a path narrower than NCCL's
     /// choice: NCCL gives the GPU none of them (ncclTopoGetLocalNet).
     pub outweighed: Vec<String>,
+    /// Every NIC a peer relays for the GPU, chosen or not: where their
+    /// paths' bandwidths are known, NCCL's own pick among the GPU's paths
+    /// decides (check.rs, settle).
+    pub candidates: Vec<Relay>,
 }
 
 /// The bandwidths NCCL weighs a GPU's paths by (ncclTopoGetLocalNet):

@@ -436,7 +436,7 @@ pub fn judge_levels(
                     .filter(|l| l.contains(&format!(" {gpu}: ")))
                     .find(|l| {
                         l.contains("NCCL 2.28 relays it through ")
-                            || l.contains("NCCL 2.28 does not relay it")
+                            || l.contains("NCCL 2.28 gives it ")
                     })
                     .filter(|_| release.starts_with("2.28."));
                 let relay_228 = said_228("NCCL 2.28 relays it through ");
@@ -458,7 +458,7 @@ pub fn judge_levels(
                 };
                 // 2.28's own device's class where it does not relay.
                 let class_228 = line_228
-                    .filter(|_| no_relay_228)
+                    .filter(|_| !relayed)
                     .and_then(|l| l.split_once(&format!("gives it {nic} (")))
                     .and_then(|(_, rest)| rest.split(' ').next())
                     .map(|c| if c == "NODE" { "PHB" } else { c });
