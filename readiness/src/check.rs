@@ -551,12 +551,14 @@ pub fn check(host: &Host, programs: bool) -> Report {
             relay_over(&plain_230, &views_230, Rule::Nccl230),
         );
         let relayed_by = |r: &pxn::Relay, with_bw: &[nccl_local_net::View]| relayed_bw(r, with_bw);
+        let gdr_at = |r: &pxn::Relay| nccl_sees && consumers::nccl_within(r.distance, level.0);
         let ((by_228, chosen_228), (by_230, chosen_230)) = (
             settle(
                 &views_228,
                 &gpu.address,
                 &relayed_228,
                 &relayed_by,
+                &gdr_at,
                 Rule::Nccl228,
             ),
             settle(
@@ -564,6 +566,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 &gpu.address,
                 &relayed_230,
                 &relayed_by,
+                &gdr_at,
                 Rule::Nccl230,
             ),
         );
@@ -1151,6 +1154,7 @@ fn settle(
     gpu: &str,
     relayed: &pxn::Relayed,
     relayed_bw: &dyn Fn(&pxn::Relay, &[nccl_local_net::View]) -> Option<f64>,
+    gdr_at: &dyn Fn(&pxn::Relay) -> bool,
     rule: nccl_local_net::Rule,
 ) -> (Option<String>, Option<pxn::Relay>) {
     let widths: Option<Vec<f64>> = relayed
@@ -1167,19 +1171,26 @@ fn settle(
     };
     let mine: Vec<(String, Distance, f64)> = own
         .iter()
-        .map(
-            |(nic, d, bw)| match relayed.candidates.iter().position(|r| r.nic == *nic) {
+        .map(|(nic, d, bw)| {
+            // A relay without GPUDirect RDMA at the level is diverted
+            // through the GPU's own CPU (paths.cc: a path below PHB whose
+            // ncclTopoCheckGdr says no), which is the GPU's own path.
+            let relayed_here = relayed
+                .candidates
+                .iter()
+                .position(|r| r.nic == *nic && (r.c2c || gdr_at(r)));
+            match relayed_here {
                 Some(i) => (nic.clone(), Distance::Pxb, widths[i]),
                 None => (nic.clone(), *d, *bw),
-            },
-        )
+            }
+        })
         .collect();
     let by = nccl_local_net::pick_with(views, gpu, &mine, rule);
-    match relayed
+    let taken = relayed
         .candidates
         .iter()
-        .find(|r| Some(&r.nic) == by.as_ref())
-    {
+        .find(|r| Some(&r.nic) == by.as_ref() && (r.c2c || gdr_at(r)));
+    match taken {
         Some(r) => (nccl_local_net::pick(views, gpu, rule), Some(r.clone())),
         None => (by, None),
     }

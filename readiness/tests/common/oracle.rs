@@ -486,13 +486,15 @@ pub fn judge_levels(
                 // NCCL's nearest as ncclTopoGetLocal takes it: the highest
                 // path bandwidth, then the nearest type.
                 let bw_of = |p: &str| field(p, "bw").parse::<f64>().unwrap_or(0.0);
-                let top_bw = mine.iter().map(|p| bw_of(p)).fold(0.0, f64::max);
-                let nearest = mine
-                    .iter()
-                    .filter(|p| bw_of(p) == top_bw)
-                    .map(|p| field(p, "path"))
-                    .min_by_key(|p| rank_of(p))
-                    .unwrap();
+                let nearest_of = |lines: &[String]| {
+                    let top_bw = lines.iter().map(|p| bw_of(p)).fold(0.0, f64::max);
+                    lines
+                        .iter()
+                        .filter(|p| bw_of(p) == top_bw)
+                        .map(|p| field(p, "path").to_owned())
+                        .min_by_key(|p| rank_of(p))
+                        .unwrap()
+                };
                 let (Some(pair), Some(distance_pair)) = (the_pair(&decided), the_pair(&mine))
                 else {
                     differ.push(format!(
@@ -506,7 +508,32 @@ pub fn judge_levels(
                 // path through the CPU: paths.cc, ncclTopoGdrModePci).
                 let read = field(&pair, "gdr_read").starts_with("on");
                 let write = field(&pair, "gdr_write").starts_with("on");
-                let path = field(&distance_pair, "path");
+                // NCCL diverts a relay through the GPU's own CPU where
+                // GPUDirect RDMA is off at the level (paths.cc, after PXN):
+                // such a path is the decided run's, not the distances
+                // run's PXN (there every NIC has GPUDirect RDMA).
+                let undiverted: Vec<String> = mine
+                    .iter()
+                    .map(|m| {
+                        let decided_path = decided
+                            .iter()
+                            .find(|d| field(d, "name") == field(m, "name"));
+                        match decided_path {
+                            Some(d)
+                                if !relayed
+                                    && field(m, "path") == "PXN"
+                                    && field(d, "path") != "PXN" =>
+                            {
+                                d.clone()
+                            }
+                            _ => m.clone(),
+                        }
+                    })
+                    .collect();
+                let nearest = nearest_of(&undiverted);
+                let path = the_pair(&undiverted)
+                    .map(|p| field(&p, "path").to_owned())
+                    .unwrap_or_default();
                 // PXN: the check says the relay; the distance it prints
                 // is the GPU's own, NCCL's path is PXN.
                 let same_path = if path == "PXN" {

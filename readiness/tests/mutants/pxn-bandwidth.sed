@@ -1,3 +1,3 @@
-# mutates readiness/src/pxn.rs: PXN's relay taken whatever its NVLinks'
-# bandwidth against the GPU's own NIC (outweighs).
-s/^    nvlink_bw.min(peer_to_nic) >= own_best$/    let _ = (nvlink_bw, peer_to_nic, own_best);\n    true/
+# mutates readiness/src/check.rs: PXN's relayed paths weighed as unbounded,
+# whatever their NVLinks' bandwidth against the GPU's own NICs (settle).
+s/^                Some(i) => (nic.clone(), Distance::Pxb, widths\[i\]),$/                Some(_) => (nic.clone(), Distance::Pxb, f64::MAX),/
