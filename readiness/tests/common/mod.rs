@@ -860,8 +860,11 @@ impl Tree {
             .collect();
         let smi = fs::read_to_string(self.root.join("nvidia-smi")).unwrap_or_default();
         // NVLink where the tree's `topo -m` has NV cells (Tree::nvswitch,
-        // Tree::volta's joined pair): the harness's NVSwitch joins them.
-        let nvswitch = smi.contains("\ntopo)") && smi.contains("\tNV");
+        // Tree::volta's joined pair): the harness's NVSwitch joins them;
+        // not where Tree::nvlink lists its pairs (the harness's --nvlink).
+        let nvswitch = smi.contains("\ntopo)")
+            && smi.contains("\tNV")
+            && !self.root.join("nvlink-gpus").exists();
         let (compared, differ) = oracle::judge(
             self,
             out,
