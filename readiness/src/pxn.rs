@@ -212,61 +212,19 @@ mod tests {
     #[test]
     fn a_far_gpu_is_relayed_by_its_nvlink_peer() {
         let joined: BTreeSet<_> = [("a".to_owned(), "b".to_owned())].into();
-        let r = relay(
-            "b",
-            &views(),
-            Some(&joined),
-            false,
-            &no_c2c,
-            &a,
-            &Widths::UNKNOWN,
-        )
-        .chosen
-        .unwrap();
+        // relay over views(), NIC mlx5_0's local GPU a, bandwidths unknown
+        let chosen = |gpu: &str, joined: Option<&BTreeSet<(String, String)>>, off: bool| {
+            relay(gpu, &views(), joined, off, &no_c2c, &a, &Widths::UNKNOWN).chosen
+        };
+        let r = chosen("b", Some(&joined), false).unwrap();
         assert_eq!(
             (r.peer.as_str(), r.nic.as_str(), r.distance, r.seen),
             ("a", "mlx5_0", Pix, true)
         );
         // not for the near GPU, not without NVLink, not with PXN off
-        assert_eq!(
-            relay(
-                "a",
-                &views(),
-                Some(&joined),
-                false,
-                &no_c2c,
-                &a,
-                &Widths::UNKNOWN
-            )
-            .chosen,
-            None
-        );
-        assert_eq!(
-            relay(
-                "b",
-                &views(),
-                Some(&BTreeSet::new()),
-                false,
-                &no_c2c,
-                &a,
-                &Widths::UNKNOWN
-            )
-            .chosen,
-            None
-        );
-        assert_eq!(
-            relay(
-                "b",
-                &views(),
-                Some(&joined),
-                true,
-                &no_c2c,
-                &a,
-                &Widths::UNKNOWN
-            )
-            .chosen,
-            None
-        );
+        assert_eq!(chosen("a", Some(&joined), false), None);
+        assert_eq!(chosen("b", Some(&BTreeSet::new()), false), None);
+        assert_eq!(chosen("b", Some(&joined), true), None);
         // NVLink unknown: a relay NCCL may take
         assert!(
             !relay("b", &views(), None, false, &no_c2c, &a, &Widths::UNKNOWN)
