@@ -509,13 +509,13 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 .as_ref()
                 .and_then(|c| c.get(&gpu.address))
                 .map_or(20.6, |&(major, minor)| nvlink::link_bw(major, minor));
-            let peer_to_nic = path_bw(with_bw, &relay.peer, &relay.nic).unwrap_or(f64::MAX);
+            let peer_to_nic = path_of(with_bw, &relay.peer, &relay.nic).map_or(f64::MAX, |p| p.1);
             Some((f64::from(links) * per_link).min(peer_to_nic))
         };
         let relay_over = |views: &pxn::Views, with_bw: &[nccl_local_net::View], r: Rule| {
             let local = |nic: &str| nccl_local_net::local_gpu(with_bw, nic, r);
             let relayed = |relay: &pxn::Relay| relayed_bw(relay, with_bw);
-            let own = |nic: &str| path_bw(with_bw, &gpu.address, nic).unwrap_or(0.0);
+            let own = |nic: &str| path_of(with_bw, &gpu.address, nic).map_or(0.0, |p| p.1);
             let widths = pxn::Widths {
                 relayed: &relayed,
                 own: &own,
@@ -550,14 +550,13 @@ pub fn check(host: &Host, programs: bool) -> Report {
             relay_over(&plain_228, &views_228, Rule::Nccl228),
             relay_over(&plain_230, &views_230, Rule::Nccl230),
         );
-        let relayed_by = |r: &pxn::Relay, with_bw: &[nccl_local_net::View]| relayed_bw(r, with_bw);
         let gdr_at = |r: &pxn::Relay| nccl_sees && consumers::nccl_within(r.distance, level.0);
         let ((by_228, chosen_228), (by_230, chosen_230)) = (
             settle(
                 &views_228,
                 &gpu.address,
                 &relayed_228,
-                &relayed_by,
+                &relayed_bw,
                 &gdr_at,
                 Rule::Nccl228,
             ),
@@ -565,7 +564,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 &views_230,
                 &gpu.address,
                 &relayed_230,
-                &relayed_by,
+                &relayed_bw,
                 &gdr_at,
                 Rule::Nccl230,
             ),
@@ -1162,7 +1161,7 @@ fn settle(
         .iter()
         .map(|r| relayed_bw(r, views).filter(|_| r.seen))
         .collect();
-    let (Some(widths), false) = (widths, relayed.candidates.is_empty()) else {
+    let Some(widths) = widths.filter(|w| !w.is_empty()) else {
         let by = pick_among(views, gpu, &relayed.outweighed, rule);
         return (by, relayed.chosen.clone());
     };
@@ -1223,13 +1222,13 @@ fn pick_among(
     nccl_local_net::pick(&left, gpu, rule)
 }
 
-/// The bandwidth of @gpu's path to @nic in @views.
-fn path_bw(views: &[nccl_local_net::View], gpu: &str, nic: &str) -> Option<f64> {
+/// @gpu's path to @nic in @views: its type and bandwidth.
+fn path_of(views: &[nccl_local_net::View], gpu: &str, nic: &str) -> Option<(Distance, f64)> {
     let (_, paths) = views.iter().find(|(g, _)| g == gpu)?;
     paths
         .iter()
         .find(|(n, _, _)| n == nic)
-        .map(|(_, _, bw)| *bw)
+        .map(|(_, d, bw)| (*d, *bw))
 }
 
 /// @views without their path bandwidths: what pxn::relay reads.
@@ -1383,13 +1382,8 @@ fn device_228(
     level: &(usize, String),
     sees: bool,
 ) -> String {
-    let distance = views_228
-        .iter()
-        .find(|(g, _)| g == gpu)
-        .and_then(|(_, paths)| paths.iter().find(|(n, _, _)| n == theirs))
-        .map(|(_, d, _)| *d);
-    match distance {
-        Some(d) => format!("{theirs} ({d} from it), {}", gdr_by_level(d, level, sees)),
+    match path_of(views_228, gpu, theirs) {
+        Some((d, _)) => format!("{theirs} ({d} from it), {}", gdr_by_level(d, level, sees)),
         None => theirs.to_owned(),
     }
 }

@@ -666,18 +666,8 @@ impl Tree {
     pub fn volta(&self, gpus: &[&str], nvlink: bool) -> PathBuf {
         let bus = |g: &str| format!("0000{}", g.to_ascii_uppercase());
         let caps: String = gpus.iter().map(|g| format!("{}, 7.0\n", bus(g))).collect();
-        let names: Vec<String> = (0..gpus.len()).map(|i| format!("GPU{i}")).collect();
-        let mut topo = format!(
-            "\t\u{1b}[4m{}\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\u{1b}[0m\n",
-            names.join("\t")
-        );
-        for (i, name) in names.iter().enumerate() {
-            let far = if nvlink { "NV2" } else { "SYS" };
-            let cells: Vec<&str> = (0..gpus.len())
-                .map(|j| if i == j { " X " } else { far })
-                .collect();
-            topo.push_str(&format!("{name}\t{}\t0-63\t0\t\tN/A\n", cells.join("\t")));
-        }
+        let far = if nvlink { "NV2" } else { "SYS" };
+        let topo = topo_matrix(gpus.len(), |_, _| far.to_owned());
         let listed: Vec<String> = gpus.iter().map(|g| format!("{g} 70")).collect();
         self.write("sm-gpus", listed.join("\n"));
         self.smi_for(

@@ -511,8 +511,9 @@ pub fn judge_levels(
                 // NCCL diverts a relay through the GPU's own CPU where
                 // GPUDirect RDMA is off at the level (paths.cc, after PXN):
                 // such a path is the decided run's, not the distances
-                // run's PXN (there every NIC has GPUDirect RDMA).
-                let undiverted: Vec<String> = mine
+                // run's PXN (there every NIC has GPUDirect RDMA): the
+                // GPU's paths as NCCL has them at this level.
+                let at_level: Vec<String> = mine
                     .iter()
                     .map(|m| {
                         let decided_path = decided
@@ -530,8 +531,8 @@ pub fn judge_levels(
                         }
                     })
                     .collect();
-                let nearest = nearest_of(&undiverted);
-                let path = the_pair(&undiverted)
+                let nearest = nearest_of(&at_level);
+                let path = the_pair(&at_level)
                     .map(|p| field(&p, "path").to_owned())
                     .unwrap_or_default();
                 // PXN: the check says the relay; the distance it prints
