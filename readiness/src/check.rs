@@ -264,8 +264,32 @@ pub fn check(host: &Host, programs: bool) -> Report {
     }
     let nccl_view = |gpu: &PciDevice, nic: &Nic, nic_dev: &PciDevice, d: Distance| {
         if let Some(f) = &topo_file {
-            if let Some(x) = f.distance(&gpu.address, &nic.name, &nic.address) {
-                return (x, Some(format!("in {}", f.shown)));
+            // NCCL looks the NIC up at the bus id its IB plugin gives
+            // (nccl_ib::placed_at), and climbs sysfs from there for a
+            // device the file does not place: each side's NUMA node as
+            // NCCL reads it (-1 where it finds no sysfs path).
+            let at = nccl_ib::placed_at(&nic.address, merge_vfs);
+            let numa = |address: &str| {
+                devices
+                    .iter()
+                    .find(|d| d.address == address && topology::nccl_finds(address))
+                    .and_then(|d| d.numa_node)
+                    .map_or(-1, i64::from)
+            };
+            let (g, n) = (
+                (gpu.address.as_str(), numa(&gpu.address)),
+                (at.as_str(), numa(&at)),
+            );
+            if let Some(x) = f.distance(g, &nic.name, n) {
+                let by = if f.places_both(g.0, &nic.name, n.0) {
+                    format!("in {}", f.shown)
+                } else {
+                    format!(
+                        "as NCCL places them: {} places one of the two, and NCCL hangs the other on its NUMA node's CPU",
+                        f.shown
+                    )
+                };
+                return (x, Some(by));
             }
         }
         // A device NCCL finds nowhere in sysfs (a VMD domain's) is on no

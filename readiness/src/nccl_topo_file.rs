@@ -186,25 +186,43 @@ impl TopoFile {
         out
     }
 
+    /// Whether the file places both GPU @gpu and RDMA device @name at @nic.
+    pub fn places_both(&self, gpu: &str, name: &str, nic: &str) -> bool {
+        self.pci(gpu).is_some() && self.nic(name, nic).is_some()
+    }
+
     /// The distance NCCL computes between GPU @gpu and RDMA device @name
-    /// (at @nic) where the file places both; None where it places either
-    /// not (NCCL then takes it from sysfs). NCCL's path types
-    /// (paths.cc, ncclTopoSetPaths): a link through one PCI switch is PIX,
-    /// through two or more PXB, through a CPU PHB, between CPUs SYS.
-    pub fn distance(&self, gpu: &str, name: &str, nic: &str) -> Option<Distance> {
-        let g = self.pci(gpu)?;
-        let n = self.nic(name, nic)?;
-        let mut up_g = self.above(g);
+    /// (at @nic, the bus id NCCL's IB plugin gives: nccl_ib::placed_at),
+    /// each with its sysfs NUMA node (-1 where unset or not found), where
+    /// the file places either; None where it places neither (NCCL then
+    /// takes both from sysfs). NCCL's path types (paths.cc,
+    /// ncclTopoSetPaths): a link through one PCI switch is PIX, through two
+    /// or more PXB, through a CPU PHB, between CPUs SYS. A device the file
+    /// does not place NCCL climbs sysfs for, up to the CPU of its NUMA node,
+    /// which is the file's CPU of that `numaid` where it has one
+    /// (xml.cc, ncclTopoGetXmlFromSys: xmlGetSubKv on "numaid"): PHB from
+    /// a device on that CPU, SYS from one on another.
+    pub fn distance(&self, gpu: (&str, i64), name: &str, nic: (&str, i64)) -> Option<Distance> {
+        let g = self.pci(gpu.0);
+        let n = self.nic(name, nic.0);
         // a NIC on a CPU (no PCI device of its own) starts from it
-        let mut up_n = if self.elements[n].tag == "cpu" {
-            vec![n]
-        } else {
-            self.above(n)
+        let up_nic = |n: usize| {
+            if self.elements[n].tag == "cpu" {
+                vec![n]
+            } else {
+                self.above(n)
+            }
         };
         let cpu_of = |up: &[usize]| {
             up.last()
                 .copied()
                 .filter(|c| self.elements[*c].tag == "cpu")
+        };
+        let (mut up_g, mut up_n) = match (g, n) {
+            (Some(g), Some(n)) => (self.above(g), up_nic(n)),
+            (None, None) => return None,
+            (Some(g), None) => return self.beside(cpu_of(&self.above(g))?, nic.1),
+            (None, Some(n)) => return self.beside(cpu_of(&up_nic(n))?, gpu.1),
         };
         let (cg, cn) = (cpu_of(&up_g)?, cpu_of(&up_n)?);
         if cg != cn {
@@ -224,6 +242,18 @@ impl TopoFile {
             Distance::Pix
         } else {
             Distance::Pxb
+        })
+    }
+
+    /// From a device the file places on CPU element @cpu to one it does
+    /// not, on NUMA node @numa in sysfs: PHB where @cpu is that node's,
+    /// SYS otherwise; None where @cpu names no node (not modelled).
+    fn beside(&self, cpu: usize, numa: i64) -> Option<Distance> {
+        let id: i64 = self.elements[cpu].attr("numaid")?.trim().parse().ok()?;
+        Some(if id == numa {
+            Distance::Phb
+        } else {
+            Distance::Sys
         })
     }
 }
@@ -268,21 +298,35 @@ mod tests {
     #[test]
     fn the_files_places_give_ncclss_distances() {
         let f = file();
-        let d = |gpu: &str| f.distance(gpu, "mlx5_ib0", "0101:00:00.0");
+        let d = |gpu: &str| f.distance((gpu, 0), "mlx5_ib0", ("0101:00:00.0", 0));
         assert_eq!(d("0001:00:00.0"), Some(Distance::Pix));
         assert_eq!(d("0002:00:00.0"), Some(Distance::Pxb));
         assert_eq!(d("0003:00:00.0"), Some(Distance::Phb));
         assert_eq!(d("0004:00:00.0"), Some(Distance::Sys));
-        // not placed: NCCL climbs sysfs for it
-        assert_eq!(d("0005:00:00.0"), None);
         // a NIC found by its bus id; one on the CPU itself
         assert_eq!(
-            f.distance("0001:00:00.0", "other", "0101:00:00.0"),
+            f.distance(("0001:00:00.0", 0), "other", ("0101:00:00.0", 0)),
             Some(Distance::Pix)
         );
         assert_eq!(
-            f.distance("0001:00:00.0", "eth0", "none"),
+            f.distance(("0001:00:00.0", 0), "eth0", ("none", 0)),
             Some(Distance::Phb)
+        );
+        // Not placed: NCCL climbs sysfs for it, to the file's CPU of its
+        // NUMA node where there is one (PHB from what the file puts
+        // there), else to a CPU of its own (SYS).
+        assert_eq!(d("0005:00:00.0"), Some(Distance::Phb));
+        let from = |numa: i64| f.distance(("0005:00:00.0", numa), "mlx5_ib0", ("0101:00:00.0", 0));
+        assert_eq!(from(1), Some(Distance::Sys));
+        assert_eq!(from(-1), Some(Distance::Sys));
+        assert_eq!(
+            f.distance(("0004:00:00.0", 1), "mlx5_9", ("0009:00:00.0", 1)),
+            Some(Distance::Phb)
+        );
+        // placed by neither: sysfs's, both sides
+        assert_eq!(
+            f.distance(("0005:00:00.0", 0), "mlx5_9", ("0009:00:00.0", 0)),
+            None
         );
     }
 

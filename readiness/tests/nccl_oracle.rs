@@ -314,6 +314,17 @@ const TOPO_FILE: &str = r#"<system version="1">
 </system>
 "#;
 
+/// A stale topology file for the same tree: it places the GPU alone, on
+/// NUMA node 1's CPU, and not the NIC (on node 0 in sysfs), which NCCL
+/// then climbs sysfs for and hangs on a CPU of its own: SYS where sysfs
+/// says PHB (graph/xml.cc, ncclTopoGetXmlFromSys).
+const TOPO_FILE_GPU_ONLY: &str = r#"<system version="1">
+  <cpu numaid="1" affinity="ffff0000" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="207">
+    <pci busid="0000:03:00.0" class="0x030200" vendor="0x10de" device="0x2330" subsystem_vendor="0x10de" subsystem_device="0x16c1" link_speed="32.0 GT/s PCIe" link_width="16"/>
+  </cpu>
+</system>
+"#;
+
 /// The catalogue of modelled nodes NCCL judges. Each is a shape a real
 /// kernel shows (tests/common: the kernel's files and links); every node
 /// has MLNX_OFED with nv_peer_mem, so the distance and the NIC set decide.
@@ -558,6 +569,14 @@ fn catalogue() -> Vec<Case> {
             nvswitch: false,
         });
     }
+    cases.push(Case {
+        what: "a stale NCCL_TOPO_FILE places the GPU alone, on another NUMA node",
+        tree: switch_and_root_port("oracle-topo-file-gpu-only"),
+        env: Vec::new(),
+        etc_nccl_conf: None,
+        topo_file: Some(("/opt/topo.xml", TOPO_FILE_GPU_ONLY)),
+        nvswitch: false,
+    });
     // Broadcom's virtual switch links: a switch on each root port, the GPU
     // below one, the NIC below the other (PHB in sysfs); a link between the
     // two switches makes NCCL's path PXB.

@@ -352,6 +352,8 @@ pub struct Node {
     pub parts: usize,
     /// NVSwitches join the GPUs (the oracle's `nvswitch`).
     pub nvswitch: bool,
+    /// The GPUs written, by bus id.
+    pub gpus: Vec<String>,
 }
 
 /// The node of @seed.
@@ -503,6 +505,7 @@ pub fn node_without(seed: u64, omit: &Omit) -> Node {
         nics: w.nics,
         parts: plan.parts(),
         nvswitch,
+        gpus: w.gpus,
         tree: t,
     }
 }
@@ -590,6 +593,7 @@ impl Writer<'_> {
 }
 
 /// Where a node's NCCL settings are given.
+#[derive(Clone, Copy, PartialEq)]
 pub enum Given {
     /// The environment of the NCCL job (and of the check).
     Environment,
@@ -624,4 +628,115 @@ pub fn settings(seed: u64, nics: u32) -> (Vec<(&'static str, String)>, Given) {
         _ => "=mlx5".to_owned(),
     };
     (vec![("NCCL_IB_HCA", hca)], given)
+}
+
+/// A topology file for NCCL on a generated node: where it lies, how NCCL
+/// is told of it, its text and what it holds.
+pub struct TopoFile {
+    /// Its path on the node.
+    pub path: &'static str,
+    /// NCCL_TOPO_FILE's place, or None: nvidia-topologyd's file, which NCCL
+    /// reads unasked.
+    pub given: Option<Given>,
+    pub text: String,
+    pub what: String,
+}
+
+/// The topology file of @seed's @node, from a fourth stream of the seed
+/// (each seed's earlier draws unchanged), on one node in six: the shape of
+/// Azure's HPC images' files (a GPU and an adapter below a switch the VM
+/// does not show, `ffff:ff:NN.0`, on one CPU or two, devices by bus id,
+/// every link the tree's 32 GT/s x16), holding every GPU and RDMA function
+/// of the node or, one time in three, some of them: NCCL climbs sysfs for
+/// the others and hangs them on the file's CPU of their NUMA node
+/// (graph/xml.cc, ncclTopoGetXmlFromSys), which no real file leaves to
+/// chance but a stale one does.
+pub fn topology_file(seed: u64, node: &Node) -> Option<TopoFile> {
+    let mut rng = Rng::new(seed ^ 0x746f_706f_5f66_696c);
+    if !rng.one_in(6) {
+        return None;
+    }
+    let mut gpus = node.gpus.clone();
+    gpus.sort();
+    // The RDMA functions written, by name (mlx5_N in N's order), at the
+    // bus id the kernel's link gives.
+    let class = node.tree.sys().join("class/infiniband");
+    let mut nics: Vec<(u32, String)> = std::fs::read_dir(&class)
+        .map(|d| {
+            d.filter_map(|e| {
+                let e = e.ok()?;
+                let name = e.file_name().to_string_lossy().into_owned();
+                let n = name.strip_prefix("mlx5_")?.parse().ok()?;
+                let at = std::fs::canonicalize(e.path().join("device")).ok()?;
+                Some((n, at.file_name()?.to_string_lossy().into_owned()))
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    nics.sort();
+    let cpus = 1 + rng.below(2) as usize;
+    let some = rng.one_in(3);
+    let (path, given) = match rng.below(3) {
+        0 => ("/opt/topo.xml", Some(Given::Environment)),
+        1 => ("/opt/topo.xml", Some(Given::EtcNcclConf)),
+        _ => ("/var/run/nvidia-topologyd/virtualTopology.xml", None),
+    };
+    let mut keep = |_: &str| !some || rng.one_in(2);
+    let gpus: Vec<String> = gpus.into_iter().filter(|g| keep(g)).collect();
+    let nics: Vec<String> = nics
+        .into_iter()
+        .map(|(_, a)| a)
+        .filter(|a| keep(a))
+        .collect();
+    let pairs = gpus.len().min(nics.len());
+    let link = r#"link_speed="32.0 GT/s PCIe" link_width="16""#;
+    let gpu = |a: &str| {
+        format!(r#"<pci busid="{a}" class="0x030200" vendor="0x10de" device="0x2330" {link}/>"#)
+    };
+    let nic = |a: &str| {
+        format!(r#"<pci busid="{a}" class="0x020700" vendor="0x15b3" device="0x1021" {link}/>"#)
+    };
+    // Pair i on CPU i x cpus / pairs; the rest on CPU 0.
+    let mut body: Vec<Vec<String>> = vec![Vec::new(); cpus];
+    for i in 0..pairs {
+        body[i * cpus / pairs].extend([
+            format!(r#"<pci busid="ffff:ff:{:02x}.0" class="0x060400" vendor="0xffff" device="0xffff" {link}>"#, i + 1),
+            format!("  {}", gpu(&gpus[i])),
+            format!("  {}", nic(&nics[i])),
+            "</pci>".to_owned(),
+        ]);
+    }
+    body[0].extend(gpus[pairs..].iter().map(|a| gpu(a)));
+    body[0].extend(nics[pairs..].iter().map(|a| nic(a)));
+    let mut text = String::from("<system version=\"1\">\n");
+    for (c, lines) in body.iter().enumerate() {
+        text.push_str(&format!(
+            "  <cpu numaid=\"{c}\" affinity=\"{}\" arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"207\">\n",
+            if c == 0 { "0000ffff" } else { "ffff0000" }
+        ));
+        for l in lines {
+            text.push_str(&format!("    {l}\n"));
+        }
+        text.push_str("  </cpu>\n");
+    }
+    text.push_str("</system>\n");
+    let what = format!(
+        "a topology file {path}{} on {cpus} CPU(s): {} placed, {pairs} pair(s) below a switch",
+        match given {
+            Some(Given::Environment) => " (NCCL_TOPO_FILE in the environment)",
+            Some(Given::EtcNcclConf) => " (NCCL_TOPO_FILE in /etc/nccl.conf)",
+            None => "",
+        },
+        gpus.iter()
+            .chain(&nics)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    Some(TopoFile {
+        path,
+        given,
+        text,
+        what,
+    })
 }
