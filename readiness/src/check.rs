@@ -236,6 +236,29 @@ pub fn check(host: &Host, programs: bool) -> Report {
         nccl_local_net::topology_order(placed.collect(), &gpu_numas)
     };
     let (vnics_228, vnics_230) = (vnics_of(Rule::Nccl228), vnics_of(Rule::Nccl230));
+    // NCCL's CPUs in its order (topo.cc, ncclTopoGetSystemFromXml over the
+    // fused XML): rank 0's GPU's, its devices' in plugin order, then the
+    // other ranks' GPUs'.
+    let cpu_order = |r: Rule| -> Vec<i64> {
+        let merged = nccl_ib::merged(
+            &r.order(&taken),
+            merge_vfs,
+            merge_nics,
+            r.max_devs_per_nic(),
+        );
+        let mut order: Vec<i64> = Vec::new();
+        let all = gpu_numas
+            .iter()
+            .copied()
+            .chain(merged.iter().map(|n| place(n).numa))
+            .chain(gpus.iter().map(|g| nccl_numa(g)));
+        for numa in all {
+            if !order.contains(&numa) {
+                order.push(numa);
+            }
+        }
+        order
+    };
     let vnics = if rule == Rule::Nccl228 {
         &vnics_228
     } else {
@@ -575,13 +598,102 @@ pub fn check(host: &Host, programs: bool) -> Report {
             relay_over(&plain_230, &views_230, Rule::Nccl230),
         );
         let gdr_at = |r: &pxn::Relay| nccl_sees && consumers::nccl_within(r.distance, level.0);
-        let ((by_228, chosen_228), (by_230, chosen_230)) = (
+        // NCCL's local CPU for this GPU by each release (ncclGetLocalCpu:
+        // nccl_local_net::local_cpu), asked only for a relay without
+        // GPUDirect RDMA at the level: its own CPU, or the CPU of an
+        // NVLink peer directly below one.
+        let local_cpu = |r: Rule| -> Option<nccl_local_net::CpuPath> {
+            let counts = link_counts.get_or_init(|| nvlink::counts(host)).as_ref()?;
+            let per_link = compute_caps
+                .get_or_init(|| gdr_reads::compute_caps(host))
+                .as_ref()
+                .and_then(|c| c.get(&gpu.address))
+                .map_or(20.6, |&(major, minor)| nvlink::link_bw(major, minor));
+            let order = cpu_order(r);
+            let index = |numa: i64| order.iter().position(|c| *c == numa).unwrap_or(order.len());
+            let own = nccl_numa(gpu);
+            let mut paths = vec![nccl_local_net::CpuPath {
+                numa: own,
+                index: index(own),
+                bw: nccl_bandwidth::to_cpu(&links, &devices, gpu),
+                hops: nccl_hops(host, &devices, gpu),
+                via: None,
+            }];
+            for ((a, b), count) in counts {
+                let peer = match (a == &gpu.address, b == &gpu.address) {
+                    (true, _) => b,
+                    (_, true) => a,
+                    _ => continue,
+                };
+                let Some(p) = gpus.iter().find(|g| &g.address == peer) else {
+                    continue;
+                };
+                let numa = nccl_numa(p);
+                if numa == own
+                    || !topology::nccl_finds(&p.address)
+                    || nccl_hops(host, &devices, p) != 1
+                {
+                    continue;
+                }
+                let bw =
+                    (f64::from(*count) * per_link).min(nccl_bandwidth::to_cpu(&links, &devices, p));
+                match paths.iter_mut().find(|c| c.numa == numa) {
+                    Some(c) if c.bw >= bw => {}
+                    Some(c) => c.bw = bw,
+                    None => paths.push(nccl_local_net::CpuPath {
+                        numa,
+                        index: index(numa),
+                        bw,
+                        hops: 2,
+                        via: Some(p.address.clone()),
+                    }),
+                }
+            }
+            nccl_local_net::local_cpu(&paths, r).cloned()
+        };
+        // The path NCCL diverts a relay to where GPUDirect RDMA is off at
+        // the level, where this GPU's local CPU is not its own: through
+        // that CPU (PHB where the NIC is on it, SYS otherwise). Only a
+        // relay through a later GPU: a peer before it has had its own
+        // path diverted already, so PXN no longer takes it (paths.cc's
+        // loop over GPUs in order).
+        let diverted = |relay: &pxn::Relay, r: Rule| -> Option<(Distance, f64)> {
+            if !programs || relay.peer <= gpu.address {
+                return None;
+            }
+            let local = local_cpu(r)?;
+            local.via.as_ref()?;
+            let vnics = if r == Rule::Nccl228 {
+                &vnics_228
+            } else {
+                &vnics_230
+            };
+            let vnic = vnics.iter().find(|v| v.name == relay.nic)?;
+            let g = gpus.iter().position(|x| x.address == gpu.address)?;
+            let (dev, _, _) = nccl_of(g, nccl_ib::first_member(&vnic.name))?;
+            let crosses = nccl_numa(dev) != local.numa;
+            let mut bw = local.bw.min(nccl_bandwidth::to_cpu(&links, &devices, dev));
+            if crosses {
+                bw = bw.min(inter_cpu.unwrap_or(f64::MAX));
+            }
+            let bw = bw.min(net_bw(vnic).unwrap_or(f64::MAX));
+            Some((
+                if crosses {
+                    Distance::Sys
+                } else {
+                    Distance::Phb
+                },
+                bw,
+            ))
+        };
+        let ((by_228, chosen_228, through_228), (by_230, chosen_230, through_230)) = (
             settle(
                 &views_228,
                 &gpu.address,
                 &relayed_228,
                 &relayed_bw,
                 &gdr_at,
+                &diverted,
                 Rule::Nccl228,
             ),
             settle(
@@ -590,6 +702,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 &relayed_230,
                 &relayed_bw,
                 &gdr_at,
+                &diverted,
                 Rule::Nccl230,
             ),
         );
@@ -620,6 +733,30 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 .find(|v| Some(&v.0.name) == by_rule.as_ref())
                 .or(nearest)
         };
+        // Where NCCL diverts the path to that NIC through a local CPU not
+        // the GPU's own (`diverted`), NCCL's distance is that route's.
+        let through = if rule == Rule::Nccl228 {
+            through_228
+        } else {
+            through_230
+        };
+        let rerouted: Option<Viewed>;
+        let closest = match (closest, through) {
+            (Some(v), Some(x)) if !cuda_off && Some(&v.0.name) == by_rule.as_ref() => {
+                let peer = local_cpu(rule).and_then(|c| c.via).unwrap_or_default();
+                rerouted = Some((
+                    v.0,
+                    v.1,
+                    v.2,
+                    x,
+                    Some(format!(
+                        "as NCCL routes it without GPUDirect RDMA: through this GPU's local CPU, which NCCL reaches over NVLink through GPU {peer} in fewer hops than its own (paths.cc, ncclGetLocalCpu)"
+                    )),
+                ));
+                rerouted.as_ref()
+            }
+            (c, _) => c,
+        };
         // Said after the GPU's verdict (below), which stays its first
         // `nccl` line.
         let releases_differ = match (&by_230, &by_228) {
@@ -628,17 +765,22 @@ pub fn check(host: &Host, programs: bool) -> Report {
             (Some(a), Some(b))
                 if !cuda_off
                     && nccl_installed.is_none()
-                    && a != b
+                    && (a != b || through_228 != through_230)
                     && [&relayed_228, &relayed_230]
                         .iter()
                         .all(|r| r.chosen.as_ref().is_none_or(|r| !r.seen)) =>
             {
+                let why = if a == b {
+                    "paths.cc, ncclGetLocalCpu: the releases choose the CPU a path without GPUDirect RDMA goes through by other rules"
+                } else {
+                    "topo.cc, ncclTopoGetLocalNet: the nearest NICs shared by device number"
+                };
                 Some(Fact::info(
                     "nccl",
                     &gpu.address,
                     format!(
-                        "NCCL 2.30 gives this GPU {a}, NCCL 2.28 gives it {} (topo.cc, ncclTopoGetLocalNet: the nearest NICs shared by device number): which NCCL the job loads decides; judged with {a}",
-                        device_228(&gpu.address, b, &views_228, &level, nccl_sees)
+                        "NCCL 2.30 gives this GPU {a}, NCCL 2.28 gives it {} ({why}): which NCCL the job loads decides; judged with {a}",
+                        device_228(&gpu.address, b, through_228, &views_228, &level, nccl_sees)
                     ),
                 ))
             }
@@ -757,7 +899,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
                         None => facts.extend(not_relayed_by_228(
                             gpu,
                             &relay.nic,
-                            by_228.as_deref(),
+                            (by_228.as_deref(), through_228),
                             &views_228,
                             &level,
                             nccl_sees,
@@ -1113,6 +1255,33 @@ fn bcm_upper_switch(host: &Host, devices: &[PciDevice], usp: &str) -> Option<Str
     (topology::bcm_generation(ids(upper)?, 0) == Some(generation)).then(|| upper.address.clone())
 }
 
+/// The links from @d up to its CPU in NCCL's tree (graph/xml.cc,
+/// ncclTopoGetXmlFromSys: of the directories above a device every second
+/// is a node, a switch's upstream port, so a root port is none), less a
+/// Broadcom switch's lower level, which NCCL flattens into the upper.
+fn nccl_hops(host: &Host, devices: &[PciDevice], d: &PciDevice) -> usize {
+    let mut hops = 1;
+    let mut at = d.chain.len().saturating_sub(1);
+    while at >= 3 {
+        let up = at - 2;
+        if bcm_upper_switch(host, devices, &d.chain[up]).is_none() {
+            hops += 1;
+        }
+        at = up;
+    }
+    hops
+}
+
+/// The NUMA id of the CPU NCCL hangs @d from: -1 where unset or where
+/// NCCL finds no sysfs path for it (a VMD domain's).
+fn nccl_numa(d: &PciDevice) -> i64 {
+    if topology::nccl_finds(&d.address) {
+        d.numa_node.map_or(-1, i64::from)
+    } else {
+        -1
+    }
+}
+
 /// A switch downstream port: from config space where it can be read,
 /// else from the tree's shape.
 fn is_downstream(host: &Host, devices: &[PciDevice], address: &str, index: usize) -> bool {
@@ -1178,8 +1347,9 @@ fn settle(
     relayed: &pxn::Relayed,
     relayed_bw: &dyn Fn(&pxn::Relay, &[nccl_local_net::View]) -> Option<f64>,
     gdr_at: &dyn Fn(&pxn::Relay) -> bool,
+    diverted: &Diverted,
     rule: nccl_local_net::Rule,
-) -> (Option<String>, Option<pxn::Relay>) {
+) -> Settled {
     let widths: Option<Vec<f64>> = relayed
         .candidates
         .iter()
@@ -1187,24 +1357,33 @@ fn settle(
         .collect();
     let Some(widths) = widths.filter(|w| !w.is_empty()) else {
         let by = pick_among(views, gpu, &relayed.outweighed, rule);
-        return (by, relayed.chosen.clone());
+        return (by, relayed.chosen.clone(), None);
     };
     let Some((_, own)) = views.iter().find(|(g, _)| g == gpu) else {
-        return (None, None);
+        return (None, None, None);
+    };
+    // A relay without GPUDirect RDMA at the level is diverted through
+    // the GPU's local CPU (paths.cc: a path below PHB whose
+    // ncclTopoCheckGdr says no): the GPU's own path where that CPU is
+    // its own, else @diverted's.
+    let rerouted = |nic: &str| {
+        relayed
+            .candidates
+            .iter()
+            .filter(|r| r.nic == nic && !(r.c2c || gdr_at(r)))
+            .find_map(|r| diverted(r, rule))
     };
     let mine: Vec<(String, Distance, f64)> = own
         .iter()
         .map(|(nic, d, bw)| {
-            // A relay without GPUDirect RDMA at the level is diverted
-            // through the GPU's own CPU (paths.cc: a path below PHB whose
-            // ncclTopoCheckGdr says no), which is the GPU's own path.
             let relayed_here = relayed
                 .candidates
                 .iter()
                 .position(|r| r.nic == *nic && (r.c2c || gdr_at(r)));
-            match relayed_here {
-                Some(i) => (nic.clone(), Distance::Pxb, widths[i]),
-                None => (nic.clone(), *d, *bw),
+            match (relayed_here, rerouted(nic)) {
+                (Some(i), _) => (nic.clone(), Distance::Pxb, widths[i]),
+                (None, Some((x, bw))) => (nic.clone(), x, bw),
+                (None, None) => (nic.clone(), *d, *bw),
             }
         })
         .collect();
@@ -1214,10 +1393,26 @@ fn settle(
         .iter()
         .find(|r| Some(&r.nic) == by.as_ref() && (r.c2c || gdr_at(r)));
     match taken {
-        Some(r) => (nccl_local_net::pick(views, gpu, rule), Some(r.clone())),
-        None => (by, None),
+        Some(r) => (
+            nccl_local_net::pick(views, gpu, rule),
+            Some(r.clone()),
+            None,
+        ),
+        None => {
+            let through = by.as_deref().and_then(rerouted).map(|(x, _)| x);
+            (by, None, through)
+        }
     }
 }
+
+/// A relay's path where NCCL diverts it through the GPU's local CPU
+/// (check.rs's `diverted`), by a release's rule: its type and bandwidth.
+type Diverted<'a> = dyn Fn(&pxn::Relay, nccl_local_net::Rule) -> Option<(Distance, f64)> + 'a;
+
+/// What `settle` gives: the NIC NCCL gives the GPU, the relay it takes,
+/// and where NCCL diverts the GPU's path to that NIC through a local CPU
+/// not its own, that path's type.
+type Settled = (Option<String>, Option<pxn::Relay>, Option<Distance>);
 
 /// The NIC NCCL gives @gpu under @rule (nccl_local_net::pick), none of
 /// @outweighed (pxn::Relayed): @views with the GPU's paths to them left
@@ -1381,12 +1576,12 @@ fn relayed_by_228(
 fn not_relayed_by_228(
     gpu: &PciDevice,
     relayed: &str,
-    by_228: Option<&str>,
+    (by_228, through): (Option<&str>, Option<Distance>),
     views_228: &[nccl_local_net::View],
     level: &(usize, String),
     sees: bool,
 ) -> Option<Fact> {
-    let theirs = device_228(&gpu.address, by_228?, views_228, level, sees);
+    let theirs = device_228(&gpu.address, by_228?, through, views_228, level, sees);
     Some(Fact::info(
         "nccl",
         &gpu.address,
@@ -1402,12 +1597,13 @@ fn not_relayed_by_228(
 fn device_228(
     gpu: &str,
     theirs: &str,
+    through: Option<Distance>,
     views_228: &[nccl_local_net::View],
     level: &(usize, String),
     sees: bool,
 ) -> String {
-    match path_of(views_228, gpu, theirs) {
-        Some((d, _)) => format!("{theirs} ({d} from it), {}", gdr_by_level(d, level, sees)),
+    match through.or_else(|| path_of(views_228, gpu, theirs).map(|p| p.0)) {
+        Some(d) => format!("{theirs} ({d} from it), {}", gdr_by_level(d, level, sees)),
         None => theirs.to_owned(),
     }
 }

@@ -139,6 +139,20 @@ impl<'h> Links<'h> {
     }
 }
 
+/// The bandwidth of @d's path up to its CPU: the narrowest of its PCI
+/// links (UNPLACED for a device NCCL finds nowhere).
+pub fn to_cpu(links: &Links, devices: &[PciDevice], d: &PciDevice) -> f64 {
+    if !crate::topology::nccl_finds(&d.address) {
+        return UNPLACED;
+    }
+    d.chain
+        .iter()
+        .skip(1)
+        .filter_map(|a| devices.iter().find(|x| &x.address == a))
+        .map(|x| links.of(x))
+        .fold(f64::MAX, f64::min)
+}
+
 /// The bandwidth NCCL gives the path from @gpu to @nic (the adapter's
 /// function where NCCL places it) among @devices: the narrowest of each
 /// side's PCI links below where they meet (@crosses: on two CPUs, joined

@@ -268,6 +268,45 @@ fn pick_on(
     Some(local[net % count].to_owned())
 }
 
+/// A GPU's way to one CPU as NCCL's paths have it (paths.cc,
+/// ncclTopoSetPaths): the CPU's NUMA id, its index in NCCL's CPU order,
+/// the path's bandwidth and its hops (links).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpuPath {
+    pub numa: i64,
+    pub index: usize,
+    pub bw: f64,
+    pub hops: usize,
+    /// The NVLink peer the path goes through, None: the GPU's own PCIe.
+    pub via: Option<String>,
+}
+
+/// The CPU NCCL calls a GPU's local one among @paths (each a CPU's best
+/// path, every one PHB: a route through another CPU is SYS and never
+/// chosen): paths.cc's ncclGetLocalCpu. 2.28.9: the fewest hops, the
+/// first CPU on a tie; a peer GPU directly below its CPU reaches that CPU
+/// in two hops over NVLink (ncclTopoSetPaths routes through one GPU only
+/// from a node one hop away), which ties with or beats the GPU's own PCIe
+/// path through switches. 2.30.7: the GPU's own CPU, as NCCL 2.30.7
+/// itself chose in every shape the nccl-harness was given (a tie at two
+/// hops, a GPU two switches deep, two and four NVLinks: nccl_oracle.rs),
+/// though its paths.cc (ncclTopoGetLocal's widest, then fewer hops) reads
+/// as if a peer's CPU could win a tie (docs/nccl-harness.md).
+pub fn local_cpu(paths: &[CpuPath], rule: Rule) -> Option<&CpuPath> {
+    if rule == Rule::Nccl230 {
+        return paths.iter().find(|p| p.via.is_none());
+    }
+    let mut by_index: Vec<&CpuPath> = paths.iter().collect();
+    by_index.sort_by_key(|p| p.index);
+    let mut best = *by_index.first()?;
+    for p in &by_index[1..] {
+        if p.hops < best.hops {
+            best = p;
+        }
+    }
+    Some(best)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,5 +472,31 @@ mod tests {
             pick(&v, "0000:01:00.0", Rule::Nccl230).as_deref(),
             Some("mlx5_1")
         );
+    }
+
+    #[test]
+    fn a_gpus_local_cpu_is_ncclss_by_each_release() {
+        let path = |numa: i64, index: usize, bw: f64, hops: usize, via: Option<&str>| CpuPath {
+            numa,
+            index,
+            bw,
+            hops,
+            via: via.map(str::to_owned),
+        };
+        // Its own CPU (1) behind one switch, two hops; a peer over one
+        // NVLink directly below CPU 0, two hops: a tie, the first CPU.
+        let tie = [path(1, 1, 48.0, 2, None), path(0, 0, 20.6, 2, Some("p"))];
+        assert_eq!(local_cpu(&tie, Rule::Nccl228).unwrap().numa, 0);
+        // Behind two switches: the peer's CPU has fewer hops, even after
+        // the GPU's own in NCCL's order.
+        let deep = [path(0, 0, 48.0, 3, None), path(1, 1, 20.6, 2, Some("p"))];
+        assert_eq!(local_cpu(&deep, Rule::Nccl228).unwrap().numa, 1);
+        // Directly below its own CPU: its own.
+        let own = [path(0, 1, 48.0, 1, None), path(1, 0, 48.0, 2, Some("p"))];
+        assert_eq!(local_cpu(&own, Rule::Nccl228).unwrap().numa, 0);
+        // 2.30.7: its own in each.
+        for paths in [&tie[..], &deep[..], &own[..]] {
+            assert!(local_cpu(paths, Rule::Nccl230).unwrap().via.is_none());
+        }
     }
 }

@@ -671,6 +671,28 @@ fn catalogue() -> Vec<Case> {
             false,
         ));
     }
+    // A relay without GPUDirect RDMA at the level goes through the GPU's
+    // local CPU, which NCCL may reach over NVLink (ncclGetLocalCpu; found
+    // by the long run): 2.28.9 by fewest hops, 2.30.7 its own.
+    for (what, gpu, links) in [
+        (
+            "a relay diverted through a local CPU over NVLink (a tie at two hops)",
+            "0000:92:00.0",
+            2,
+        ),
+        (
+            "a relay diverted through a local CPU over NVLink (four links, two switches deep)",
+            "0000:94:00.0",
+            4,
+        ),
+    ] {
+        cases.push(Case::plain(
+            what,
+            local_cpu_over_nvlink("oracle-local-cpu", gpu, links),
+            vec![],
+            false,
+        ));
+    }
     // NCCL_NET_GDR_READ=0: sends without GPUDirect RDMA, receives with it.
     cases.push(Case::plain(
         "one switch, NCCL_NET_GDR_READ=0",

@@ -1080,6 +1080,68 @@ pub fn far_gpu_bridged(name: &str, links: u32) -> Tree {
     t
 }
 
+/// A GPU whose local CPU NCCL reaches over NVLink (found by the long
+/// run, seed 53244): GPU 10:00.0 directly below socket 0's root port (one
+/// hop to its CPU in NCCL's tree); GPU @gpu on socket 1 behind one switch
+/// (two hops; 0000:92:00.0) or two (three; 0000:94:00.0), joined to it by
+/// @links NVLinks and to GPU a7:00.0 by two, which shares a two-level PLX
+/// switch with mlx5_0 (PXB). Where GPUDirect RDMA is off at the level,
+/// NCCL diverts @gpu's relay through its local CPU: 2.28.9's (fewest
+/// hops, the first CPU on a tie) is socket 0's, so SYS; 2.30.7's its own,
+/// so PHB (nccl_local_net::local_cpu).
+pub fn local_cpu_over_nvlink(name: &str, gpu: &str, links: u32) -> Tree {
+    let t = Tree::new(name);
+    t.cpuinfo("GenuineIntel", 6, 207);
+    t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
+    t.gpu("pci0000:00/0000:00:01.0/0000:10:00.0", 0x2330, 0, 128 * GIB);
+    let rp = "pci0000:80/0000:80:01.0";
+    t.bridge(rp, 4, None, 1);
+    let mut at = format!("{rp}/0000:90:00.0");
+    t.bridge(&at, 5, None, 1);
+    at.push_str("/0000:91:00.0");
+    t.bridge(&at, 6, None, 1);
+    if gpu == "0000:94:00.0" {
+        at.push_str("/0000:92:00.0");
+        t.bridge(&at, 5, None, 1);
+        at.push_str("/0000:93:00.0");
+        t.bridge(&at, 6, None, 1);
+    }
+    t.gpu(&format!("{at}/{gpu}"), 0x2330, 1, 128 * GIB);
+    let rp = "pci0000:80/0000:80:02.0";
+    t.bridge(rp, 4, None, 1);
+    let usp = format!("{rp}/0000:a0:00.0");
+    t.bridge(&usp, 5, None, 1);
+    for (dsp, usp2, dsp2) in [
+        ("a1:00.0", "a2:00.0", "a3:00.0"),
+        ("a1:01.0", "a5:00.0", "a6:00.0"),
+    ] {
+        t.bridge(&format!("{usp}/0000:{dsp}"), 6, None, 1);
+        t.bridge(&format!("{usp}/0000:{dsp}/0000:{usp2}"), 5, None, 1);
+        t.bridge(
+            &format!("{usp}/0000:{dsp}/0000:{usp2}/0000:{dsp2}"),
+            6,
+            None,
+            1,
+        );
+    }
+    t.nic(
+        &format!("{usp}/0000:a1:00.0/0000:a2:00.0/0000:a3:00.0/0000:a4:00.0"),
+        "mlx5_0",
+        1,
+    );
+    t.gpu(
+        &format!("{usp}/0000:a1:01.0/0000:a5:00.0/0000:a6:00.0/0000:a7:00.0"),
+        0x2330,
+        1,
+        128 * GIB,
+    );
+    t.nvlink(
+        &["0000:10:00.0", gpu, "0000:a7:00.0"],
+        &[(0, 1, links), (1, 2, 2)],
+    );
+    t
+}
+
 /// `nvidia-smi topo -m` for @n GPUs that NVSwitches join, as the lent 4 x
 /// H100 host printed it (tests/real/h100x4-vm): tab-separated, the header
 /// underlined, NV18 between every pair.
