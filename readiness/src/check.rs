@@ -217,8 +217,10 @@ pub fn check(host: &Host, programs: bool) -> Report {
             }
         })
         .collect();
-    // Where a topology file places devices, its order is not modelled:
-    // the plugin's (docs/readiness.md, "Known limits").
+    // Where a topology file places a device, NCCL's XML has it where the
+    // file does, and the file's CPUs come first (nccl_topo_file.rs).
+    let file_cpus: Vec<i64> = topo_file.as_ref().map(|f| f.cpus()).unwrap_or_default();
+    let first_cpus: Vec<i64> = file_cpus.iter().chain(&gpu_numas).copied().collect();
     let vnics_of = |r: Rule| {
         let merged = nccl_ib::merged(
             &r.order(&taken),
@@ -226,14 +228,19 @@ pub fn check(host: &Host, programs: bool) -> Report {
             merge_nics,
             r.max_devs_per_nic(),
         );
-        if topo_file.is_some() {
-            return merged;
-        }
         let placed = merged.into_iter().map(|n| {
-            let p = place(&n);
+            let in_file = topo_file.as_ref().and_then(|f| {
+                let first = nccl_ib::first_member(&n.name);
+                let at = nccl_ib::placed_at(&n.address, merge_vfs);
+                f.place(first, &at)
+            });
+            let p = match in_file {
+                Some((numa, chain)) => nccl_local_net::Place { numa, chain },
+                None => place(&n),
+            };
             (n, p)
         });
-        nccl_local_net::topology_order(placed.collect(), &gpu_numas)
+        nccl_local_net::topology_order(placed.collect(), &first_cpus)
     };
     let (vnics_228, vnics_230) = (vnics_of(Rule::Nccl228), vnics_of(Rule::Nccl230));
     // NCCL's CPUs in its order (topo.cc, ncclTopoGetSystemFromXml over the
@@ -448,11 +455,30 @@ pub fn check(host: &Host, programs: bool) -> Report {
                     .iter()
                     .filter_map(|v| {
                         let (dev, _, &(nccl, _)) = nccl_of(g, nccl_ib::first_member(&v.name))?;
-                        let bw = if topo_file.is_some() {
-                            0.0
-                        } else {
-                            let crosses = nccl == Distance::Sys;
-                            nccl_bandwidth::path(
+                        let crosses = nccl == Distance::Sys;
+                        // Where a topology file places either device, that
+                        // side's links are the file's (nccl_topo_file.rs).
+                        let in_file = topo_file.as_ref().and_then(|f| {
+                            let first = nccl_ib::first_member(&v.name);
+                            let at = nccl_ib::placed_at(&dev.address, merge_vfs);
+                            let g = f.side_bw(None, &gpu.address);
+                            let n = f.side_bw(Some(first), &at);
+                            (g.is_some() || n.is_some()).then_some((g, n))
+                        });
+                        let bw = match in_file {
+                            Some((g, n)) => {
+                                let side = |bw: Option<f64>, d: &PciDevice| {
+                                    bw.unwrap_or_else(|| {
+                                        nccl_bandwidth::to_cpu(&links, &devices, d)
+                                    })
+                                };
+                                let mut bw = side(g, gpu).min(side(n, dev));
+                                if crosses {
+                                    bw = bw.min(inter_cpu.unwrap_or(f64::MAX));
+                                }
+                                bw.min(net_bw(v).unwrap_or(f64::MAX))
+                            }
+                            None => nccl_bandwidth::path(
                                 &links,
                                 &devices,
                                 gpu,
@@ -460,7 +486,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
                                 crosses,
                                 inter_cpu,
                                 net_bw(v),
-                            )
+                            ),
                         };
                         Some((v.name.clone(), nccl, bw))
                     })

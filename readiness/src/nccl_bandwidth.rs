@@ -30,7 +30,7 @@ use crate::pci::PciDevice;
 
 /// kvDictPciGen: per-lane speed in 100 Mb/s of a `max_link_speed` value;
 /// a value NCCL does not list, or none, is 8 GT/s's.
-fn speed_units(value: &str) -> u32 {
+pub fn speed_units(value: &str) -> u32 {
     let gt: f64 = value
         .split_whitespace()
         .next()

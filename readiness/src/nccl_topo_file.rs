@@ -186,6 +186,70 @@ impl TopoFile {
         out
     }
 
+    /// The NUMA ids of the file's CPUs, in the file's order: the first
+    /// CPUs of NCCL's XML, before any it adds for what sysfs places.
+    pub fn cpus(&self) -> Vec<i64> {
+        self.elements
+            .iter()
+            .filter(|e| e.tag == "cpu")
+            .filter_map(|e| e.attr("numaid")?.trim().parse().ok())
+            .collect()
+    }
+
+    /// Where the file places RDMA device @name at @bus_id, for the order
+    /// of NCCL's devices (nccl_local_net::Place): its CPU's NUMA id and
+    /// the bus ids from below the CPU down to the device, as NCCL's XML
+    /// walk meets them (the file's order under each parent, which equals
+    /// bus id order where the file is sorted: docs/readiness.md, "Known
+    /// limits"). None where the file does not place it.
+    pub fn place(&self, name: &str, bus_id: &str) -> Option<(i64, Vec<String>)> {
+        let n = self.nic(name, bus_id)?;
+        let mut up = if self.elements[n].tag == "cpu" {
+            vec![n]
+        } else {
+            let mut up = vec![n];
+            up.extend(self.above(n));
+            up
+        };
+        let cpu = up.pop().filter(|c| self.elements[*c].tag == "cpu")?;
+        let numa = self.elements[cpu].attr("numaid")?.trim().parse().ok()?;
+        let chain = up
+            .iter()
+            .rev()
+            .filter_map(|i| self.elements[*i].attr("busid"))
+            .map(str::to_ascii_lowercase)
+            .collect();
+        Some((numa, chain))
+    }
+
+    /// The bandwidth of the PCI links the file gives a device's path up to
+    /// its CPU (@name: an RDMA device's name, None for a GPU; at @bus_id):
+    /// the narrowest `link_width` x `link_speed` / 80 of its element and
+    /// the PCI elements above it, as topo.cc's ncclTopoAddPci gives each
+    /// link; elements without them are skipped (NCCL fills a device's own
+    /// from sysfs, which the tree's are). None where the file does not
+    /// place it. The whole path up to the CPU, also where two devices meet
+    /// below it (the files here give every link one width).
+    pub fn side_bw(&self, name: Option<&str>, bus_id: &str) -> Option<f64> {
+        let at = match name {
+            Some(n) => self.nic(n, bus_id)?,
+            None => self.pci(bus_id)?,
+        };
+        let mut up = vec![at];
+        up.extend(self.above(at));
+        let bw = up
+            .iter()
+            .map(|i| &self.elements[*i])
+            .filter(|e| e.tag == "pci")
+            .filter_map(|e| {
+                let speed = crate::nccl_bandwidth::speed_units(e.attr("link_speed")?);
+                let width: f64 = e.attr("link_width")?.trim().parse().ok()?;
+                Some(width * f64::from(speed) / 80.0)
+            })
+            .fold(f64::MAX, f64::min);
+        Some(bw)
+    }
+
     /// Whether the file places both GPU @gpu and RDMA device @name at @nic.
     pub fn places_both(&self, gpu: &str, name: &str, nic: &str) -> bool {
         self.pci(gpu).is_some() && self.nic(name, nic).is_some()
@@ -328,6 +392,37 @@ mod tests {
             f.distance(("0005:00:00.0", 0), "mlx5_9", ("0009:00:00.0", 0)),
             None
         );
+    }
+
+    #[test]
+    fn the_files_places_order_and_links_are_ncclss() {
+        let f = file();
+        assert_eq!(f.cpus(), vec![0, 1]);
+        // By its net's name, else its bus id; below the CPU, top first.
+        assert_eq!(
+            f.place("mlx5_ib0", "none"),
+            Some((0, vec!["ffff:ff:01.0".to_owned(), "0101:00:00.0".to_owned()]))
+        );
+        assert_eq!(
+            f.place("other", "0101:00:00.0"),
+            f.place("mlx5_ib0", "none")
+        );
+        assert_eq!(f.place("eth0", "none"), Some((0, Vec::new())));
+        assert_eq!(f.place("mlx5_9", "0009:00:00.0"), None);
+        // 32 GT/s x16 on every link: 48 GB/s, as ncclTopoAddPci gives it.
+        assert_eq!(f.side_bw(None, "0002:00:00.0"), Some(48.0));
+        assert_eq!(f.side_bw(Some("mlx5_ib0"), "none"), Some(48.0));
+        assert_eq!(f.side_bw(None, "0005:00:00.0"), None);
+        let narrow = TopoFile {
+            shown: String::new(),
+            elements: parse(&AZURE_LIKE.replace(
+                r#"busid="ffff:ff:02.0" class="0x060400" link_speed="32.0 GT/s PCIe" link_width="16""#,
+                r#"busid="ffff:ff:02.0" class="0x060400" link_speed="16.0 GT/s PCIe" link_width="8""#,
+            ))
+            .unwrap(),
+        };
+        assert_eq!(narrow.side_bw(None, "0002:00:00.0"), Some(12.0));
+        assert_eq!(narrow.side_bw(None, "0001:00:00.0"), Some(48.0));
     }
 
     #[test]

@@ -189,13 +189,8 @@ fn judge_node(seed: u64, omit: &generator::Omit) -> (usize, Vec<String>) {
     if omit.0.contains(&node.parts) {
         settings.clear();
     }
-    // Topology files only where asked (NVPM_GENERATED_TOPO_FILES=1): with
-    // them, NCCL's choice among the NICs a file places differs from the
-    // check's on about one node in a hundred (docs/nccl-harness.md), which
-    // is not yet modelled; the distances they give are.
-    let topo = generator::topology_file(seed, &node)
-        .filter(|_| std::env::var_os("NVPM_GENERATED_TOPO_FILES").is_some())
-        .filter(|_| !omit.0.contains(&(node.parts + 1)));
+    let topo =
+        generator::topology_file(seed, &node).filter(|_| !omit.0.contains(&(node.parts + 1)));
     // The check's environment, and NCCL's (the harness reads the node's
     // /etc/nccl.conf from the file NCCL_HARNESS_ETC_NCCL_CONF names, and
     // opens the files it names as they are given: under the tree for it).

@@ -21,6 +21,8 @@
 //! NVSwitches joining every GPU (the nvidia-smi double of Tree::nvswitch).
 //! From a third stream: NVLink without NVSwitches on a third of the other
 //! nodes, bridges over neighbouring GPUs or a partial mesh (Tree::nvlink).
+//! From a fourth: a topology file for NCCL on one node in six
+//! (`topology_file`).
 //!
 //! A node is planned first (every draw made), then written; `Omit` leaves
 //! parts of the plan unwritten, its names and bus numbers unchanged, which
@@ -696,18 +698,36 @@ pub fn topology_file(seed: u64, node: &Node) -> Option<TopoFile> {
     let nic = |a: &str| {
         format!(r#"<pci busid="{a}" class="0x020700" vendor="0x15b3" device="0x1021" {link}/>"#)
     };
-    // Pair i on CPU i x cpus / pairs; the rest on CPU 0.
-    let mut body: Vec<Vec<String>> = vec![Vec::new(); cpus];
+    // Pair i on CPU i x cpus / pairs; the rest on CPU 0. Each parent's
+    // children in bus id order, as nvidia-topologyd's and Azure's files
+    // have them (NCCL keeps a file's order: docs/readiness.md).
+    let mut body: Vec<Vec<(String, Vec<String>)>> = vec![Vec::new(); cpus];
     for i in 0..pairs {
-        body[i * cpus / pairs].extend([
-            format!(r#"<pci busid="ffff:ff:{:02x}.0" class="0x060400" vendor="0xffff" device="0xffff" {link}>"#, i + 1),
-            format!("  {}", gpu(&gpus[i])),
-            format!("  {}", nic(&nics[i])),
-            "</pci>".to_owned(),
-        ]);
+        let switch = format!("ffff:ff:{:02x}.0", i + 1);
+        let mut below = [
+            (gpus[i].clone(), gpu(&gpus[i])),
+            (nics[i].clone(), nic(&nics[i])),
+        ];
+        below.sort();
+        body[i * cpus / pairs].push((
+            switch.clone(),
+            vec![
+                format!(r#"<pci busid="{switch}" class="0x060400" vendor="0xffff" device="0xffff" {link}>"#),
+                format!("  {}", below[0].1),
+                format!("  {}", below[1].1),
+                "</pci>".to_owned(),
+            ],
+        ));
     }
-    body[0].extend(gpus[pairs..].iter().map(|a| gpu(a)));
-    body[0].extend(nics[pairs..].iter().map(|a| nic(a)));
+    body[0].extend(gpus[pairs..].iter().map(|a| (a.clone(), vec![gpu(a)])));
+    body[0].extend(nics[pairs..].iter().map(|a| (a.clone(), vec![nic(a)])));
+    let body: Vec<Vec<String>> = body
+        .into_iter()
+        .map(|mut children| {
+            children.sort();
+            children.into_iter().flat_map(|(_, lines)| lines).collect()
+        })
+        .collect();
     let mut text = String::from("<system version=\"1\">\n");
     for (c, lines) in body.iter().enumerate() {
         text.push_str(&format!(
