@@ -654,8 +654,11 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 let Some(p) = gpus.iter().find(|g| &g.address == peer) else {
                     continue;
                 };
+                // NCCL routes a CPU's path through a GPU only over a direct
+                // NVLink to another GPU, not through an NVSwitch.
                 let numa = nccl_numa(p);
                 if numa == own
+                    || nvlink::through_nvswitch(*count)
                     || !topology::nccl_finds(&p.address)
                     || nccl_hops(host, &devices, p) != 1
                 {

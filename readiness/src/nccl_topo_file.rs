@@ -401,7 +401,10 @@ mod tests {
         // By its net's name, else its bus id; below the CPU, top first.
         assert_eq!(
             f.place("mlx5_ib0", "none"),
-            Some((0, vec!["ffff:ff:01.0".to_owned(), "0101:00:00.0".to_owned()]))
+            Some((
+                0,
+                vec!["ffff:ff:01.0".to_owned(), "0101:00:00.0".to_owned()]
+            ))
         );
         assert_eq!(
             f.place("other", "0101:00:00.0"),

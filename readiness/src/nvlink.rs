@@ -25,6 +25,15 @@ pub fn counts(host: &Host) -> Option<BTreeMap<(String, String), u32>> {
     pairs(&index, &matrix)
 }
 
+/// Whether @count NVLinks between two GPUs (`NV<count>`) are an NVSwitch
+/// fabric's: eighteen, every link a Hopper or Blackwell GPU has (an HGX
+/// board's `topo -m`, tests/real/h100x4-vm), which no bridge or mesh
+/// between two GPUs gives (NV4, NV12 at most). NCCL links such GPUs to an
+/// NVS node (topo.cc, ncclTopoAddNvLinks), not to each other.
+pub fn through_nvswitch(count: u32) -> bool {
+    count >= 18
+}
+
 /// NCCL's bandwidth of one NVLink from a GPU of compute capability
 /// @major.@minor, in GB/s (graph/topo.h, ncclTopoNVLinkBw, 2.28.9 and
 /// 2.30.7): a link of n NVLinks carries n times it (topo.cc,

@@ -678,19 +678,24 @@ fn catalogue() -> Vec<Case> {
         (
             "a relay diverted through a local CPU over NVLink (a tie at two hops)",
             "0000:92:00.0",
-            2,
+            Some(2),
         ),
         (
             "a relay diverted through a local CPU over NVLink (four links, two switches deep)",
             "0000:94:00.0",
-            4,
+            Some(4),
+        ),
+        (
+            "a relay diverted through the GPU's own CPU: NVSwitches route no CPU's path",
+            "0000:94:00.0",
+            None,
         ),
     ] {
         cases.push(Case::plain(
             what,
             local_cpu_over_nvlink("oracle-local-cpu", gpu, links),
             vec![],
-            false,
+            links.is_none(),
         ));
     }
     // NCCL_NET_GDR_READ=0: sends without GPUDirect RDMA, receives with it.

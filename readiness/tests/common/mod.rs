@@ -1088,8 +1088,10 @@ pub fn far_gpu_bridged(name: &str, links: u32) -> Tree {
 /// switch with mlx5_0 (PXB). Where GPUDirect RDMA is off at the level,
 /// NCCL diverts @gpu's relay through its local CPU: 2.28.9's (fewest
 /// hops, the first CPU on a tie) is socket 0's, so SYS; 2.30.7's its own,
-/// so PHB (nccl_local_net::local_cpu).
-pub fn local_cpu_over_nvlink(name: &str, gpu: &str, links: u32) -> Tree {
+/// so PHB (nccl_local_net::local_cpu). @links None: NVSwitches join the
+/// three GPUs instead (Tree::nvswitch), through which NCCL routes no
+/// CPU's path: its own CPU in both releases.
+pub fn local_cpu_over_nvlink(name: &str, gpu: &str, links: Option<u32>) -> Tree {
     let t = Tree::new(name);
     t.cpuinfo("GenuineIntel", 6, 207);
     t.bridge("pci0000:00/0000:00:01.0", 4, None, 0);
@@ -1135,10 +1137,11 @@ pub fn local_cpu_over_nvlink(name: &str, gpu: &str, links: u32) -> Tree {
         1,
         128 * GIB,
     );
-    t.nvlink(
-        &["0000:10:00.0", gpu, "0000:a7:00.0"],
-        &[(0, 1, links), (1, 2, 2)],
-    );
+    let gpus = ["0000:10:00.0", gpu, "0000:a7:00.0"];
+    match links {
+        Some(links) => t.nvlink(&gpus, &[(0, 1, links), (1, 2, 2)]),
+        None => t.nvswitch(&gpus),
+    };
     t
 }
 
