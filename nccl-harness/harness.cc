@@ -306,15 +306,39 @@ static ncclResult_t ib_plugin() {
 // others' fused after it (ncclTopoFuseXml appends what is new). The cpus
 // made above for every NUMA id come in that order: rank 0's GPU's, then
 // each net's by plugin device number, then the rest as they were (no net
-// hangs from those).
+// hangs from those). A topology file's cpus come before all of them: each
+// rank reads the file before it fills its GPU and nets (topo.cc,
+// ncclTopoGetSystem), so rank 0's XML starts with the file's cpus that
+// keep something after ncclTopoTrimXml (its GPU or a net), in the file's
+// order.
+static std::vector<struct ncclXmlNode*> fileCpus;
 static ncclResult_t order_cpus(struct ncclXml* xml) {
   struct ncclXmlNode* top;
   NCCLCHECK(xmlFindTag(xml, "system", &top));
   std::vector<struct ncclXmlNode*> order;
-  auto add = [&](struct ncclXmlNode* n) {
+  auto cpu_of = [](struct ncclXmlNode* n) {
     while (n != nullptr && strcmp(n->name, "cpu") != 0) n = n->parent;
+    return n;
+  };
+  auto add = [&](struct ncclXmlNode* n) {
+    n = cpu_of(n);
     if (n != nullptr && std::find(order.begin(), order.end(), n) == order.end()) order.push_back(n);
   };
+  std::vector<struct ncclXmlNode*> kept;
+  if (!gpus.empty()) {
+    struct ncclXmlNode* pci;
+    NCCLCHECK(ncclTopoGetPciNode(xml, gpus[0].busId, &pci));
+    kept.push_back(cpu_of(pci));
+  }
+  struct ncclXmlNode* net;
+  NCCLCHECK(xmlFindTag(xml, "net", &net));
+  while (net != nullptr) {
+    kept.push_back(cpu_of(net));
+    NCCLCHECK(xmlFindNextTag(xml, "net", net, &net));
+  }
+  for (struct ncclXmlNode* c : fileCpus) {
+    if (std::find(kept.begin(), kept.end(), c) != kept.end()) add(c);
+  }
   if (!gpus.empty()) {
     struct ncclXmlNode* pci;
     NCCLCHECK(ncclTopoGetPciNode(xml, gpus[0].busId, &pci));
@@ -353,6 +377,7 @@ static ncclResult_t from_sysfs(const char* dump) {
   struct ncclXmlNode* fileCpu;
   NCCLCHECK(xmlFindTag(xml, "cpu", &fileCpu));
   while (fileCpu != nullptr) {
+    fileCpus.push_back(fileCpu);
     NCCLCHECK(xmlSetAttrLong(fileCpu, "host_hash", getHostHash()));
     NCCLCHECK(xmlFindNextTag(xml, "cpu", fileCpu, &fileCpu));
   }

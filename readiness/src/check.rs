@@ -219,45 +219,71 @@ pub fn check(host: &Host, programs: bool) -> Report {
         .collect();
     // Where a topology file places a device, NCCL's XML has it where the
     // file does, and the file's CPUs come first (nccl_topo_file.rs).
-    let file_cpus: Vec<i64> = topo_file.as_ref().map(|f| f.cpus()).unwrap_or_default();
-    let first_cpus: Vec<i64> = file_cpus.iter().chain(&gpu_numas).copied().collect();
-    let vnics_of = |r: Rule| {
+    // Where a topology file places a device, NCCL's XML has it where the
+    // file does (nccl_topo_file.rs).
+    let placed_of = |r: Rule| -> Vec<(Nic, nccl_local_net::Place)> {
         let merged = nccl_ib::merged(
             &r.order(&taken),
             merge_vfs,
             merge_nics,
             r.max_devs_per_nic(),
         );
-        let placed = merged.into_iter().map(|n| {
-            let in_file = topo_file.as_ref().and_then(|f| {
-                let first = nccl_ib::first_member(&n.name);
-                let at = nccl_ib::placed_at(&n.address, merge_vfs);
-                f.place(first, &at)
-            });
-            let p = match in_file {
-                Some((numa, chain)) => nccl_local_net::Place { numa, chain },
-                None => place(&n),
-            };
-            (n, p)
-        });
-        nccl_local_net::topology_order(placed.collect(), &first_cpus)
+        merged
+            .into_iter()
+            .map(|n| {
+                let in_file = topo_file.as_ref().and_then(|f| {
+                    let first = nccl_ib::first_member(&n.name);
+                    let at = nccl_ib::placed_at(&n.address, merge_vfs);
+                    f.place(first, &at)
+                });
+                let p = match in_file {
+                    Some((numa, chain)) => nccl_local_net::Place { numa, chain },
+                    None => place(&n),
+                };
+                (n, p)
+            })
+            .collect()
+    };
+    // Rank 0's GPU's CPU, the file's where it places the GPU.
+    let rank0_numas: Vec<i64> = gpus
+        .iter()
+        .take(1)
+        .zip(&gpu_numas)
+        .map(|(g, numa)| {
+            topo_file
+                .as_ref()
+                .and_then(|f| f.cpu_of(&g.address))
+                .unwrap_or(*numa)
+        })
+        .collect();
+    // NCCL's first CPUs: each rank reads the topology file before it fills
+    // its GPU and devices (topo.cc, ncclTopoGetSystem), so rank 0's XML
+    // starts with the file's CPUs that keep its GPU or a device after
+    // ncclTopoTrimXml, in the file's order; then rank 0's GPU's.
+    let first_cpus = |placed: &[(Nic, nccl_local_net::Place)]| -> Vec<i64> {
+        let file_cpus = topo_file.as_ref().map(|f| f.cpus()).unwrap_or_default();
+        let mut first: Vec<i64> = file_cpus
+            .into_iter()
+            .filter(|c| rank0_numas.contains(c) || placed.iter().any(|(_, p)| p.numa == *c))
+            .collect();
+        first.extend(&rank0_numas);
+        first
+    };
+    let vnics_of = |r: Rule| {
+        let placed = placed_of(r);
+        let first = first_cpus(&placed);
+        nccl_local_net::topology_order(placed, &first)
     };
     let (vnics_228, vnics_230) = (vnics_of(Rule::Nccl228), vnics_of(Rule::Nccl230));
     // NCCL's CPUs in its order (topo.cc, ncclTopoGetSystemFromXml over the
-    // fused XML): rank 0's GPU's, its devices' in plugin order, then the
-    // other ranks' GPUs'.
+    // fused XML): those first_cpus gives, its devices' in plugin order,
+    // then the other ranks' GPUs'.
     let cpu_order = |r: Rule| -> Vec<i64> {
-        let merged = nccl_ib::merged(
-            &r.order(&taken),
-            merge_vfs,
-            merge_nics,
-            r.max_devs_per_nic(),
-        );
+        let placed = placed_of(r);
         let mut order: Vec<i64> = Vec::new();
-        let all = gpu_numas
-            .iter()
-            .copied()
-            .chain(merged.iter().map(|n| place(n).numa))
+        let all = first_cpus(&placed)
+            .into_iter()
+            .chain(placed.iter().map(|(_, p)| p.numa))
             .chain(gpus.iter().map(|g| nccl_numa(g)));
         for numa in all {
             if !order.contains(&numa) {

@@ -196,6 +196,16 @@ impl TopoFile {
             .collect()
     }
 
+    /// The NUMA id of the CPU the file places PCI device @bus_id on (a
+    /// GPU), None where it does not place it.
+    pub fn cpu_of(&self, bus_id: &str) -> Option<i64> {
+        let at = self.pci(bus_id)?;
+        let cpu = *self.above(at).last()?;
+        (self.elements[cpu].tag == "cpu")
+            .then(|| self.elements[cpu].attr("numaid")?.trim().parse().ok())
+            .flatten()
+    }
+
     /// Where the file places RDMA device @name at @bus_id, for the order
     /// of NCCL's devices (nccl_local_net::Place): its CPU's NUMA id and
     /// the bus ids from below the CPU down to the device, as NCCL's XML
