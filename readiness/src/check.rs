@@ -206,19 +206,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
     };
     // Rank 0's GPU: the first by bus (its XML is the one the others'
     // fuse into: nccl_local_net::topology_order).
-    let gpu_numas: Vec<i64> = gpus
-        .iter()
-        .take(1)
-        .map(|g| {
-            if topology::nccl_finds(&g.address) {
-                g.numa_node.map_or(-1, i64::from)
-            } else {
-                -1
-            }
-        })
-        .collect();
-    // Where a topology file places a device, NCCL's XML has it where the
-    // file does, and the file's CPUs come first (nccl_topo_file.rs).
+    let gpu_numas: Vec<i64> = gpus.iter().take(1).map(|g| nccl_numa(g)).collect();
     // Where a topology file places a device, NCCL's XML has it where the
     // file does (nccl_topo_file.rs).
     let placed_of = |r: Rule| -> Vec<(Nic, nccl_local_net::Place)> {
@@ -328,9 +316,8 @@ pub fn check(host: &Host, programs: bool) -> Report {
             let numa = |address: &str| {
                 devices
                     .iter()
-                    .find(|d| d.address == address && topology::nccl_finds(address))
-                    .and_then(|d| d.numa_node)
-                    .map_or(-1, i64::from)
+                    .find(|d| d.address == address)
+                    .map_or(-1, nccl_numa)
             };
             let (g, n) = (
                 (gpu.address.as_str(), numa(&gpu.address)),
@@ -586,6 +573,16 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 .as_ref()
                 .map(|up| up.contains(peer))
         };
+        // One NVLink's bandwidth from this GPU: NCCL's own GPU's
+        // capability; unknown: Hopper's, the fleets' (docs/diagnostics.md,
+        // "PXN").
+        let per_link = || {
+            compute_caps
+                .get_or_init(|| gdr_reads::compute_caps(host))
+                .as_ref()
+                .and_then(|c| c.get(&gpu.address))
+                .map_or(20.6, |&(major, minor)| nvlink::link_bw(major, minor))
+        };
         // PXN by @r's devices (@views, and @with_bw with their path
         // bandwidths): each NIC's local GPU as that release chooses it.
         // The bandwidths of a relayed path and of the GPU's own
@@ -601,13 +598,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 .get_or_init(|| nvlink::counts(host))
                 .as_ref()?
                 .get(&pair)?;
-            // NCCL's own GPU's capability; unknown: Hopper's, the
-            // fleets' (docs/diagnostics.md, "PXN").
-            let per_link = compute_caps
-                .get_or_init(|| gdr_reads::compute_caps(host))
-                .as_ref()
-                .and_then(|c| c.get(&gpu.address))
-                .map_or(20.6, |&(major, minor)| nvlink::link_bw(major, minor));
+            let per_link = per_link();
             let peer_to_nic = path_of(with_bw, &relay.peer, &relay.nic).map_or(f64::MAX, |p| p.1);
             Some((f64::from(links) * per_link).min(peer_to_nic))
         };
@@ -656,11 +647,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
         // NVLink peer directly below one.
         let local_cpu = |r: Rule| -> Option<nccl_local_net::CpuPath> {
             let counts = link_counts.get_or_init(|| nvlink::counts(host)).as_ref()?;
-            let per_link = compute_caps
-                .get_or_init(|| gdr_reads::compute_caps(host))
-                .as_ref()
-                .and_then(|c| c.get(&gpu.address))
-                .map_or(20.6, |&(major, minor)| nvlink::link_bw(major, minor));
+            let per_link = per_link();
             let order = cpu_order(r);
             let index = |numa: i64| order.iter().position(|c| *c == numa).unwrap_or(order.len());
             let own = nccl_numa(gpu);
