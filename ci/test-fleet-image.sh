@@ -421,6 +421,29 @@ echo "     DKMS route (ci/test-image.sh, kernel install + DKMS builds):   $dkms"
 echo "   the same update in the booted node (TCG): ${guest_seconds:-not measured} s"
 check "no toolchain came with the update" host_no_toolchain
 
+echo "== linux-image-amd64 upgraded past the published kernels, in the image"
+# Issue 58: Debian's linux-image-amd64 at a version whose kernel is one the
+# node has (a stand-in of the metapackage: it depends on linux-image-$k2,
+# as Debian's depends on its kernel image), installed with apt. apt
+# removes the series' metapackage, which holds linux-image-amd64 at $m2,
+# and unpacks no new kernel: the guard refuses the removal before dpkg,
+# naming both, and nothing changes.
+meta_upgrade_refused() {
+    local d=$work/debs-meta/linux-image-amd64 deb=/tmp/debs/linux-image-amd64_${m2}+nvpm1_amd64.deb before rc
+    rm -rf "$work/debs-meta" && mkdir -p "$d/DEBIAN" "$tree/tmp/debs" || return 1
+    printf 'Package: linux-image-amd64\nVersion: %s+nvpm1\nArchitecture: amd64\nMaintainer: nvpm test <test@example.org>\nDepends: linux-image-%s\nDescription: stand-in of Debian'"'"'s kernel metapackage\n' "$m2" "$k2" >"$d/DEBIAN/control"
+    dpkg-deb --root-owner-group --build "$d" "$tree$deb" >/dev/null || return 1
+    before=$(dpkg_digest)
+    apt_in_image install "$deb" >"$work/meta.out" 2>&1
+    rc=$?
+    cat "$work/meta.out"
+    [ $rc != 0 ] && grep -qF "apt would remove nvidia-peer-memory-modules-amd64-backports while" "$work/meta.out" &&
+        grep -qF "linux-image-amd64 stays: nothing would then bring a new kernel's" "$work/meta.out" &&
+        [ "$(dpkg_digest)" = "$before" ]
+}
+check "apt-get install linux-image-amd64 $m2+nvpm1 (the series' metapackage removed, no kernel unpacked): refused by the guard, naming both; nothing changed" meta_upgrade_refused
+rm -f "$tree/tmp/debs/linux-image-amd64_${m2}+nvpm1_amd64.deb"
+
 echo "== the NVIDIA driver updated alone, in the image: apt says what it cost"
 # Issue 40: a driver update alone (no package of ours in the run, so none of
 # our scripts runs) must not end in a silent success on a node whose

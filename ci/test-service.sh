@@ -421,6 +421,32 @@ nvidia-peer-memory 1.4.0-1~deb12 - - **REMOVE**" -- ""
 check "apt guard: the module package upgraded in the same run (removed and unpacked): let through" \
     guard_says 0 "nvidia-peer-memory-modules-$k_old linux-image-$k_old" "" "$provider_up
 nvidia-peer-memory-modules-$k_old 1.4.0-1~deb12 < 1.4.0-2~deb12 /var/cache/apt/archives/nvidia-peer-memory-modules-${k_old}_1.4.0-2~deb12_amd64.deb" -- ""
+# Issue 58: the metapackage removed while the kernel metapackage it follows
+# stays (full-upgrade takes linux-image-amd64 past the newest kernel the
+# repository has a module for; the kernel it brings is the same release
+# here, so only this rule can say it).
+meta_off="linux-image-amd64 6.1.158-1 < 6.1.159-1 /var/cache/apt/archives/linux-image-amd64_6.1.159-1_amd64.deb
+nvidia-peer-memory-modules-amd64 6.1.158-1+1.4.0.1 - - **REMOVE**"
+check "apt guard: the metapackage removed while linux-image-amd64 stays: refused (exit 1), naming both and the build" \
+    guard_says 1 "nvidia-peer-memory-modules-$k_old nvidia-peer-memory-modules-amd64 linux-image-amd64" "" "$meta_off" -- \
+    "apt would remove nvidia-peer-memory-modules-amd64 while"
+check "apt guard: the same with -o NvPeerMem::Allow-Kernel-Without-Module=true: let through, saying what it does" \
+    guard_says 0 "nvidia-peer-memory-modules-$k_old nvidia-peer-memory-modules-amd64 linux-image-amd64" "NvPeerMem::Allow-Kernel-Without-Module=true" "$meta_off" -- \
+    "removing nvidia-peer-memory-modules-amd64 while linux-image-amd64 stays"
+check "apt guard: the backports metapackage removed while linux-image-amd64 stays: refused" \
+    guard_says 1 "nvidia-peer-memory-modules-$k_old nvidia-peer-memory-modules-amd64-backports linux-image-amd64" "" \
+    "nvidia-peer-memory-modules-amd64-backports 6.12.95-1~bpo12+1+1.4.0.1 - - **REMOVE**" -- \
+    "apt would remove nvidia-peer-memory-modules-amd64-backports while"
+check "apt guard: a move between series (the other metapackage unpacked): let through, silent" \
+    guard_says 0 "nvidia-peer-memory-modules-$k_old nvidia-peer-memory-modules-amd64 linux-image-amd64" "" "$meta_off
+nvidia-peer-memory-modules-amd64-backports - < 6.12.95-1~bpo12+1+1.4.0.1 /var/cache/apt/archives/nvidia-peer-memory-modules-amd64-backports_6.12.95-1~bpo12+1+1.4.0.1_amd64.deb" -- ""
+check "apt guard: the metapackage removed with linux-image-amd64: let through, silent" \
+    guard_says 0 "nvidia-peer-memory-modules-$k_old nvidia-peer-memory-modules-amd64 linux-image-amd64" "" \
+    "nvidia-peer-memory-modules-amd64 6.1.158-1+1.4.0.1 - - **REMOVE**
+linux-image-amd64 6.1.158-1 - - **REMOVE**" -- ""
+check "apt guard: the metapackage removed for -dkms: let through" \
+    guard_says 0 "nvidia-peer-memory-modules-$k_old nvidia-peer-memory-modules-amd64 linux-image-amd64" "" "$meta_off
+nvidia-peer-memory-dkms - < 1.4.0-1~deb12 /var/cache/apt/archives/nvidia-peer-memory-dkms_1.4.0-1~deb12_all.deb" -- ""
 # The driver branch (issue 40 item 8): a module package built against
 # another NVIDIA driver than the node's. A real .deb (dpkg-deb) whose
 # nv_peer_mem.ko the guard takes out and hands to the check with --module;
