@@ -163,8 +163,9 @@ echo "== generated nodes: shapes nobody chose, judged by NCCL's own code"
 # or chained), Microchip and Broadcom Gen4/Gen5 switches (two levels, one,
 # or a lower level NCCL does not fuse), VMD domains, one- and two-function
 # NICs with SR-IOV VFs, InfiniBand and RoCE, every port state, NVSwitches,
-# NVLink bridges and meshes, NCCL_IB_HCA; NCCL_TOPO_FILE with NVPM_GENERATED_TOPO_FILES=1), each at NCCL's default, PIX,
-# PHB and SYS, against both
+# NVLink bridges and meshes, NCCL_IB_HCA, topology files in Azure's shapes
+# through NCCL_TOPO_FILE or nvidia-topologyd's path), each at NCCL's
+# default, PIX, PHB and SYS, against both
 # releases, GPU by GPU; a difference names the seed that rebuilds its node,
 # and the first is shrunk to the smallest node that still differs. A long
 # run outside CI: NVPM_GENERATED_NODES.

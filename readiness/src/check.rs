@@ -192,7 +192,10 @@ pub fn check(host: &Host, programs: bool) -> Report {
         let numa = dev.and_then(|d| d.numa_node).map_or(-1, i64::from);
         match dev {
             Some(d) if topology::nccl_finds(&d.address) => {
-                let mut chain: Vec<String> = d.chain.iter().skip(1).cloned().collect();
+                // NCCL's own XML nodes: every second bridge up from the
+                // device (nccl_local_net::xml_chain); the root complex
+                // first in d.chain, not one of them.
+                let mut chain = nccl_local_net::xml_chain(&d.chain[1..]);
                 if let Some(last) = chain.last_mut() {
                     *last = at;
                 }
@@ -606,9 +609,18 @@ pub fn check(host: &Host, programs: bool) -> Report {
             let local = |nic: &str| nccl_local_net::local_gpu(with_bw, nic, r);
             let relayed = |relay: &pxn::Relay| relayed_bw(relay, with_bw);
             let own = |nic: &str| path_of(with_bw, &gpu.address, nic).map_or(0.0, |p| p.1);
+            let peer = |peer: &str, nic: &str| path_of(with_bw, peer, nic).map_or(0.0, |p| p.1);
             let widths = pxn::Widths {
                 relayed: &relayed,
                 own: &own,
+                peer: &peer,
+            };
+            // The PCI paths' bandwidths are sysfs's (or the topology
+            // file's); a relay's needs the NVLinks' count.
+            let unseen = pxn::Widths {
+                relayed: &|_| None,
+                own: &own,
+                peer: &peer,
             };
             let may = pxn::relay(
                 &gpu.address,
@@ -617,7 +629,7 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 pxn_disabled,
                 &over_c2c,
                 &local,
-                &pxn::Widths::UNKNOWN,
+                &unseen,
             );
             if may.chosen.is_none() || !programs {
                 return may;
@@ -1378,8 +1390,8 @@ fn port_type(host: &Host, d: &PciDevice) -> Option<PortType> {
 /// NCCL's NIC for @gpu by @rule and the relay it takes: paths.cc puts
 /// each relay's path (PXN, as wide as @relayed_bw says) in place of the
 /// GPU's own to that NIC, then ncclTopoGetLocalNet picks among them all
-/// (nccl_local_net::pick_with; PXN ranks below PXB and above PHB, and a
-/// relayed GPU's own paths are all beyond PXB, so PXB stands for it).
+/// (nccl_local_net::pick_with; PXN ranks after PIX and PXB and before
+/// PHB: nccl_local_net::PathType).
 /// Where a relay was not seen or its bandwidth is not known, pxn::relay's
 /// own choice stands. A relayed GPU's device is its own pick (the check
 /// names its own nearest beside the relay).
@@ -1415,7 +1427,8 @@ fn settle(
             .filter(|r| r.nic == nic && !(r.c2c || gdr_at(r)))
             .find_map(|r| diverted(r, rule))
     };
-    let mine: Vec<(String, Distance, f64)> = own
+    use nccl_local_net::PathType;
+    let mine: Vec<(String, PathType, f64)> = own
         .iter()
         .map(|(nic, d, bw)| {
             let relayed_here = relayed
@@ -1423,9 +1436,9 @@ fn settle(
                 .iter()
                 .position(|r| r.nic == *nic && (r.c2c || gdr_at(r)));
             match (relayed_here, rerouted(nic)) {
-                (Some(i), _) => (nic.clone(), Distance::Pxb, widths[i]),
-                (None, Some((x, bw))) => (nic.clone(), x, bw),
-                (None, None) => (nic.clone(), *d, *bw),
+                (Some(i), _) => (nic.clone(), PathType::Pxn, widths[i]),
+                (None, Some((x, bw))) => (nic.clone(), PathType::Pci(x), bw),
+                (None, None) => (nic.clone(), PathType::Pci(*d), *bw),
             }
         })
         .collect();

@@ -28,22 +28,31 @@
 use crate::host::Host;
 use crate::pci::PciDevice;
 
-/// kvDictPciGen: per-lane speed in 100 Mb/s of a `max_link_speed` value;
-/// a value NCCL does not list, or none, is 8 GT/s's.
+/// topo.cc's kvDictPciGen, in its order: a `link_speed` value and its
+/// per-lane speed in 100 Mb/s (2.28.9 and 2.30.7 alike).
+const PCI_GEN: [(&str, u32); 11] = [
+    ("2.5 GT/s", 15),
+    ("5 GT/s", 30),
+    ("8 GT/s", 60),
+    ("16 GT/s", 120),
+    ("32 GT/s", 240),
+    ("2.5 GT/s PCIe", 15),
+    ("5.0 GT/s PCIe", 30),
+    ("8.0 GT/s PCIe", 60),
+    ("16.0 GT/s PCIe", 120),
+    ("32.0 GT/s PCIe", 240),
+    ("64.0 GT/s PCIe", 480),
+];
+
+/// The per-lane speed NCCL gives a `link_speed` value (xml.h,
+/// kvConvertToInt over kvDictPciGen): the first entry the value starts
+/// with; none, 8 GT/s's. A prefix, not a number: "16.0 GT/s" (no "PCIe")
+/// and "64 GT/s" match nothing, as NCCL reads them from a topology file.
 pub fn speed_units(value: &str) -> u32 {
-    let gt: f64 = value
-        .split_whitespace()
-        .next()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    match gt {
-        g if (g - 2.5).abs() < 0.01 => 15,
-        g if (g - 5.0).abs() < 0.01 => 30,
-        g if (g - 16.0).abs() < 0.01 => 120,
-        g if (g - 32.0).abs() < 0.01 => 240,
-        g if (g - 64.0).abs() < 0.01 => 480,
-        _ => 60,
-    }
+    PCI_GEN
+        .iter()
+        .find(|(k, _)| value.starts_with(k))
+        .map_or(60, |(_, v)| *v)
 }
 
 /// NCCL's bandwidth of @dev's link to its parent, in GB/s.
@@ -58,14 +67,18 @@ pub fn pci_link(host: &Host, dev: &PciDevice) -> f64 {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    let gt = |v: &str| -> f64 {
-        v.split_whitespace()
-            .next()
+    // xml.cc, ncclTopoGetXmlFromSys: the port's `max_link_speed` string
+    // where its number (sscanf "%f GT/s", unread: FLT_MAX) is lower than
+    // the device's, else the device's, then kvConvertToInt of the string.
+    let gt = |v: &Option<String>| -> f64 {
+        v.as_deref()
+            .and_then(|v| v.split_whitespace().next())
             .and_then(|g| g.parse().ok())
             .unwrap_or(f64::MAX)
     };
-    let speed = lower(read("max_link_speed"), port("max_link_speed"), &gt);
-    let speed = speed_units(&speed.map(|g| format!("{g} GT/s")).unwrap_or_default());
+    let (own, up) = (read("max_link_speed"), port("max_link_speed"));
+    let chosen = if gt(&up) < gt(&own) { up } else { own };
+    let speed = speed_units(chosen.as_deref().map(str::trim).unwrap_or_default());
     let width = lower(read("max_link_width"), port("max_link_width"), &|v| {
         v.trim().parse().unwrap_or(0.0)
     })
@@ -202,9 +215,18 @@ mod tests {
 
     #[test]
     fn pci_speeds_are_kv_dict_pci_gens() {
+        // as kernels print them, before 5.7 and after
         assert_eq!(speed_units("32 GT/s"), 240);
-        assert_eq!(speed_units("16.0 GT/s"), 120);
-        assert_eq!(speed_units("2.5 GT/s"), 15);
+        assert_eq!(speed_units("16 GT/s"), 120);
+        assert_eq!(speed_units("16.0 GT/s PCIe"), 120);
+        assert_eq!(speed_units("32.0 GT/s PCIe"), 240);
+        assert_eq!(speed_units("64.0 GT/s PCIe"), 480);
+        assert_eq!(speed_units("2.5 GT/s PCIe"), 15);
+        assert_eq!(speed_units("5.0 GT/s PCIe"), 30);
+        // a prefix: what NCCL does with a file's own spellings
+        assert_eq!(speed_units("32 GT/s PCIe"), 240);
+        assert_eq!(speed_units("16.0 GT/s"), 60);
+        assert_eq!(speed_units("64 GT/s"), 60);
         // none, or one NCCL does not list: 8 GT/s's
         assert_eq!(speed_units(""), 60);
         assert_eq!(speed_units("Unknown"), 60);

@@ -115,6 +115,29 @@ pub fn topology_order(devices: Vec<(Nic, Place)>, gpu_numas: &[i64]) -> Vec<Nic>
     keyed.into_iter().map(|(_, _, _, _, nic)| nic).collect()
 }
 
+/// The PCI nodes NCCL's XML holds for a device at the end of @chain (its
+/// sysfs path from the root port down, the device last), from the one
+/// below the CPU down: xml.cc's ncclTopoGetXmlFromSys climbs the sysfs
+/// path two directories at a time ("Go up one level in the PCI tree.
+/// Rewind two "/"", skipping each switch's downstream port), and hangs a
+/// node on the CPU where the next directory up is the root complex. So
+/// the device, its grandparent and every second bridge above: a root port
+/// only where it is an even number of levels above the device. Two
+/// devices are ordered by these nodes (each parent's children sorted by
+/// bus id as they are inserted), not by their root ports: a NIC directly
+/// below a root port hangs on the CPU by its own bus id, and one a switch
+/// deeper by its root port's. Where a topology file places some devices
+/// their nodes sit beside these, so only NCCL's own nodes compare right.
+pub fn xml_chain(chain: &[String]) -> Vec<String> {
+    let n = chain.len();
+    chain
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| (n - 1 - i) % 2 == 0)
+        .map(|(_, c)| c.clone())
+        .collect()
+}
+
 /// misc/utils.cc's busIdToInt64: the hex digits of @address, `:` and `.`
 /// skipped, up to the first other character, sixteen at most.
 pub fn bus_id(address: &str) -> i64 {
@@ -127,13 +150,28 @@ pub fn bus_id(address: &str) -> i64 {
     i64::from_str_radix(&hex, 16).unwrap_or(0)
 }
 
-/// NCCL has no NODE: a path through the CPU is PHB however many host
-/// bridges it crosses.
-fn nccl_type(d: Distance) -> Distance {
-    if d == Distance::Node {
-        Distance::Phb
-    } else {
-        d
+/// A GPU's path to a NIC as NCCL types it (graph/topo.h, PATH_*): a PCI
+/// path, or one through an NVLink peer (PATH_PXN, which ranks after PIX
+/// and PXB and before PHB and SYS: paths.cc gives it where a peer's path
+/// to the NIC is within PXB and the GPU's own crosses a CPU or is
+/// narrower; pxn.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathType {
+    Pci(Distance),
+    Pxn,
+}
+
+impl PathType {
+    /// NCCL's order, nearest first. NCCL has no NODE: a path through the
+    /// CPU is PHB however many host bridges it crosses.
+    fn rank(self) -> u8 {
+        match self {
+            PathType::Pci(Distance::Pix) => 0,
+            PathType::Pci(Distance::Pxb) => 1,
+            PathType::Pxn => 2,
+            PathType::Pci(Distance::Phb | Distance::Node) => 3,
+            PathType::Pci(Distance::Sys) => 4,
+        }
     }
 }
 
@@ -156,11 +194,11 @@ pub type View = (String, Vec<(String, Distance, f64)>);
 
 /// ncclTopoGetLocal's choice among @paths: the highest bandwidth, then
 /// the nearest type; the indexes chosen.
-fn best(paths: &[(Distance, f64)]) -> Vec<usize> {
+fn best(paths: &[(PathType, f64)]) -> Vec<usize> {
     let (mut max_bw, mut min_type) = (0.0, None);
     let mut out = Vec::new();
-    for (i, &(d, bw)) in paths.iter().enumerate() {
-        let d = nccl_type(d);
+    for (i, &(t, bw)) in paths.iter().enumerate() {
+        let d = t.rank();
         if bw > max_bw || (bw == max_bw && min_type.is_none_or(|m| d < m)) {
             max_bw = bw;
             min_type = Some(d);
@@ -173,10 +211,17 @@ fn best(paths: &[(Distance, f64)]) -> Vec<usize> {
     out
 }
 
+/// A GPU's paths in @view as NCCL types them before PXN.
+fn typed(view: &[(String, Distance, f64)]) -> Vec<(String, PathType, f64)> {
+    view.iter()
+        .map(|(n, d, bw)| (n.clone(), PathType::Pci(*d), *bw))
+        .collect()
+}
+
 /// The NIC NCCL gives @gpu under @rule. @views: every GPU's (View).
 pub fn pick(views: &[View], gpu: &str, rule: Rule) -> Option<String> {
     let (_, mine) = views.iter().find(|(a, _)| a == gpu)?;
-    pick_on(views, gpu, mine, rule, 0)
+    pick_on(views, gpu, &typed(mine), rule, 0)
 }
 
 /// As pick, with @gpu's own paths @mine in place of its view's: its paths
@@ -185,7 +230,7 @@ pub fn pick(views: &[View], gpu: &str, rule: Rule) -> Option<String> {
 pub fn pick_with(
     views: &[View],
     gpu: &str,
-    mine: &[(String, Distance, f64)],
+    mine: &[(String, PathType, f64)],
     rule: Rule,
 ) -> Option<String> {
     pick_on(views, gpu, mine, rule, 0)
@@ -197,12 +242,14 @@ pub fn pick_with(
 /// MAXCHANNELS, 64) is @nic; none where no such GPU takes it on any
 /// channel (then paths.cc relays nothing through it).
 pub fn local_gpu(views: &[View], nic: &str, rule: Rule) -> Option<String> {
-    let to_nic: Vec<(Distance, f64)> = views
+    let to_nic: Vec<(PathType, f64)> = views
         .iter()
         .map(|(_, v)| {
             v.iter()
                 .find(|(n, _, _)| n == nic)
-                .map_or((Distance::Sys, 0.0), |(_, d, bw)| (*d, *bw))
+                .map_or((PathType::Pci(Distance::Sys), 0.0), |(_, d, bw)| {
+                    (PathType::Pci(*d), *bw)
+                })
         })
         .collect();
     let nearest: Vec<&str> = best(&to_nic)
@@ -215,7 +262,7 @@ pub fn local_gpu(views: &[View], nic: &str, rule: Rule) -> Option<String> {
             .iter()
             .find(|g| {
                 let mine = views.iter().find(|(a, _)| a == *g).map(|(_, m)| m);
-                mine.and_then(|m| pick_on(views, g, m, rule, channel))
+                mine.and_then(|m| pick_on(views, g, &typed(m), rule, channel))
                     .as_deref()
                     == Some(nic)
             })
@@ -230,14 +277,14 @@ pub fn local_gpu(views: &[View], nic: &str, rule: Rule) -> Option<String> {
 fn pick_on(
     views: &[View],
     gpu: &str,
-    mine: &[(String, Distance, f64)],
+    mine: &[(String, PathType, f64)],
     rule: Rule,
     channel: usize,
 ) -> Option<String> {
     let mut order: Vec<&str> = views.iter().map(|(a, _)| a.as_str()).collect();
     order.sort_unstable();
     let dev = order.iter().position(|a| *a == gpu)?;
-    let paths: Vec<(Distance, f64)> = mine.iter().map(|(_, d, bw)| (*d, *bw)).collect();
+    let paths: Vec<(PathType, f64)> = mine.iter().map(|(_, t, bw)| (*t, *bw)).collect();
     let local: Vec<&str> = best(&paths)
         .into_iter()
         .map(|i| mine[i].0.as_str())
@@ -248,12 +295,12 @@ fn pick_on(
     }
     // ncclTopoGetLocal(NET, localNets[0], GPU): the GPUs nearest to
     // that NIC, from its side (a tree's paths are the same both ways).
-    let to_first: Vec<(Distance, f64)> = views
+    let to_first: Vec<(PathType, f64)> = views
         .iter()
         .filter_map(|(_, v)| {
             v.iter()
                 .find(|(n, _, _)| n == local[0])
-                .map(|(_, d, bw)| (*d, *bw))
+                .map(|(_, d, bw)| (PathType::Pci(*d), *bw))
         })
         .collect();
     let local_gpus = best(&to_first).len().max(1);
@@ -394,6 +441,65 @@ mod tests {
             .map(|n| n.name)
             .collect();
         assert_eq!(names, ["mlx5_4", "mlx5_0+mlx5_1+mlx5_2+mlx5_3"]);
+    }
+
+    #[test]
+    fn nccls_xml_holds_every_second_bridge_up_from_the_device() {
+        let c = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // below a root port: on the CPU by its own bus id
+        assert_eq!(
+            xml_chain(&c(&["0000:00:03.0", "0000:05:00.0"])),
+            c(&["0000:05:00.0"])
+        );
+        // below one switch: its upstream port on the CPU, the root port
+        // and the downstream port skipped
+        assert_eq!(
+            xml_chain(&c(&[
+                "0000:00:03.0",
+                "0000:0c:00.0",
+                "0000:0d:00.0",
+                "0000:0e:00.0"
+            ])),
+            c(&["0000:0c:00.0", "0000:0e:00.0"])
+        );
+        // a bridge between: the root port kept
+        assert_eq!(
+            xml_chain(&c(&["0000:00:01.0", "0000:01:00.0", "0000:02:00.0"])),
+            c(&["0000:00:01.0", "0000:02:00.0"])
+        );
+        // So a NIC on a root port sorts by its own bus (09) before one a
+        // switch deeper on an earlier root port (0c), as NCCL lists them.
+        let nic = |name: &str| Nic {
+            name: name.to_owned(),
+            address: String::new(),
+            ports: None,
+        };
+        let devices = vec![
+            (
+                nic("mlx5_7"),
+                Place {
+                    numa: 0,
+                    chain: xml_chain(&c(&[
+                        "0000:00:03.0",
+                        "0000:0c:00.0",
+                        "0000:0d:00.0",
+                        "0000:0e:00.0",
+                    ])),
+                },
+            ),
+            (
+                nic("mlx5_6"),
+                Place {
+                    numa: 0,
+                    chain: xml_chain(&c(&["0000:00:02.0", "0000:09:00.0"])),
+                },
+            ),
+        ];
+        let names: Vec<String> = topology_order(devices, &[0])
+            .into_iter()
+            .map(|n| n.name)
+            .collect();
+        assert_eq!(names, ["mlx5_6", "mlx5_7"]);
     }
 
     #[test]

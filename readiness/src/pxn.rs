@@ -10,10 +10,13 @@
 //! P2C path. A NIC's local GPU is NCCL's own choice, given by the caller
 //! (nccl_local_net::local_gpu, ncclTopoGetLocalGpu: the first nearest GPU
 //! whose NIC on some channel it is; none, and the NIC relays nothing).
-//! Left out, and said in docs/diagnostics.md: the bandwidth clause (the
-//! check never relays a GPU that has a NIC within PXB itself), and from
-//! 2.30 that the relay must also be able to read GPU memory for the NIC
-//! (`NCCL_NET_GDR_READ=0` stops PXN there). NCCL's own code judges the same trees in
+//! The relay is decided NIC by NIC: a GPU with a NIC within PXB of its
+//! own is relayed to another NIC whose own path crosses a CPU, and to one
+//! within PXB where the peer's path is wider (a topology file's slow
+//! links); ncclTopoGetLocalNet then weighs the PXN paths among the GPU's
+//! own (check.rs, settle). Left out, and said in docs/diagnostics.md:
+//! from 2.30 that the relay must also be able to read GPU memory for the
+//! NIC (`NCCL_NET_GDR_READ=0` stops PXN there). NCCL's own code judges the same trees in
 //! ci/test-nccl.sh (readiness/tests/nccl_oracle.rs).
 
 use crate::topology::Distance;
@@ -43,8 +46,8 @@ pub struct Relay {
 }
 
 /// The relay NCCL takes for @gpu, if any: none where PXN is off
-/// (@disabled), where the GPU has a NIC within PXB itself, or where no
-/// NIC's local GPU within PXB of it (or P2C: @over_c2c says whether a
+/// (@disabled), or where no NIC (whose path from @gpu crosses a CPU, or
+/// is narrower than its local GPU's: @widths) has a local GPU within PXB of it (or P2C: @over_c2c says whether a
 /// peer's C2C link carries it to a NIC on its own CPU, None where that is
 /// not known) is (or, with @joined unknown, may be) joined to @gpu by
 /// NVLink. Of the relays, and the GPU's own paths to the NICs no peer
@@ -69,7 +72,7 @@ pub fn relay(
     let Some((_, own)) = views.iter().find(|(g, _)| g == gpu) else {
         return none;
     };
-    if own.iter().any(|(_, d)| *d <= Distance::Pxb) || own.is_empty() {
+    if own.is_empty() {
         return none;
     }
     let linked = |peer: &str| {
@@ -82,12 +85,17 @@ pub fn relay(
     };
     let relays = own
         .iter()
-        .filter_map(|(nic, _)| {
+        .filter_map(|(nic, mine)| {
             // the NIC's local GPU, as NCCL chooses it
             let peer = local_gpu(nic)?;
             let (_, ds) = views.iter().find(|(g, _)| *g == peer)?;
             let distance = ds.iter().find(|(n, _)| n == nic).map(|(_, d)| *d)?;
             if peer == gpu {
+                return None;
+            }
+            // paths.cc's clause (4): the GPU's own path to the NIC crosses
+            // a CPU (beyond PXN: PHB, SYS), or the peer's is wider.
+            if *mine <= Distance::Pxb && (widths.peer)(&peer, nic) <= (widths.own)(nic) {
                 return None;
             }
             // P2C: a NIC on the peer's own CPU, the peer's C2C link up.
@@ -115,11 +123,15 @@ pub fn relay(
         })
         .collect::<Vec<Relay>>();
     let relayed = |r: &Relay| (widths.relayed)(r).unwrap_or(f64::INFINITY);
-    let own_best = own
+    let own_paths: Vec<(f64, Distance)> = own
         .iter()
         .filter(|(nic, _)| !relays.iter().any(|r| r.nic == *nic))
-        .map(|(nic, _)| (widths.own)(nic))
-        .fold(0.0, f64::max);
+        .map(|(nic, d)| ((widths.own)(nic), *d))
+        .collect();
+    let own_best = own_paths.iter().map(|p| p.0).fold(0.0, f64::max);
+    let own_near = own_paths
+        .iter()
+        .any(|(bw, d)| *bw == own_best && *d <= Distance::Pxb);
     let chosen = relays
         .iter()
         .min_by(|a, b| {
@@ -127,7 +139,17 @@ pub fn relay(
                 .total_cmp(&relayed(a))
                 .then((a.c2c, a.distance).cmp(&(b.c2c, b.distance)))
         })
-        .filter(|r| outweighs(relayed(r), f64::INFINITY, own_best))
+        // Against the GPU's own path within PXB, a relay whose NVLinks are
+        // not known is bounded by the peer's path to the NIC (paths.cc,
+        // addInterStep: the narrower of the two), which must be wider.
+        .filter(|r| {
+            let bound = if own_near {
+                (widths.peer)(&r.peer, &r.nic)
+            } else {
+                f64::INFINITY
+            };
+            outweighs(relayed(r), bound, own_best, own_near)
+        })
         .cloned();
     // The relayed paths narrower than the GPU's widest: NCCL's NIC for
     // the GPU is none of them.
@@ -164,13 +186,18 @@ pub struct Relayed {
 pub struct Widths<'a> {
     pub relayed: &'a dyn Fn(&Relay) -> Option<f64>,
     pub own: &'a dyn Fn(&str) -> f64,
+    /// A peer GPU's path bandwidth to a NIC (peer, NIC), which paths.cc
+    /// weighs against the GPU's own to that NIC.
+    pub peer: &'a dyn Fn(&str, &str) -> f64,
 }
 
 impl Widths<'_> {
-    /// Bandwidths not known: every relay is taken.
+    /// Bandwidths not known: a relay is taken where every NIC of the GPU's
+    /// own is beyond PXB, none where one is within PXB.
     pub const UNKNOWN: Widths<'static> = Widths {
         relayed: &|_| None,
         own: &|_| 0.0,
+        peer: &|_, _| 0.0,
     };
 }
 
@@ -179,12 +206,13 @@ impl Widths<'_> {
 /// bandwidth first (topo.cc, ncclTopoGetLocal), and a relayed path is as
 /// wide as the narrower of the NVLinks to the peer (@nvlink_bw: their
 /// count times nvlink::link_bw) and the peer's path to the NIC
-/// (@peer_to_nic; paths.cc, addInterStep). At equal bandwidth PXN wins:
-/// its type (PATH_PXN, 7) is nearer than PHB's and SYS's, which the GPU's
-/// own paths are where it is relayed. NVSwitches (18 links) always
-/// outweigh; a bridge's single link may not.
-pub fn outweighs(nvlink_bw: f64, peer_to_nic: f64, own_best: f64) -> bool {
-    nvlink_bw.min(peer_to_nic) >= own_best
+/// (@peer_to_nic; paths.cc, addInterStep). At equal bandwidth PXN wins
+/// over PHB and SYS (its type, PATH_PXN, is nearer) and loses to PIX and
+/// PXB (@own_near: the GPU's best own path is within PXB). NVSwitches (18
+/// links) outweigh any PCIe path; a bridge's single link may not.
+pub fn outweighs(nvlink_bw: f64, peer_to_nic: f64, own_best: f64, own_near: bool) -> bool {
+    let relayed = nvlink_bw.min(peer_to_nic);
+    relayed > own_best || (relayed == own_best && !own_near)
 }
 
 #[cfg(test)]
@@ -252,11 +280,16 @@ mod tests {
     fn a_narrow_nvlink_loses_to_a_wider_own_path() {
         // one Hopper NVLink (20.6 GB/s) against a 40 GB/s path across the
         // CPUs: NCCL takes its own NIC; eighteen (NVSwitches) relay
-        assert!(!outweighs(20.6, 48.0, 40.0));
-        assert!(outweighs(18.0 * 20.6, 48.0, 40.0));
-        // a tie goes to PXN; the peer's own link may be the narrower
-        assert!(outweighs(41.2, 40.0, 40.0));
-        assert!(!outweighs(370.8, 24.0, 40.0));
+        assert!(!outweighs(20.6, 48.0, 40.0, false));
+        assert!(outweighs(18.0 * 20.6, 48.0, 40.0, false));
+        // a tie goes to PXN over a path across the CPUs, to the GPU's own
+        // within PXB; the peer's own link may be the narrower
+        assert!(outweighs(41.2, 40.0, 40.0, false));
+        assert!(!outweighs(41.2, 40.0, 40.0, true));
+        assert!(!outweighs(370.8, 24.0, 40.0, false));
+        // a wider relay outweighs the GPU's own PIX path (a topology
+        // file's 16 GT/s link: 24 GB/s)
+        assert!(outweighs(370.8, 48.0, 24.0, true));
         // in relay: b's own mlx5_1 across the CPUs at 40 GB/s against
         // mlx5_0 through a over one link; through a over eighteen
         let v = vec![
@@ -277,6 +310,7 @@ mod tests {
             let widths = Widths {
                 relayed: &width,
                 own: &own,
+                peer: &|_, _| 48.0,
             };
             let r = relay("b", &v, Some(&joined), false, &no_c2c, &local, &widths);
             assert_eq!(r.chosen.is_some(), relayed, "{links} links");
@@ -286,6 +320,69 @@ mod tests {
                 vec!["mlx5_0".to_owned()]
             };
             assert_eq!(r.outweighed, lost);
+        }
+    }
+
+    #[test]
+    fn a_gpu_with_its_own_nic_within_pxb_is_relayed_only_where_the_peer_is_wider() {
+        // b has mlx5_1 beside it (PIX) and mlx5_0 beside a, which NVLink
+        // joins to b; b's own path to mlx5_0 is PIX too (a topology file
+        // placing both below one switch), at @own GB/s, a's at 48.
+        let v = vec![
+            (
+                "a".to_owned(),
+                vec![("mlx5_0".to_owned(), Pix), ("mlx5_1".to_owned(), Sys)],
+            ),
+            (
+                "b".to_owned(),
+                vec![("mlx5_0".to_owned(), Pix), ("mlx5_1".to_owned(), Pix)],
+            ),
+        ];
+        let joined: BTreeSet<_> = [("a".to_owned(), "b".to_owned())].into();
+        let local = |nic: &str| (nic == "mlx5_0").then(|| "a".to_owned());
+        let peer = |p: &str, n: &str| if (p, n) == ("a", "mlx5_0") { 48.0 } else { 0.0 };
+        for (own_bw, relayed) in [(24.0, true), (48.0, false)] {
+            let own = move |_: &str| own_bw;
+            let widths = Widths {
+                relayed: &|_| Some(370.8),
+                own: &own,
+                peer: &peer,
+            };
+            let r = relay("b", &v, Some(&joined), false, &no_c2c, &local, &widths);
+            assert_eq!(
+                r.candidates.len(),
+                usize::from(relayed),
+                "own {own_bw} GB/s"
+            );
+            assert_eq!(r.chosen.is_some(), relayed, "own {own_bw} GB/s");
+        }
+        // bandwidths unknown: within PXB, not relayed
+        let r = relay(
+            "b",
+            &v,
+            Some(&joined),
+            false,
+            &no_c2c,
+            &local,
+            &Widths::UNKNOWN,
+        );
+        assert_eq!(r.chosen, None);
+        // NVLinks not known (nvidia-smi did not answer), the PCI paths
+        // known: a relay is bounded by the peer's path, so it wins only
+        // where that is wider than the GPU's own within PXB
+        for (own_bw, relayed) in [(24.0, true), (48.0, false)] {
+            let own = move |_: &str| own_bw;
+            let widths = Widths {
+                relayed: &|_| None,
+                own: &own,
+                peer: &peer,
+            };
+            let r = relay("b", &v, None, false, &no_c2c, &local, &widths);
+            assert_eq!(
+                r.chosen.is_some(),
+                relayed,
+                "own {own_bw} GB/s, NVLinks unknown"
+            );
         }
     }
 

@@ -28,6 +28,7 @@ fn env_number(name: &str, default: u64) -> u64 {
 
 #[test]
 fn the_generator_makes_the_same_node_of_a_seed_in_kernel_shapes() {
+    let mut files = 0;
     for seed in 1..=20 {
         let a = generator::node(seed);
         let b = generator::node(seed);
@@ -43,7 +44,38 @@ fn the_generator_makes_the_same_node_of_a_seed_in_kernel_shapes() {
                 "seed {seed}: bus {name}"
             );
         }
+        // Its topology file, where it has one, in Azure's shapes.
+        if let Some(f) = generator::topology_file(seed, &a) {
+            assert!(check_topo_file_shape(&f.text) > 2, "seed {seed}");
+            files += 1;
+        }
         drop(b);
+    }
+    assert!(files > 0, "no topology file among seeds 1 to 20");
+}
+
+#[test]
+fn a_topology_file_azures_files_do_not_show_is_refused() {
+    let cpu = r#"<cpu numaid="0" affinity="0000ffff" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">"#;
+    let file = |device: &str| {
+        format!("<system version=\"1\">\n  {cpu}\n    {device}\n  </cpu>\n</system>\n")
+    };
+    let good =
+        r#"<pci busid="0001:00:00.0" class="0x030200" link_speed="16 GT/s" link_width="16"/>"#;
+    assert_eq!(check_topo_file_shape(&file(good)), 3);
+    for bad in [
+        // a device with ids, which none of Azure's files gives one
+        r#"<pci busid="0001:00:00.0" class="0x030200" vendor="0x10de" device="0x2330" link_speed="16 GT/s" link_width="16"/>"#,
+        // a speed no kernel and no file spells so
+        r#"<pci busid="0001:00:00.0" class="0x030200" link_speed="16.0 GT/s" link_width="16"/>"#,
+        // a device left open
+        r#"<pci busid="0001:00:00.0" class="0x030200" link_speed="16 GT/s" link_width="16">"#,
+    ] {
+        let text = file(bad);
+        assert!(
+            std::panic::catch_unwind(|| check_topo_file_shape(&text)).is_err(),
+            "{bad} passed"
+        );
     }
 }
 
@@ -189,13 +221,8 @@ fn judge_node(seed: u64, omit: &generator::Omit) -> (usize, Vec<String>) {
     if omit.0.contains(&node.parts) {
         settings.clear();
     }
-    // Topology files only where asked (NVPM_GENERATED_TOPO_FILES=1): with
-    // them, 2.28.9's NIC for a GPU on a node whose devices have no NUMA
-    // node differs from the check's (seed 42971; docs/nccl-harness.md),
-    // which is not modelled yet.
-    let topo = generator::topology_file(seed, &node)
-        .filter(|_| std::env::var_os("NVPM_GENERATED_TOPO_FILES").is_some())
-        .filter(|_| !omit.0.contains(&(node.parts + 1)));
+    let topo =
+        generator::topology_file(seed, &node).filter(|_| !omit.0.contains(&(node.parts + 1)));
     // The check's environment, and NCCL's (the harness reads the node's
     // /etc/nccl.conf from the file NCCL_HARNESS_ETC_NCCL_CONF names, and
     // opens the files it names as they are given: under the tree for it).
@@ -218,6 +245,7 @@ fn judge_node(seed: u64, omit: &generator::Omit) -> (usize, Vec<String>) {
     }
     let mut conf_theirs = conf.clone();
     if let Some(f) = &topo {
+        common::check_topo_file_shape(&f.text);
         t.write(f.path.trim_start_matches('/'), &f.text);
         let under = t.root.join(f.path.trim_start_matches('/'));
         what.push_str(&format!("; {}", f.what));

@@ -325,6 +325,19 @@ const TOPO_FILE_GPU_ONLY: &str = r#"<system version="1">
 </system>
 "#;
 
+/// A topology file in Azure's shape (ndv4's 16 GT/s: 24 GB/s) that places
+/// GPU 07:00.0 and mlx5_1 below one switch and nothing else
+/// (common::two_switches_nvlinked).
+const TOPO_FILE_SLOW_PAIR: &str = r#"<system version="1">
+  <cpu numaid="0" affinity="0000ffff" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="207">
+    <pci busid="ffff:ff:01.0" class="0x060400" link_speed="16 GT/s" link_width="16">
+      <pci busid="0000:07:00.0" class="0x030200" link_speed="16 GT/s" link_width="16"/>
+      <pci busid="0000:08:00.0" class="0x020700" link_speed="16 GT/s" link_width="16"/>
+    </pci>
+  </cpu>
+</system>
+"#;
+
 /// The catalogue of modelled nodes NCCL judges. Each is a shape a real
 /// kernel shows (tests/common: the kernel's files and links); every node
 /// has MLNX_OFED with nv_peer_mem, so the distance and the NIC set decide.
@@ -569,6 +582,14 @@ fn catalogue() -> Vec<Case> {
             nvswitch: false,
         });
     }
+    cases.push(Case {
+        what: "a topology file's slow link: NCCL relays the GPU through an NVLink peer to a wider NIC, though its own is PIX",
+        tree: two_switches_nvlinked("oracle-topo-file-slow-pair"),
+        env: Vec::new(),
+        etc_nccl_conf: None,
+        topo_file: Some(("/opt/topo.xml", TOPO_FILE_SLOW_PAIR)),
+        nvswitch: false,
+    });
     cases.push(Case {
         what: "a stale NCCL_TOPO_FILE places the GPU alone, on another NUMA node",
         tree: switch_and_root_port("oracle-topo-file-gpu-only"),

@@ -648,7 +648,8 @@ pub struct TopoFile {
 /// (each seed's earlier draws unchanged), on one node in six: the shape of
 /// Azure's HPC images' files (a GPU and an adapter below a switch the VM
 /// does not show, `ffff:ff:NN.0`, on one CPU or two, devices by bus id,
-/// every link the tree's 32 GT/s x16), holding every GPU and RDMA function
+/// every link x16 at ndv5's 32 GT/s or ndv4's 16 GT/s, each element with
+/// the attributes those files give it: check_topo_file_shape), holding every GPU and RDMA function
 /// of the node or, one time in three, some of them: NCCL climbs sysfs for
 /// the others and hangs them on the file's CPU of their NUMA node
 /// (graph/xml.cc, ncclTopoGetXmlFromSys), which no real file leaves to
@@ -691,13 +692,22 @@ pub fn topology_file(seed: u64, node: &Node) -> Option<TopoFile> {
         .filter(|a| keep(a))
         .collect();
     let pairs = gpus.len().min(nics.len());
-    let link = r#"link_speed="32.0 GT/s PCIe" link_width="16""#;
-    let gpu = |a: &str| {
-        format!(r#"<pci busid="{a}" class="0x030200" vendor="0x10de" device="0x2330" {link}/>"#)
+    // The link speed as one of Azure's files spells it (ndv5's, the tree's
+    // own 32 GT/s; or ndv4's 16 GT/s, a file slower than the links it
+    // describes), and the switch's attributes as ndv4's or ndv5's
+    // (check_topo_file_shape).
+    let link = if rng.one_in(2) {
+        r#"link_speed="32.0 GT/s PCIe" link_width="16""#
+    } else {
+        r#"link_speed="16 GT/s" link_width="16""#
     };
-    let nic = |a: &str| {
-        format!(r#"<pci busid="{a}" class="0x020700" vendor="0x15b3" device="0x1021" {link}/>"#)
+    let switch_ids = if rng.one_in(2) {
+        ""
+    } else {
+        r#" vendor="0x0000" device="0x0000" subsystem_vendor="0x0000" subsystem_device="0x0000""#
     };
+    let gpu = |a: &str| format!(r#"<pci busid="{a}" class="0x030200" {link}/>"#);
+    let nic = |a: &str| format!(r#"<pci busid="{a}" class="0x020700" {link}/>"#);
     // Pair i on CPU i x cpus / pairs; the rest on CPU 0. Each parent's
     // children in bus id order, as nvidia-topologyd's and Azure's files
     // have them (NCCL keeps a file's order: docs/readiness.md).
@@ -712,7 +722,7 @@ pub fn topology_file(seed: u64, node: &Node) -> Option<TopoFile> {
         body[i * cpus / pairs].push((
             switch.clone(),
             vec![
-                format!(r#"<pci busid="{switch}" class="0x060400" vendor="0xffff" device="0xffff" {link}>"#),
+                format!(r#"<pci busid="{switch}" class="0x060400" {link}{switch_ids}>"#),
                 format!("  {}", below[0].1),
                 format!("  {}", below[1].1),
                 "</pci>".to_owned(),

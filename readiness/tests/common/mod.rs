@@ -96,6 +96,93 @@ pub fn check_shapes(sys: &Path) -> usize {
     files.len()
 }
 
+/// Holds a generated NCCL topology file to the shapes of the real files
+/// it stands for: Azure's HPC images' (github.com/Azure/azhpc-images,
+/// topology/ndv2-topo.xml, ndv4-topo.xml, ndv5-topo.xml; docs/nccl-harness.md).
+/// One element a line; `system` holds `cpu`s, a `cpu` holds PCI devices
+/// or switches, a switch holds devices; each element with exactly the
+/// attributes one of those files gives its kind (a switch with ndv4's
+/// four or ndv5's eight, every device ndv2's, ndv4's and ndv5's four);
+/// a link as they spell it. Returns how many elements it checked.
+pub fn check_topo_file_shape(text: &str) -> usize {
+    const CPU: &[&str] = &[
+        "numaid", "affinity", "arch", "vendor", "familyid", "modelid",
+    ];
+    const DEVICE: &[&str] = &["busid", "class", "link_speed", "link_width"];
+    const SWITCH_NDV5: &[&str] = &[
+        "busid",
+        "class",
+        "link_speed",
+        "link_width",
+        "vendor",
+        "device",
+        "subsystem_vendor",
+        "subsystem_device",
+    ];
+    const SPEEDS: &[&str] = &["16 GT/s", "32.0 GT/s PCIe"];
+    let mut open: Vec<String> = Vec::new();
+    let mut checked = 0;
+    for line in text.lines() {
+        let l = line.trim();
+        if let Some(tag) = l.strip_prefix("</") {
+            let tag = tag.trim_end_matches('>');
+            assert_eq!(
+                open.pop().as_deref(),
+                Some(tag),
+                "{l}: closes what is not open"
+            );
+            continue;
+        }
+        let body = l
+            .strip_prefix('<')
+            .and_then(|b| b.strip_suffix('>'))
+            .unwrap_or_else(|| panic!("`{l}`: not one element a line"));
+        let (body, closed) = match body.strip_suffix('/') {
+            Some(b) => (b, true),
+            None => (body, false),
+        };
+        let (tag, rest) = body.split_once(' ').unwrap_or((body, ""));
+        let attrs: Vec<(&str, &str)> = rest
+            .split('"')
+            .collect::<Vec<_>>()
+            .chunks(2)
+            .filter(|c| c.len() == 2)
+            .map(|c| (c[0].trim().trim_end_matches('='), c[1]))
+            .collect();
+        let names: Vec<&str> = attrs.iter().map(|(k, _)| *k).collect();
+        let value = |k: &str| attrs.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+        let parent = open.last().map(String::as_str);
+        let switch = value("class").is_some_and(|c| c.starts_with("0x0604"));
+        match (tag, parent) {
+            ("system", None) => assert_eq!(names, ["version"], "{l}"),
+            ("cpu", Some("system")) => {
+                assert_eq!(names, CPU, "{l}: a cpu as Azure's files give it")
+            }
+            ("pci", Some("cpu")) if switch => assert!(
+                names == DEVICE || names == SWITCH_NDV5,
+                "{l}: a switch as ndv4's or ndv5's file gives it"
+            ),
+            ("pci", Some("cpu" | "pci")) if !switch => {
+                assert_eq!(names, DEVICE, "{l}: a device as Azure's files give it")
+            }
+            _ => panic!("{l}: a {tag} below {parent:?}, which Azure's files do not hold"),
+        }
+        if tag == "pci" {
+            assert!(
+                value("link_speed").is_some_and(|v| SPEEDS.contains(&v))
+                    && value("link_width") == Some("16"),
+                "{l}: a link as Azure's files spell it"
+            );
+        }
+        if !closed {
+            open.push(tag.to_owned());
+        }
+        checked += 1;
+    }
+    assert!(open.is_empty(), "{open:?} left open");
+    checked
+}
+
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 /// The kernel release the trees run (Debian 12's).
@@ -1077,6 +1164,38 @@ pub fn far_gpu_bridged(name: &str, links: u32) -> Tree {
     t.nic("pci0000:00/0000:00:02.0/0000:20:00.0", "mlx5_1", 0);
     t.cpuinfo("GenuineIntel", 6, 207);
     t.nvlink(&["0000:10:00.0", "0000:92:00.0"], &[(0, 1, links)]);
+    t
+}
+
+/// Two switches on socket 0's root ports, each with a GPU and a NIC below
+/// it (GPU 03:00.0 and mlx5_0; GPU 07:00.0 and mlx5_1), the GPUs joined by
+/// four NVLinks: the tree for a topology file whose slow link (16 GT/s x16,
+/// 24 GB/s: TOPO_FILE_SLOW_PAIR in nccl_oracle.rs) places GPU 07:00.0 and
+/// mlx5_1, which makes NCCL relay it to mlx5_0 through GPU 03:00.0 (PXN,
+/// 48 GB/s) though its own NIC is PIX (found by the generator, seed 190).
+pub fn two_switches_nvlinked(name: &str) -> Tree {
+    let t = Tree::new(name);
+    t.cpuinfo("GenuineIntel", 6, 207);
+    for (rp, usp, gpu, nic, name) in [
+        ("0000:00:01.0", "01", "03", "04", "mlx5_0"),
+        ("0000:00:02.0", "05", "07", "08", "mlx5_1"),
+    ] {
+        let rp = format!("pci0000:00/{rp}");
+        t.bridge(&rp, 4, None, 0);
+        let usp = format!("{rp}/0000:{usp}:00.0");
+        t.bridge(&usp, 5, None, 0);
+        let bus = u8::from_str_radix(&gpu[..2], 16).unwrap() - 1;
+        for (dev, end) in [("00", gpu), ("01", nic)] {
+            let dsp = format!("{usp}/0000:{bus:02x}:{dev}.0");
+            t.bridge(&dsp, 6, None, 0);
+            if end == gpu {
+                t.gpu(&format!("{dsp}/0000:{end}:00.0"), 0x2330, 0, 128 * GIB);
+            } else {
+                t.nic(&format!("{dsp}/0000:{end}:00.0"), name, 0);
+            }
+        }
+    }
+    t.nvlink(&["0000:03:00.0", "0000:07:00.0"], &[(0, 1, 4)]);
     t
 }
 
