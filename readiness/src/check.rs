@@ -616,9 +616,14 @@ pub fn check(host: &Host, programs: bool) -> Report {
                 peer: &peer,
             };
             // The PCI paths' bandwidths are sysfs's (or the topology
-            // file's); a relay's needs the NVLinks' count.
+            // file's); a relay's needs the NVLinks' count. Whether any
+            // relay may be taken, before nvidia-smi is asked: each as wide
+            // as can be where it will be asked (the call below weighs it),
+            // else not known (pxn::relay bounds it by the peer's path).
+            let widest = |_: &pxn::Relay| Some(f64::INFINITY);
+            let not_known = |_: &pxn::Relay| None;
             let unseen = pxn::Widths {
-                relayed: &|_| None,
+                relayed: if programs { &widest } else { &not_known },
                 own: &own,
                 peer: &peer,
             };

@@ -143,7 +143,7 @@ pub fn relay(
         // not known is bounded by the peer's path to the NIC (paths.cc,
         // addInterStep: the narrower of the two), which must be wider.
         .filter(|r| {
-            let bound = if own_near {
+            let bound = if own_near && (widths.relayed)(r).is_none() {
                 (widths.peer)(&r.peer, &r.nic)
             } else {
                 f64::INFINITY
