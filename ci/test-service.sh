@@ -433,6 +433,12 @@ check "apt guard: the metapackage removed while linux-image-amd64 stays: refused
 check "apt guard: the same with -o NvPeerMem::Allow-Kernel-Without-Module=true: let through, saying what it does" \
     guard_says 0 "nvidia-peer-memory-modules-$k_old nvidia-peer-memory-modules-amd64 linux-image-amd64" "NvPeerMem::Allow-Kernel-Without-Module=true" "$meta_off" -- \
     "removing nvidia-peer-memory-modules-amd64 while linux-image-amd64 stays"
+both_rules() {  # full-upgrade to a new kernel removes the metapackage too: both said, exit 1
+    guard_says 1 "nvidia-peer-memory-modules-$k_old nvidia-peer-memory-modules-amd64 linux-image-amd64" "" "$kernel_only" -- \
+        "apt would remove nvidia-peer-memory-modules-amd64 while" &&
+        grep -qF "nvidia-peer-memory-modules-$k_new: booted, that kernel would have no" "$fake/guard.out"
+}
+check "apt guard: a new kernel whose linux-image-amd64 removes the metapackage: both rules say their part, refused" both_rules
 check "apt guard: the backports metapackage removed while linux-image-amd64 stays: refused" \
     guard_says 1 "nvidia-peer-memory-modules-$k_old nvidia-peer-memory-modules-amd64-backports linux-image-amd64" "" \
     "nvidia-peer-memory-modules-amd64-backports 6.12.95-1~bpo12+1+1.4.0.1 - - **REMOVE**" -- \
