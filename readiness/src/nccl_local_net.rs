@@ -211,8 +211,11 @@ fn best(paths: &[(PathType, f64)]) -> Vec<usize> {
     out
 }
 
+/// A GPU's paths to its NICs, each with NCCL's path type.
+type TypedPaths = Vec<(String, PathType, f64)>;
+
 /// A GPU's paths in @view as NCCL types them before PXN.
-fn typed(view: &[(String, Distance, f64)]) -> Vec<(String, PathType, f64)> {
+fn typed(view: &[(String, Distance, f64)]) -> TypedPaths {
     view.iter()
         .map(|(n, d, bw)| (n.clone(), PathType::Pci(*d), *bw))
         .collect()
@@ -257,16 +260,19 @@ pub fn local_gpu(views: &[View], nic: &str, rule: Rule) -> Option<String> {
         .filter(|&i| views[i].1.iter().any(|(n, _, _)| n == nic))
         .map(|i| views[i].0.as_str())
         .collect();
+    // Each nearest GPU's own paths, typed once for all the channels.
+    let paths: Vec<(&str, TypedPaths)> = nearest
+        .iter()
+        .filter_map(|g| {
+            let (_, mine) = views.iter().find(|(a, _)| a == g)?;
+            Some((*g, typed(mine)))
+        })
+        .collect();
     (0..64).find_map(|channel| {
-        nearest
+        paths
             .iter()
-            .find(|g| {
-                let mine = views.iter().find(|(a, _)| a == *g).map(|(_, m)| m);
-                mine.and_then(|m| pick_on(views, g, &typed(m), rule, channel))
-                    .as_deref()
-                    == Some(nic)
-            })
-            .map(|g| g.to_string())
+            .find(|(g, mine)| pick_on(views, g, mine, rule, channel).as_deref() == Some(nic))
+            .map(|(g, _)| g.to_string())
     })
 }
 
